@@ -1,0 +1,1 @@
+"""Human tasks: the reviewers' inbox, decisions, escalation and the audit trail."""

@@ -1,0 +1,8 @@
+"""The approvals app."""
+
+from django.apps import AppConfig
+
+
+class ApprovalsConfig(AppConfig):
+    name = "approvals"
+    default_auto_field = "django.db.models.BigAutoField"

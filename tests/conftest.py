@@ -1,0 +1,80 @@
+"""Fixtures shared by every test: personas, run factories and in-process driving."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import tests.workflows.definitions  # noqa: F401  (registers the test workflow types)
+from workflows import engine
+from workflows.examples.models import ServiceEffect
+from workflows.models import StepRun, WorkflowRun
+from workflows.states import StepState
+
+ORDER_INPUT = {
+    "order_id": "A-1001",
+    "customer_email": "ada@example.com",
+    "items": [{"sku": "BOOK-1", "quantity": 2}],
+    "amount": "42.50",
+    "currency": "EUR",
+}
+
+
+@pytest.fixture
+def order_input() -> Callable[..., dict[str, Any]]:
+    def make(**overrides: Any) -> dict[str, Any]:
+        return {**ORDER_INPUT, **overrides}
+
+    return make
+
+
+@pytest.fixture
+def start() -> Callable[..., WorkflowRun]:
+    """Start a run and return it (ignoring whether it was new)."""
+
+    def start_run(workflow_type: str, input: dict[str, Any] | None = None, **options: Any):
+        run, _ = engine.start_workflow(workflow_type=workflow_type, input=input or {}, **options)
+        return run
+
+    return start_run
+
+
+@pytest.fixture
+def drive() -> Callable[[WorkflowRun], WorkflowRun]:
+    """Execute a run's scheduled steps in this process until none is left to do now.
+
+    The fast way to test engine logic; tests in tests/e2e prove the same with real
+    worker processes over a real broker.
+    """
+
+    def drive_run(run: WorkflowRun, *, max_steps: int = 100) -> WorkflowRun:
+        for _ in range(max_steps):
+            step = run.steps.filter(state=StepState.SCHEDULED).order_by("id").first()
+            if step is None:
+                break
+            engine.execute_step(step_id=step.pk)
+        run.refresh_from_db()
+        return run
+
+    return drive_run
+
+
+@pytest.fixture
+def effects() -> Callable[..., dict[str, int]]:
+    """Count applied effects of a run by `service.action`."""
+
+    def count(run: WorkflowRun) -> dict[str, int]:
+        applied = ServiceEffect.objects.filter(run_id=run.id, applied_at__isnull=False)
+        counts: dict[str, int] = {}
+        for effect in applied:
+            key = f"{effect.service}.{effect.action}"
+            counts[key] = counts.get(key, 0) + 1
+        return counts
+
+    return count
+
+
+def steps_by_node(run: WorkflowRun) -> dict[str, StepRun]:
+    return {step.node: step for step in run.steps.filter(kind="forward")}

@@ -1,0 +1,135 @@
+"""Small workflow types that exercise one engine feature each (registered for tests only).
+
+Their activities call the demo services, so every effect lands in the ledger and
+tests can count it; `input["simulate"]` makes an activity misbehave by its name.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from workflows import registry
+from workflows.activity import ActivityContext
+from workflows.dsl import (
+    Activity,
+    Branch,
+    Join,
+    NoCompensation,
+    Parallel,
+    RetryPolicy,
+    Sleep,
+    WaitForSignal,
+    Workflow,
+)
+from workflows.examples import services
+
+QUICK_RETRY = RetryPolicy(max_attempts=3, initial_interval=timedelta(milliseconds=100))
+
+
+def effect(action: str):
+    def activity(context: ActivityContext) -> dict[str, Any]:
+        return services.call(
+            service="test",
+            action=action,
+            context=context,
+            behaviour=context.input.get("simulate", {}).get(action),
+            data={"node": context.node},
+        )
+
+    activity.__name__ = action
+    return activity
+
+
+def step(name: str, next: str | None = None, **options: Any) -> Activity:
+    """A mutating test activity named `name`, undone by `undo_<name>`."""
+    return Activity(
+        name,
+        run=effect(name),
+        compensate=effect(f"undo_{name}"),
+        next=next,
+        retry=QUICK_RETRY,
+        compensation_retry=QUICK_RETRY,
+        **options,
+    )
+
+
+LINEAR = Workflow(
+    name="test_linear",
+    version=1,
+    start="first",
+    nodes=(step("first", "second"), step("second", "third"), step("third")),
+)
+
+PARALLEL_ALL = Workflow(
+    name="test_parallel_all",
+    version=1,
+    start="fan_out",
+    nodes=(
+        Parallel("fan_out", branches=("left", "right"), join="together"),
+        step("left", "together"),
+        step("right", "together"),
+        Join("together", wait_for="all", next="after"),
+        step("after"),
+    ),
+)
+
+PARALLEL_ANY = Workflow(
+    name="test_parallel_any",
+    version=1,
+    start="fan_out",
+    nodes=(
+        Parallel("fan_out", branches=("left", "gate"), join="first_wins"),
+        step("left", "first_wins"),
+        WaitForSignal("gate", signals={"open": "right"}),
+        step("right", "first_wins"),
+        Join("first_wins", wait_for="any", next="after"),
+        step("after"),
+    ),
+)
+
+BRANCHING = Workflow(
+    name="test_branching",
+    version=1,
+    start="is_big",
+    nodes=(
+        Branch(
+            "is_big",
+            condition=lambda data: data.input["amount"] > 100,
+            if_true="big",
+            if_false="small",
+        ),
+        step("big"),
+        step("small"),
+    ),
+)
+
+SIGNALLED = Workflow(
+    name="test_signalled",
+    version=1,
+    start="prepare",
+    nodes=(
+        step("prepare", "await_go"),
+        WaitForSignal(
+            "await_go",
+            signals={"go": "went", "stop": None},
+            timeout=timedelta(minutes=5),
+            on_timeout="timed_out",
+        ),
+        step("went"),
+        Activity("timed_out", run=effect("timed_out"), mutating=False),
+    ),
+)
+
+SLEEPING = Workflow(
+    name="test_sleeping",
+    version=1,
+    start="nap",
+    nodes=(
+        Sleep("nap", duration=timedelta(seconds=1), next="wake_up"),
+        Activity("wake_up", run=effect("wake_up"), compensate=NoCompensation("a test")),
+    ),
+)
+
+for workflow in (LINEAR, PARALLEL_ALL, PARALLEL_ANY, BRANCHING, SIGNALLED, SLEEPING):
+    registry.register(workflow)

@@ -1,0 +1,1 @@
+"""Durable workflows: definitions, the engine that runs them, and their Celery tasks."""

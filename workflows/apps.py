@@ -1,0 +1,33 @@
+"""The workflows app: loads the workflow modules and checks every definition."""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+from django.apps import AppConfig
+from django.conf import settings
+from django.core import checks
+
+
+class WorkflowsConfig(AppConfig):
+    name = "workflows"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # Each module registers its definitions on import, as admin modules do.
+        for module in settings.BATON_WORKFLOW_MODULES:
+            import_module(module)
+        checks.register(check_workflow_definitions, "workflows")
+
+
+def check_workflow_definitions(**kwargs: Any) -> list[checks.CheckMessage]:
+    """Report every registered definition that fails the static check."""
+    from workflows import registry
+    from workflows.dsl import check_definition
+
+    return [
+        checks.Error(problem, obj=str(workflow), id="workflows.E001")
+        for workflow in registry.all_definitions()
+        for problem in check_definition(workflow)
+    ]

@@ -1,0 +1,367 @@
+"""The definition language: a workflow is a small graph of frozen nodes, checked statically.
+
+A definition says *what* happens in which order; business logic lives in the
+activity functions it names. The graph is acyclic: a node runs at most once per
+run (retries repeat an attempt, never a node), which is what lets the engine key
+every step on (run, node) and never replay history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from functools import cached_property
+from typing import Any, Literal
+
+import pydantic
+
+from workflows.activity import ActivityContext
+
+ActivityFunction = Callable[[ActivityContext], Any]
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how patiently a failing activity is tried again."""
+
+    max_attempts: int = 3
+    initial_interval: timedelta = timedelta(seconds=1)
+    backoff_coefficient: float = 2.0
+    max_interval: timedelta = timedelta(minutes=1)
+    # Exception class names that fail the step at once, whatever attempts remain.
+    non_retryable: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Temporal's three activity timeouts; the sweep enforces them from database times."""
+
+    # Scheduled but not picked up by a worker within this: counts as a failed attempt.
+    schedule_to_start: timedelta | None = None
+    # One attempt may run at most this long.
+    start_to_close: timedelta = timedelta(minutes=5)
+    # An attempt that reports no heartbeat within this is presumed dead.
+    heartbeat: timedelta | None = None
+
+
+@dataclass(frozen=True)
+class NoCompensation:
+    """An explicit decision that a mutating activity needs no undo, with the reason."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class RunData:
+    """What conditions see: the run's validated input and the results so far, by node."""
+
+    input: Mapping[str, Any]
+    results: Mapping[str, Any]
+
+
+# ---------------------------------------------------------------------------
+# Nodes
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+
+    def successors(self) -> tuple[str, ...]:
+        """Return every node this one can lead to (for the static check and drawing)."""
+        return ()
+
+
+@dataclass(frozen=True)
+class Activity(Node):
+    """Run a function on a worker, with retries, timeouts and (if it mutates) a compensation."""
+
+    run: ActivityFunction
+    next: str | None = None
+    # Mutating activities must name their undo or say why they need none.
+    compensate: ActivityFunction | NoCompensation | None = None
+    mutating: bool = True
+    retry: RetryPolicy = RetryPolicy()
+    compensation_retry: RetryPolicy = RetryPolicy(max_attempts=5)
+    timeouts: Timeouts = Timeouts()
+    # Run on the worker that finished the previous step, without a broker round trip.
+    local: bool = False
+
+    def successors(self) -> tuple[str, ...]:
+        return _present(self.next)
+
+    @property
+    def compensation(self) -> ActivityFunction | None:
+        return None if isinstance(self.compensate, NoCompensation) else self.compensate
+
+
+@dataclass(frozen=True)
+class Branch(Node):
+    """Go one way or the other on a condition over the run's data."""
+
+    condition: Callable[[RunData], bool]
+    if_true: str | None
+    if_false: str | None
+
+    def successors(self) -> tuple[str, ...]:
+        return _present(self.if_true, self.if_false)
+
+
+@dataclass(frozen=True)
+class Parallel(Node):
+    """Start every branch at once; each branch's path must lead into `join`."""
+
+    branches: tuple[str, ...]
+    join: str
+
+    def successors(self) -> tuple[str, ...]:
+        return self.branches
+
+
+@dataclass(frozen=True)
+class Join(Node):
+    """Continue once enough branches arrived: all of them, any one, or N of them."""
+
+    wait_for: Literal["all", "any"] | int = "all"
+    next: str | None = None
+
+    def successors(self) -> tuple[str, ...]:
+        return _present(self.next)
+
+    def required(self, branch_count: int) -> int:
+        if self.wait_for == "all":
+            return branch_count
+        if self.wait_for == "any":
+            return 1
+        return self.wait_for
+
+
+@dataclass(frozen=True)
+class Sleep(Node):
+    """Wait for a fixed time, kept in the database and fired by the sweep."""
+
+    duration: timedelta
+    next: str | None = None
+
+    def successors(self) -> tuple[str, ...]:
+        return _present(self.next)
+
+
+@dataclass(frozen=True)
+class WaitForSignal(Node):
+    """Wait for the first of several signals, or a timeout, and go where it says."""
+
+    signals: Mapping[str, str | None]
+    timeout: timedelta | None = None
+    on_timeout: str | None = None
+
+    def successors(self) -> tuple[str, ...]:
+        targets = [*self.signals.values()]
+        if self.timeout is not None:
+            targets.append(self.on_timeout)
+        return _present(*targets)
+
+    def next_after(self, signal_name: str | None) -> str | None:
+        """Return the node that follows `signal_name` (None means the timeout fired)."""
+        return self.on_timeout if signal_name is None else self.signals[signal_name]
+
+
+@dataclass(frozen=True)
+class Approval(WaitForSignal):
+    """A human decision: a wait whose signals are `<node>.approved` and `<node>.rejected`.
+
+    The approvals app registers what entering it does (creating the human task);
+    the engine only waits for the decision signal.
+    """
+
+    signals: Mapping[str, str | None] = field(default_factory=dict)
+    title: str = ""
+    assignees: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
+    on_approve: str | None = None
+    on_reject: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self,
+            "signals",
+            {f"{self.name}.approved": self.on_approve, f"{self.name}.rejected": self.on_reject},
+        )
+
+
+def _present(*names: str | None) -> tuple[str, ...]:
+    return tuple(name for name in names if name is not None)
+
+
+# ---------------------------------------------------------------------------
+# Workflows
+# ---------------------------------------------------------------------------
+
+
+class InvalidInput(ValueError):
+    """The input does not fit the workflow's schema; `errors` lists each field's problem."""
+
+    def __init__(self, errors: list[dict[str, str]]) -> None:
+        self.errors = errors
+        problems = "; ".join(f"{error['field']}: {error['message']}" for error in errors)
+        super().__init__(f"Invalid workflow input: {problems}")
+
+
+@dataclass(frozen=True)
+class Workflow:
+    name: str
+    version: int
+    start: str
+    nodes: tuple[Node, ...]
+    input_schema: type[pydantic.BaseModel] | None = None
+    description: str = ""
+    # Runs of this type allowed to be live at once; more wait in `pending`.
+    concurrency_limit: int | None = None
+    max_parallel_branches: int = 16
+
+    def __str__(self) -> str:
+        return f"{self.name} v{self.version}"
+
+    @cached_property
+    def nodes_by_name(self) -> dict[str, Node]:
+        return {node.name: node for node in self.nodes}
+
+    def node(self, name: str) -> Node:
+        return self.nodes_by_name[name]
+
+    @cached_property
+    def join_of(self) -> dict[str, str]:
+        """Map each node inside a parallel region to the join that closes it."""
+        regions: dict[str, str] = {}
+        for parallel in self.nodes:
+            if isinstance(parallel, Parallel):
+                for name in _reachable(self, parallel.branches, stop_at=parallel.join):
+                    regions[name] = parallel.join
+        return regions
+
+    @cached_property
+    def branch_count(self) -> dict[str, int]:
+        """Map each join to the number of branches that lead into it."""
+        return {node.join: len(node.branches) for node in self.nodes if isinstance(node, Parallel)}
+
+    def validate_input(self, data: Any) -> dict[str, Any]:
+        """Return the input as the schema reads it, or raise InvalidInput naming each problem."""
+        if self.input_schema is None:
+            if not isinstance(data, dict):
+                raise InvalidInput([{"field": "input", "message": "must be a JSON object"}])
+            return data
+        try:
+            model = self.input_schema.model_validate(data)
+        except pydantic.ValidationError as error:
+            raise InvalidInput(
+                [
+                    {
+                        "field": ".".join(str(part) for part in problem["loc"]) or "input",
+                        "message": problem["msg"],
+                    }
+                    for problem in error.errors()
+                ]
+            ) from None
+        return model.model_dump(mode="json")
+
+
+def _reachable(workflow: Workflow, starts: tuple[str, ...], stop_at: str | None = None) -> set[str]:
+    seen: set[str] = set()
+    pending = [name for name in starts if name in workflow.nodes_by_name]
+    while pending:
+        name = pending.pop()
+        if name in seen or name == stop_at:
+            continue
+        seen.add(name)
+        pending.extend(
+            successor
+            for successor in workflow.nodes_by_name[name].successors()
+            if successor in workflow.nodes_by_name
+        )
+    return seen
+
+
+# ---------------------------------------------------------------------------
+# The static check
+# ---------------------------------------------------------------------------
+
+
+def check_definition(workflow: Workflow) -> list[str]:
+    """Return every problem that would stop a run of `workflow` from ending well."""
+    problems: list[str] = []
+    names = [node.name for node in workflow.nodes]
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        problems.append(f"node names used twice: {', '.join(duplicates)}")
+    if workflow.start not in workflow.nodes_by_name:
+        return [*problems, f"start node {workflow.start!r} is not defined"]
+
+    for node in workflow.nodes:
+        for successor in node.successors():
+            if successor not in workflow.nodes_by_name:
+                problems.append(f"{node.name!r} leads to undefined node {successor!r}")
+        if isinstance(node, Activity) and node.mutating and node.compensate is None:
+            problems.append(
+                f"mutating activity {node.name!r} has no compensation: name one, or pass "
+                "NoCompensation(reason) to say why it needs none"
+            )
+        if isinstance(node, Parallel):
+            problems.extend(_parallel_problems(workflow, node))
+
+    unreachable = set(names) - _reachable(workflow, (workflow.start,))
+    problems.extend(f"node {name!r} is unreachable from the start" for name in sorted(unreachable))
+    cycle = _find_cycle(workflow)
+    if cycle:
+        problems.append(f"path with no end: {' -> '.join(cycle)} loops back")
+    return problems
+
+
+def _parallel_problems(workflow: Workflow, parallel: Parallel) -> list[str]:
+    problems = []
+    join = workflow.nodes_by_name.get(parallel.join)
+    if not isinstance(join, Join):
+        return [f"parallel {parallel.name!r} names {parallel.join!r}, which is not a join"]
+    if not parallel.branches:
+        problems.append(f"parallel {parallel.name!r} has no branches")
+    if len(parallel.branches) > workflow.max_parallel_branches:
+        problems.append(
+            f"parallel {parallel.name!r} has {len(parallel.branches)} branches, "
+            f"more than the cap of {workflow.max_parallel_branches}"
+        )
+    if isinstance(join.wait_for, int) and not 1 <= join.wait_for <= len(parallel.branches):
+        problems.append(
+            f"join {join.name!r} waits for {join.wait_for} of {len(parallel.branches)} branches"
+        )
+    region = _reachable(workflow, parallel.branches, stop_at=parallel.join)
+    for name in sorted(region):
+        node = workflow.nodes_by_name[name]
+        if isinstance(node, Parallel):
+            problems.append(f"parallel {parallel.name!r} contains another parallel {name!r}")
+        if not node.successors():
+            problems.append(
+                f"{name!r} ends a branch of {parallel.name!r} before its join {parallel.join!r}"
+            )
+    return problems
+
+
+def _find_cycle(workflow: Workflow) -> list[str] | None:
+    visiting: list[str] = []
+    done: set[str] = set()
+
+    def visit(name: str) -> list[str] | None:
+        if name in visiting:
+            return [*visiting[visiting.index(name) :], name]
+        if name in done or name not in workflow.nodes_by_name:
+            return None
+        visiting.append(name)
+        for successor in workflow.nodes_by_name[name].successors():
+            cycle = visit(successor)
+            if cycle:
+                return cycle
+        visiting.pop()
+        done.add(name)
+        return None
+
+    return visit(workflow.start)

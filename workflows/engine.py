@@ -1,0 +1,1023 @@
+"""The engine: the only writer of run and step state.
+
+Rule one: the database is the truth, the broker only carries hints. A Celery
+message says "look at step 42"; the step row says whether it still needs doing.
+Each use case below is one transaction that first locks the run row (lock order:
+run, then its steps), checks the rows, transitions them, records events and sends
+messages only on commit. A lost, duplicated or late message therefore changes
+nothing that matters, and the sweep finds every step whose message was lost or
+whose worker died.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from celery import current_app
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
+
+from workflows import registry
+from workflows.activity import ActivityCancelled, ActivityContext, LeaseLost
+from workflows.compensation import CompletedStep, plan_compensation
+from workflows.dsl import (
+    Activity,
+    Branch,
+    Join,
+    Parallel,
+    Sleep,
+    WaitForSignal,
+    Workflow,
+)
+from workflows.models import Signal, StepEvent, StepRun, WorkflowRun
+from workflows.retries import is_final_error, next_attempt_at
+from workflows.states import (
+    ACTIVE_STEP_STATES,
+    EventKind,
+    RunState,
+    StepKind,
+    StepState,
+)
+
+logger = logging.getLogger("baton.engine")
+
+EXECUTE_STEP_TASK = "baton.execute_step"
+_LIVE_FORWARD_RUN_STATES = (RunState.RUNNING, RunState.WAITING, RunState.PAUSED)
+_UNDOING_RUN_STATES = (RunState.COMPENSATING, RunState.CANCELLING)
+
+
+class EngineError(Exception):
+    """A request the engine refuses, with a message fit for the person who made it."""
+
+
+class RunNotFound(EngineError):
+    pass
+
+
+class RunAlreadyEnded(EngineError):
+    def __init__(self, run: WorkflowRun) -> None:
+        self.state = run.state
+        super().__init__(f"Run {run.id} has already ended ({run.get_state_display()}).")
+
+
+class IllegalRunOperation(EngineError):
+    pass
+
+
+# ---------------------------------------------------------------------------
+# Messages out: collected during a transaction, sent once it commits
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Outbox:
+    """Steps to hand to workers once the transaction commits; local ones stay here."""
+
+    remote: list[int] = field(default_factory=list)
+    local: list[int] = field(default_factory=list)
+
+    def add(self, step: StepRun, *, local: bool = False) -> None:
+        (self.local if local else self.remote).append(step.pk)
+
+    def send_on_commit(self, *, keep_local: bool = False) -> None:
+        """Send the steps once the transaction commits; local ones too unless kept
+        for the worker that is already running (only a worker can run them inline)."""
+        step_ids = self.remote if keep_local else [*self.remote, *self.local]
+        if step_ids:
+            transaction.on_commit(lambda: _send(step_ids))
+
+
+def _send(step_ids: list[int]) -> None:
+    for step_id in step_ids:
+        current_app.send_task(EXECUTE_STEP_TASK, args=[step_id])
+
+
+# ---------------------------------------------------------------------------
+# Starting runs
+# ---------------------------------------------------------------------------
+
+
+def start_workflow(
+    *,
+    workflow_type: str,
+    input: Any,
+    idempotency_key: str | None = None,
+    correlation_id: str = "",
+    started_by: Any = None,
+    now: datetime | None = None,
+) -> tuple[WorkflowRun, bool]:
+    """Start a run of the latest version of `workflow_type` in one transaction.
+
+    Return the run and whether it was created: a second start with the same
+    idempotency key returns the first run and starts nothing. Raise
+    UnknownWorkflow or InvalidInput before anything is written.
+    """
+    definition = registry.get(workflow_type)
+    data = definition.validate_input(input)
+    now = now or timezone.now()
+    outbox = _Outbox()
+    with transaction.atomic():
+        if idempotency_key:
+            existing = _run_for_key(workflow_type, idempotency_key)
+            if existing is not None:
+                return existing, False
+        run = WorkflowRun(
+            workflow_type=definition.name,
+            workflow_version=definition.version,
+            input=data,
+            idempotency_key=idempotency_key or "",
+            correlation_id=correlation_id,
+            started_by=started_by,
+        )
+        try:
+            with transaction.atomic():
+                run.save(force_insert=True)
+        except IntegrityError:
+            # A concurrent start with the same key won the insert: return its run.
+            return _run_for_key(workflow_type, idempotency_key), False  # type: ignore[return-value]
+        if _has_capacity(definition):
+            _begin(run, definition, now=now, outbox=outbox)
+        run.save()
+        _event(run, None, EventKind.STARTED, now, detail={"version": definition.version})
+        outbox.send_on_commit()
+    return run, True
+
+
+def _run_for_key(workflow_type: str, idempotency_key: str | None) -> WorkflowRun | None:
+    return WorkflowRun.objects.filter(
+        workflow_type=workflow_type, idempotency_key=idempotency_key
+    ).first()
+
+
+def _has_capacity(definition: Workflow) -> bool:
+    if definition.concurrency_limit is None:
+        return True
+    if connection.vendor == "postgresql":
+        # Serialise the count-then-start of this type so two starts cannot both
+        # take the last slot.
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [definition.name])
+    live = WorkflowRun.objects.filter(
+        workflow_type=definition.name,
+        state__in=[*_LIVE_FORWARD_RUN_STATES, *_UNDOING_RUN_STATES],
+    ).count()
+    return live < definition.concurrency_limit
+
+
+def _begin(run: WorkflowRun, definition: Workflow, *, now: datetime, outbox: _Outbox) -> None:
+    run.start(now=now)
+    _enter(run, definition, definition.start, came_from=None, now=now, outbox=outbox)
+    _settle(run, outbox)
+
+
+def start_pending_runs(*, now: datetime, limit: int) -> int:
+    """Start runs that waited in `pending` for their type's concurrency limit to free up."""
+    started = 0
+    for definition in registry.all_definitions():
+        if definition.concurrency_limit is None:
+            continue
+        while started < limit:
+            outbox = _Outbox()
+            with transaction.atomic():
+                run = (
+                    WorkflowRun.objects.select_for_update(skip_locked=True)
+                    .filter(workflow_type=definition.name, state=RunState.PENDING)
+                    .order_by("created_at")
+                    .first()
+                )
+                if run is None or not _has_capacity(definition):
+                    break
+                _begin(run, _definition_of(run), now=now, outbox=outbox)
+                run.save()
+                outbox.send_on_commit()
+            started += 1
+    return started
+
+
+# ---------------------------------------------------------------------------
+# Moving through the graph (always inside a transaction holding the run lock)
+# ---------------------------------------------------------------------------
+
+
+def _definition_of(run: WorkflowRun) -> Workflow:
+    return registry.get(run.workflow_type, run.workflow_version)
+
+
+def _enter(
+    run: WorkflowRun,
+    definition: Workflow,
+    node_name: str,
+    *,
+    came_from: StepRun | None,
+    now: datetime,
+    outbox: _Outbox,
+) -> None:
+    """Create the step for `node_name` and do what its kind does on entry."""
+    node = definition.node(node_name)
+    join = definition.join_of.get(node_name)
+    if join is not None and _join_closed(run, join):
+        return  # This branch lost to an `any` or N-of-M join that already went on.
+
+    if isinstance(node, Activity):
+        step = _new_step(run, node_name, StepState.SCHEDULED, now, due_at=_redispatch_at(node, now))
+        outbox.add(step, local=node.local)
+    elif isinstance(node, Branch):
+        took = bool(node.condition(run.data))
+        step = _new_step(run, node_name, StepState.SUCCEEDED, now, result={"took": took})
+        _continue(run, definition, step, node.if_true if took else node.if_false, now, outbox)
+    elif isinstance(node, Parallel):
+        step = _new_step(run, node_name, StepState.SUCCEEDED, now, result=None)
+        for branch in node.branches:
+            _enter(run, definition, branch, came_from=step, now=now, outbox=outbox)
+    elif isinstance(node, Join):
+        _arrive_at_join(run, definition, node, came_from, now, outbox)
+    elif isinstance(node, Sleep):
+        _new_step(run, node_name, StepState.WAITING, now, due_at=now + node.duration)
+    elif isinstance(node, WaitForSignal):
+        due_at = now + node.timeout if node.timeout is not None else None
+        step = _new_step(run, node_name, StepState.WAITING, now, due_at=due_at)
+        _event(run, step, EventKind.WAITING, now, detail={"signals": sorted(node.signals)})
+        enter = registry.node_hooks(node).enter
+        if enter is not None:
+            enter(run, step, node)
+        early = (
+            run.signals.filter(name__in=list(node.signals), consumed_by__isnull=True)
+            .order_by("received_at", "id")
+            .first()
+        )
+        if early is not None:
+            _consume_signal(run, definition, step, node, early, now, outbox)
+    else:  # pragma: no cover - the static check knows every kind
+        raise TypeError(f"unknown node kind {type(node).__name__}")
+
+
+def _continue(
+    run: WorkflowRun,
+    definition: Workflow,
+    step: StepRun,
+    next_node: str | None,
+    now: datetime,
+    outbox: _Outbox,
+) -> None:
+    """Go on from a finished step to `next_node`, or end the run if there is none."""
+    if next_node is not None:
+        _enter(run, definition, next_node, came_from=step, now=now, outbox=outbox)
+    elif run.state in _LIVE_FORWARD_RUN_STATES:
+        run.succeed(result=step.result, now=now)
+        _event(run, None, EventKind.COMPLETED, now)
+
+
+def _arrive_at_join(
+    run: WorkflowRun,
+    definition: Workflow,
+    join: Join,
+    came_from: StepRun | None,
+    now: datetime,
+    outbox: _Outbox,
+) -> None:
+    step, _ = StepRun.objects.get_or_create(
+        run=run,
+        node=join.name,
+        kind=StepKind.FORWARD,
+        defaults={"state": StepState.WAITING, "scheduled_at": now, "result": {"arrived": []}},
+    )
+    if step.state != StepState.WAITING:
+        return
+    arrived = [*step.result["arrived"], came_from.node if came_from else None]
+    step.result = {"arrived": arrived}
+    if len(arrived) < join.required(definition.branch_count[join.name]):
+        step.save()
+        return
+    step.succeed(result={"arrived": arrived}, now=now)
+    step.save()
+    _event(run, step, EventKind.COMPLETED, now, detail={"arrived": arrived})
+    region = [name for name, closer in definition.join_of.items() if closer == join.name]
+    for straggler in run.steps.filter(
+        node__in=region, kind=StepKind.FORWARD, state__in=_CANCELLABLE_STEP_STATES
+    ):
+        _cancel_step(run, definition, straggler, now)
+    _continue(run, definition, step, join.next, now, outbox)
+
+
+def _join_closed(run: WorkflowRun, join: str) -> bool:
+    return run.steps.filter(node=join, kind=StepKind.FORWARD, state=StepState.SUCCEEDED).exists()
+
+
+def _new_step(
+    run: WorkflowRun,
+    node: str,
+    state: StepState,
+    now: datetime,
+    *,
+    kind: StepKind = StepKind.FORWARD,
+    due_at: datetime | None = None,
+    result: Any = None,
+) -> StepRun:
+    step = StepRun(
+        run=run,
+        node=node,
+        kind=kind,
+        state=state,
+        scheduled_at=now,
+        due_at=due_at,
+        result=result,
+        finished_at=now if state == StepState.SUCCEEDED else None,
+    )
+    step.save(force_insert=True)
+    return step
+
+
+def _redispatch_at(node: Activity, now: datetime) -> datetime:
+    due = now + timedelta(seconds=settings.BATON_REDISPATCH_AFTER)
+    if node.timeouts.schedule_to_start is not None:
+        due = min(due, now + node.timeouts.schedule_to_start)
+    return due
+
+
+def _settle(run: WorkflowRun, outbox: _Outbox) -> None:
+    """Mark a forward-moving run as running or waiting, by whether a worker has work."""
+    if run.state not in (RunState.RUNNING, RunState.WAITING):
+        return
+    busy = (
+        bool(outbox.remote or outbox.local)
+        or run.steps.filter(state__in=ACTIVE_STEP_STATES).exists()
+    )
+    if busy and run.state == RunState.WAITING:
+        run.wake()
+    elif not busy and run.state == RunState.RUNNING:
+        run.wait()
+
+
+# ---------------------------------------------------------------------------
+# Executing a step (called by the Celery task)
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Claim:
+    step_id: int
+    run_id: uuid.UUID
+    token: uuid.UUID
+    context: ActivityContext
+    function: Any
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    result: Any = None
+    error: dict[str, Any] | None = None
+    final: bool = False
+    cancelled: bool = False
+
+
+def execute_step(*, step_id: int) -> None:
+    """Run step `step_id` if it still needs running, then any local steps that follow it."""
+    pending = [step_id]
+    while pending:
+        pending.extend(_execute_one(pending.pop()))
+
+
+def _execute_one(step_id: int) -> list[int]:
+    claim = _claim(step_id, now=timezone.now())
+    if claim is None:
+        return []
+    outcome = _run_activity(claim)
+    return _record(claim, outcome, now=timezone.now())
+
+
+def _claim(step_id: int, *, now: datetime) -> _Claim | None:
+    """Take the step for this attempt, or return None if it needs nothing from us."""
+    with transaction.atomic():
+        run = WorkflowRun.objects.select_for_update(of=("self",)).filter(steps__id=step_id).first()
+        if run is None:
+            logger.warning("step.unknown", extra={"step_id": step_id})
+            return None
+        step = StepRun.objects.get(pk=step_id)
+        allowed_run_states = (
+            (RunState.RUNNING, RunState.WAITING)
+            if step.kind == StepKind.FORWARD
+            else _UNDOING_RUN_STATES
+        )
+        if step.state != StepState.SCHEDULED or run.state not in allowed_run_states:
+            logger.info(
+                "step.claim_refused",
+                extra=_log_fields(run, step, state=step.state, run_state=run.state),
+            )
+            return None
+        definition = _definition_of(run)
+        node = definition.node(step.node)
+        assert isinstance(node, Activity)
+        token = uuid.uuid4()
+        step.start(token=token, lease_until=_lease_until(node, started_at=now, now=now), now=now)
+        step.save()
+        _event(run, step, EventKind.STARTED, now)
+        if step.kind == StepKind.FORWARD:
+            function, result_to_undo = node.run, None
+        else:
+            function = node.compensation
+            result_to_undo = run.results.get(step.node)
+
+    def heartbeat() -> None:
+        _heartbeat(
+            step_id=step_id,
+            run_id=run.id,
+            token=token,
+            node=node,
+            started_at=now,
+            forward=step.kind == StepKind.FORWARD,
+        )
+
+    context = ActivityContext(
+        run_id=str(run.id),
+        node=step.node,
+        attempt=step.attempt,
+        idempotency_key=step.idempotency_key,
+        input=run.input,
+        results=run.results,
+        correlation_id=run.correlation_id,
+        result_to_undo=result_to_undo,
+        _heartbeat=heartbeat,
+    )
+    return _Claim(step_id=step_id, run_id=run.id, token=token, context=context, function=function)
+
+
+def _lease_until(node: Activity, *, started_at: datetime, now: datetime) -> datetime:
+    deadline = started_at + node.timeouts.start_to_close
+    if node.timeouts.heartbeat is not None:
+        return min(deadline, now + node.timeouts.heartbeat)
+    return deadline
+
+
+def _heartbeat(
+    *,
+    step_id: int,
+    run_id: uuid.UUID,
+    token: uuid.UUID,
+    node: Activity,
+    started_at: datetime,
+    forward: bool,
+) -> None:
+    """Extend this attempt's lease; tell the activity if it lost it or the run was cancelled.
+
+    Not a state transition: a conditional UPDATE of the lease, fenced by the token.
+    """
+    now = timezone.now()
+    extended = StepRun.objects.filter(
+        pk=step_id, state=StepState.RUNNING, lease_token=token
+    ).update(due_at=_lease_until(node, started_at=started_at, now=now), heartbeat_at=now)
+    if not extended:
+        raise LeaseLost(f"step {step_id} is no longer held by this attempt")
+    if forward and WorkflowRun.objects.filter(pk=run_id, state=RunState.CANCELLING).exists():
+        raise ActivityCancelled(f"run {run_id} was cancelled")
+
+
+def _run_activity(claim: _Claim) -> _Outcome:
+    try:
+        result = claim.function(claim.context)
+    except ActivityCancelled:
+        return _Outcome(cancelled=True)
+    except Exception as error:
+        return _Outcome(error=_describe(error), final=is_final_error(error))
+    try:
+        json.dumps(result)
+    except (TypeError, ValueError) as error:
+        # A bug in the activity, not a passing fault: retrying cannot help.
+        return _Outcome(error=_describe(error), final=True)
+    return _Outcome(result=result)
+
+
+def _describe(error: BaseException) -> dict[str, Any]:
+    return {"type": type(error).__name__, "message": str(error)[:2000]}
+
+
+def _record(claim: _Claim, outcome: _Outcome, *, now: datetime) -> list[int]:
+    """Record an attempt's outcome, if this attempt still holds the step's lease."""
+    outbox = _Outbox()
+    with transaction.atomic():
+        run = WorkflowRun.objects.select_for_update().get(pk=claim.run_id)
+        step = StepRun.objects.get(pk=claim.step_id)
+        if (
+            step.state != StepState.RUNNING
+            or step.lease_token != claim.token
+            or (step.due_at is not None and step.due_at < now)
+        ):
+            logger.warning("step.late_result_discarded", extra=_log_fields(run, step))
+            _event(run, step, EventKind.LEASE_EXPIRED, now, detail={"late_result": "discarded"})
+            return []
+        definition = _definition_of(run)
+        if outcome.cancelled:
+            _cancel_step(run, definition, step, now)
+            _undo_next(run, definition, now, outbox)
+        elif outcome.error is None:
+            _step_succeeded(run, definition, step, outcome.result, now, outbox)
+        else:
+            _attempt_failed(run, definition, step, outcome.error, outcome.final, now, outbox)
+        run.save()
+        outbox.send_on_commit(keep_local=True)
+    return outbox.local
+
+
+def _step_succeeded(
+    run: WorkflowRun,
+    definition: Workflow,
+    step: StepRun,
+    result: Any,
+    now: datetime,
+    outbox: _Outbox,
+) -> None:
+    step.succeed(result=result, now=now)
+    step.save()
+    _event(run, step, EventKind.COMPLETED, now)
+    if step.kind == StepKind.COMPENSATION:
+        _mark_undone(run, step.node)
+        _event(run, step, EventKind.COMPENSATED, now)
+        _undo_next(run, definition, now, outbox)
+        return
+    run.results = {**run.results, step.node: result}
+    if run.state in _LIVE_FORWARD_RUN_STATES:
+        node = definition.node(step.node)
+        assert isinstance(node, Activity)
+        _continue(run, definition, step, node.next, now, outbox)
+        _settle(run, outbox)
+    elif run.state in _UNDOING_RUN_STATES:
+        # It finished after the run began undoing: undo it too.
+        _undo_next(run, definition, now, outbox)
+
+
+def _attempt_failed(
+    run: WorkflowRun,
+    definition: Workflow,
+    step: StepRun,
+    error: dict[str, Any],
+    final: bool,
+    now: datetime,
+    outbox: _Outbox,
+) -> None:
+    """Retry with backoff while the policy allows; otherwise fail the step for good."""
+    node = definition.node(step.node)
+    assert isinstance(node, Activity)
+    forward = step.kind == StepKind.FORWARD
+    policy = node.retry if forward else node.compensation_retry
+    error = {**error, "attempt": step.attempt}
+    retry_at = next_attempt_at(
+        policy=policy,
+        attempt=step.attempt,
+        error_type=error["type"],
+        error_is_final=final,
+        now=now,
+    )
+    still_wanted = run.state in (_LIVE_FORWARD_RUN_STATES if forward else _UNDOING_RUN_STATES)
+    if retry_at is not None and still_wanted:
+        step.schedule_retry(error=error, retry_at=retry_at)
+        step.save()
+        _event(run, step, EventKind.RETRY_SCHEDULED, now, detail={**error, "retry_at": retry_at})
+        return
+    _step_failed(run, definition, step, error, now, outbox)
+
+
+def _step_failed(
+    run: WorkflowRun,
+    definition: Workflow,
+    step: StepRun,
+    error: dict[str, Any],
+    now: datetime,
+    outbox: _Outbox,
+) -> None:
+    """Fail a step for good: a failed undo dead-letters the run, a failed step undoes it."""
+    step.fail(error=error, now=now)
+    step.save()
+    _event(run, step, EventKind.FAILED, now, detail=error)
+    if step.kind == StepKind.COMPENSATION:
+        run.dead_letter(error={"node": step.node, "compensation_error": error})
+        _event(run, step, EventKind.FAILED, now, detail={"run": "dead_lettered"})
+        logger.error("run.dead_lettered", extra=_log_fields(run, step))
+        return
+    if run.state in _LIVE_FORWARD_RUN_STATES:
+        run.begin_compensation(error={"node": step.node, **error})
+        _event(run, None, EventKind.COMPENSATING, now, detail={"failed_node": step.node})
+        for sibling in run.steps.filter(kind=StepKind.FORWARD, state__in=_CANCELLABLE_STEP_STATES):
+            _cancel_step(run, definition, sibling, now)
+    _undo_next(run, definition, now, outbox)
+
+
+_CANCELLABLE_STEP_STATES = (StepState.SCHEDULED, StepState.RETRY_WAIT, StepState.WAITING)
+
+
+def _cancel_step(run: WorkflowRun, definition: Workflow, step: StepRun, now: datetime) -> None:
+    step.cancel(now=now)
+    step.save()
+    _event(run, step, EventKind.CANCELLED, now)
+    _leave(run, definition, step)
+
+
+def _leave(run: WorkflowRun, definition: Workflow, step: StepRun) -> None:
+    """Tell the node kind's hook that a waiting step is over (e.g. close its human tasks)."""
+    node = definition.node(step.node)
+    leave = registry.node_hooks(node).leave
+    if leave is not None:
+        leave(run, step, node)
+
+
+# ---------------------------------------------------------------------------
+# Compensation: undo completed mutating steps, most recent first, one at a time
+# ---------------------------------------------------------------------------
+
+
+def _undo_next(run: WorkflowRun, definition: Workflow, now: datetime, outbox: _Outbox) -> None:
+    """Schedule the next compensation, or end the run once nothing is left to undo.
+
+    Waits while a compensation is in flight or a forward step is still running
+    (its outcome decides whether it needs undoing too).
+    """
+    if run.state not in _UNDOING_RUN_STATES:
+        return
+    if run.steps.filter(state__in=ACTIVE_STEP_STATES).exists():
+        return
+    completed = run.steps.filter(kind=StepKind.FORWARD, state=StepState.SUCCEEDED)
+    plan = plan_compensation(
+        workflow=definition,
+        completed=[
+            CompletedStep(node=step.node, finished_at=step.finished_at, sequence=step.pk)
+            for step in completed
+        ],
+    )
+    if plan:
+        compensation = _new_step(
+            run,
+            plan[0],
+            StepState.SCHEDULED,
+            now,
+            kind=StepKind.COMPENSATION,
+            due_at=now + timedelta(seconds=settings.BATON_REDISPATCH_AFTER),
+        )
+        _event(run, compensation, EventKind.COMPENSATING, now)
+        outbox.add(compensation)
+        return
+    if run.state == RunState.CANCELLING:
+        run.finish_cancel(now=now)
+        _event(run, None, EventKind.CANCELLED, now)
+    elif run.steps.filter(kind=StepKind.COMPENSATION).exists():
+        run.finish_compensation(now=now)
+        _event(run, None, EventKind.COMPENSATED, now)
+    else:
+        run.fail(now=now)
+        _event(run, None, EventKind.FAILED, now, detail={"run": "failed, nothing to undo"})
+
+
+def _mark_undone(run: WorkflowRun, node: str) -> None:
+    original = run.steps.get(node=node, kind=StepKind.FORWARD)
+    original.mark_compensated()
+    original.save()
+
+
+# ---------------------------------------------------------------------------
+# Signals
+# ---------------------------------------------------------------------------
+
+
+def signal_run(
+    *,
+    run_id: uuid.UUID | str,
+    name: str,
+    payload: dict[str, Any] | None = None,
+    signal_id: str | None = None,
+    now: datetime | None = None,
+) -> tuple[Signal, bool]:
+    """Deliver a durable signal; return it and whether it was new (ids are de-duplicated).
+
+    A wait for `name` resumes at once; with no such wait yet, the signal is kept
+    for the first wait that asks for it.
+    """
+    now = now or timezone.now()
+    outbox = _Outbox()
+    with transaction.atomic():
+        run = _lock_run(run_id)
+        existing = run.signals.filter(signal_id=signal_id).first() if signal_id else None
+        if existing is not None:
+            return existing, False
+        if run.is_finished or run.state == RunState.DEAD_LETTERED:
+            raise RunAlreadyEnded(run)
+        signal = Signal.objects.create(
+            run=run,
+            name=name,
+            signal_id=signal_id or str(uuid.uuid4()),
+            payload=payload or {},
+            received_at=now,
+        )
+        _event(run, None, EventKind.SIGNALLED, now, detail={"name": name, "id": signal.signal_id})
+        definition = _definition_of(run)
+        for step in run.steps.filter(kind=StepKind.FORWARD, state=StepState.WAITING):
+            node = definition.node(step.node)
+            if isinstance(node, WaitForSignal) and name in node.signals:
+                _consume_signal(run, definition, step, node, signal, now, outbox)
+                _settle(run, outbox)
+                run.save()
+                break
+        outbox.send_on_commit()
+    return signal, True
+
+
+def _consume_signal(
+    run: WorkflowRun,
+    definition: Workflow,
+    step: StepRun,
+    node: WaitForSignal,
+    signal: Signal,
+    now: datetime,
+    outbox: _Outbox,
+) -> None:
+    signal.consumed_by = step
+    signal.consumed_at = now
+    signal.save(update_fields=["consumed_by", "consumed_at"])
+    step.succeed(result={"signal": signal.name, "payload": signal.payload}, now=now)
+    step.save()
+    _event(run, step, EventKind.COMPLETED, now, detail={"signal": signal.name})
+    _leave(run, definition, step)
+    if run.state in _LIVE_FORWARD_RUN_STATES:
+        run.results = {**run.results, step.node: step.result}
+        _continue(run, definition, step, node.next_after(signal.name), now, outbox)
+
+
+# ---------------------------------------------------------------------------
+# Operators: cancel, pause, resume, dead letters
+# ---------------------------------------------------------------------------
+
+
+def cancel_run(*, run_id: uuid.UUID | str, now: datetime | None = None) -> WorkflowRun:
+    """Cancel a live run: nothing new starts, running activities hear it at their next
+    heartbeat, completed steps are undone, and the run ends cancelled."""
+    now = now or timezone.now()
+    outbox = _Outbox()
+    with transaction.atomic():
+        run = _lock_run(run_id)
+        if run.state == RunState.CANCELLING:
+            return run
+        if run.is_finished or run.state in (RunState.COMPENSATING, RunState.DEAD_LETTERED):
+            raise RunAlreadyEnded(run)
+        definition = _definition_of(run)
+        run.request_cancel(now=now)
+        _event(run, None, EventKind.CANCELLED, now, detail={"requested": True})
+        for step in run.steps.filter(kind=StepKind.FORWARD, state__in=_CANCELLABLE_STEP_STATES):
+            _cancel_step(run, definition, step, now)
+        _undo_next(run, definition, now, outbox)
+        run.save()
+        outbox.send_on_commit()
+    return run
+
+
+def pause_run(*, run_id: uuid.UUID | str, now: datetime | None = None) -> WorkflowRun:
+    """Start no new step until resumed; steps already running finish and are recorded."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        run = _lock_run(run_id)
+        if run.state == RunState.PAUSED:
+            return run
+        if run.state not in (RunState.RUNNING, RunState.WAITING):
+            raise IllegalRunOperation(
+                f"Only a running or waiting run can be paused; this one is {run.state}."
+            )
+        run.pause()
+        run.save()
+        _event(run, None, EventKind.OPERATOR, now, detail={"action": "paused"})
+    return run
+
+
+def resume_run(*, run_id: uuid.UUID | str, now: datetime | None = None) -> WorkflowRun:
+    """Let a paused run go on, re-sending the steps it held back."""
+    now = now or timezone.now()
+    outbox = _Outbox()
+    with transaction.atomic():
+        run = _lock_run(run_id)
+        if run.state != RunState.PAUSED:
+            raise IllegalRunOperation(f"Only a paused run can be resumed; this one is {run.state}.")
+        run.resume()
+        for step in run.steps.filter(state=StepState.SCHEDULED):
+            outbox.add(step)
+        _settle(run, outbox)
+        run.save()
+        _event(run, None, EventKind.OPERATOR, now, detail={"action": "resumed"})
+        outbox.send_on_commit()
+    return run
+
+
+def retry_dead_letter(*, run_id: uuid.UUID | str, now: datetime | None = None) -> WorkflowRun:
+    """Try the failed compensation again with a fresh attempt budget."""
+    now = now or timezone.now()
+    outbox = _Outbox()
+    with transaction.atomic():
+        run, failed = _dead_letter_and_failed_step(run_id)
+        run.reopen()
+        failed.retry_by_operator(
+            now=now, redispatch_at=now + timedelta(seconds=settings.BATON_REDISPATCH_AFTER)
+        )
+        failed.save()
+        outbox.add(failed)
+        run.save()
+        _event(run, failed, EventKind.OPERATOR, now, detail={"action": "retried"})
+        outbox.send_on_commit()
+    return run
+
+
+def resume_dead_letter(*, run_id: uuid.UUID | str, now: datetime | None = None) -> WorkflowRun:
+    """Move past the failed compensation (an operator undid it by hand) and finish undoing."""
+    now = now or timezone.now()
+    outbox = _Outbox()
+    with transaction.atomic():
+        run, failed = _dead_letter_and_failed_step(run_id)
+        run.reopen()
+        failed.skip_by_operator(now=now)
+        failed.save()
+        _mark_undone(run, failed.node)
+        _event(run, failed, EventKind.OPERATOR, now, detail={"action": "skipped"})
+        _undo_next(run, _definition_of(run), now, outbox)
+        run.save()
+        outbox.send_on_commit()
+    return run
+
+
+def _dead_letter_and_failed_step(run_id: uuid.UUID | str) -> tuple[WorkflowRun, StepRun]:
+    run = _lock_run(run_id)
+    if run.state != RunState.DEAD_LETTERED:
+        raise IllegalRunOperation(
+            f"Only a dead-lettered run can be retried or resumed; this one is {run.state}."
+        )
+    failed = run.steps.filter(kind=StepKind.COMPENSATION, state=StepState.FAILED).first()
+    if failed is None:  # pragma: no cover - dead letters always come from a failed undo
+        raise IllegalRunOperation("This run has no failed compensation to retry.")
+    return run, failed
+
+
+def _lock_run(run_id: uuid.UUID | str) -> WorkflowRun:
+    try:
+        return WorkflowRun.objects.select_for_update().get(pk=run_id)
+    except (WorkflowRun.DoesNotExist, ValueError, TypeError):
+        raise RunNotFound(f"No workflow run {run_id}.") from None
+
+
+# ---------------------------------------------------------------------------
+# The sweep: fire what is due (safe to run in several processes at once)
+# ---------------------------------------------------------------------------
+
+
+def sweep(*, now: datetime | None = None, batch: int | None = None) -> dict[str, int]:
+    """Handle every step that is due, one run per transaction, skipping runs others hold.
+
+    Reads only what is due, through the partial index on `StepRun.due_at`. Two
+    sweeps at once never handle the same run: each locks runs with SKIP LOCKED and
+    re-checks the step under that lock, so every timer fires once.
+    """
+    now = now or timezone.now()
+    batch = batch or settings.BATON_SWEEP_BATCH
+    counts: dict[str, int] = {"steps": 0}
+    for _ in range(batch):
+        handled = _sweep_one_run(now)
+        if handled is None:
+            break
+        counts["steps"] += handled
+    counts["pending_started"] = start_pending_runs(now=now, limit=batch)
+    for extra in registry.sweepers():
+        counts[extra.__name__] = extra(now=now)
+    return counts
+
+
+def _sweep_one_run(now: datetime) -> int | None:
+    outbox = _Outbox()
+    with transaction.atomic():
+        due_runs = (
+            StepRun.objects.filter(
+                state__in=_SWEPT_STATES, due_at__lte=now, run__state__in=_SWEPT_RUN_STATES
+            )
+            .order_by("due_at")
+            .values("run_id")[: settings.BATON_SWEEP_BATCH]
+        )
+        run = (
+            WorkflowRun.objects.select_for_update(skip_locked=True)
+            .filter(pk__in=due_runs, state__in=_SWEPT_RUN_STATES)
+            .first()
+        )
+        if run is None:
+            return None
+        definition = _definition_of(run)
+        # Locking the steps fences a concurrent heartbeat: it waits, then finds its
+        # lease gone if this sweep expired it.
+        due = list(run.steps.select_for_update().filter(state__in=_SWEPT_STATES, due_at__lte=now))
+        for step in due:
+            _handle_due_step(run, definition, step, now, outbox)
+        run.save()
+        outbox.send_on_commit()
+    return len(due)
+
+
+_SWEPT_STATES = (
+    StepState.SCHEDULED,
+    StepState.RUNNING,
+    StepState.RETRY_WAIT,
+    StepState.WAITING,
+)
+# A paused run's due steps wait for it to resume; ended runs have nothing due.
+_SWEPT_RUN_STATES = (RunState.RUNNING, RunState.WAITING, *_UNDOING_RUN_STATES)
+
+
+def _handle_due_step(
+    run: WorkflowRun, definition: Workflow, step: StepRun, now: datetime, outbox: _Outbox
+) -> None:
+    node = definition.node(step.node)
+    if step.state == StepState.SCHEDULED:
+        assert isinstance(node, Activity)
+        limit = node.timeouts.schedule_to_start
+        if limit is not None and now - step.scheduled_at >= limit:
+            # As in Temporal, a schedule-to-start timeout is not retried: no worker
+            # is taking this kind of work, and another attempt would queue the same.
+            error = {"type": "ScheduleToStartTimeout", "message": f"not started within {limit}"}
+            _step_failed(run, definition, step, error, now, outbox)
+        else:
+            step.due_at = _redispatch_at(node, now)
+            step.save()
+            _event(run, step, EventKind.REDISPATCHED, now)
+            outbox.add(step)
+    elif step.state == StepState.RUNNING:
+        assert isinstance(node, Activity)
+        kind = "HeartbeatTimeout" if node.timeouts.heartbeat else "StartToCloseTimeout"
+        error = {"type": kind, "message": "the attempt's lease expired (worker lost or stalled)"}
+        _event(run, step, EventKind.LEASE_EXPIRED, now, detail=error)
+        _attempt_failed(run, definition, step, error, False, now, outbox)
+    elif step.state == StepState.RETRY_WAIT:
+        assert isinstance(node, Activity)
+        step.reschedule(now=now, redispatch_at=_redispatch_at(node, now))
+        step.save()
+        outbox.add(step)
+    elif isinstance(node, Sleep):
+        step.succeed(result={"slept_until": now.isoformat()}, now=now)
+        step.save()
+        _event(run, step, EventKind.COMPLETED, now)
+        _continue(run, definition, step, node.next, now, outbox)
+        _settle(run, outbox)
+    elif isinstance(node, WaitForSignal):
+        _wait_timed_out(run, definition, step, node, now, outbox)
+
+
+def _wait_timed_out(
+    run: WorkflowRun,
+    definition: Workflow,
+    step: StepRun,
+    node: WaitForSignal,
+    now: datetime,
+    outbox: _Outbox,
+) -> None:
+    _event(run, step, EventKind.TIMED_OUT, now)
+    _leave(run, definition, step)
+    if node.on_timeout is None:
+        error = {"type": "WaitTimedOut", "message": f"no signal within {node.timeout}"}
+        _step_failed(run, definition, step, error, now, outbox)
+        return
+    step.succeed(result={"signal": None, "timed_out": True}, now=now)
+    step.save()
+    run.results = {**run.results, step.node: step.result}
+    _continue(run, definition, step, node.on_timeout, now, outbox)
+    _settle(run, outbox)
+
+
+# ---------------------------------------------------------------------------
+# Events and structured logs
+# ---------------------------------------------------------------------------
+
+
+def _event(
+    run: WorkflowRun,
+    step: StepRun | None,
+    kind: EventKind,
+    now: datetime,
+    *,
+    detail: dict[str, Any] | None = None,
+) -> None:
+    detail = json.loads(json.dumps(detail or {}, default=str))
+    if step is not None and step.kind == StepKind.COMPENSATION:
+        detail.setdefault("compensation", True)
+    StepEvent.objects.create(
+        run=run,
+        step=step,
+        node=step.node if step else "",
+        kind=kind,
+        attempt=step.attempt if step else 0,
+        at=now,
+        detail=detail,
+    )
+    logger.info(f"step.{kind}" if step else f"run.{kind}", extra=_log_fields(run, step, **detail))
+
+
+def _log_fields(run: WorkflowRun, step: StepRun | None = None, **extra: Any) -> dict[str, Any]:
+    fields = {
+        "run_id": str(run.id),
+        "workflow": run.workflow_type,
+        "correlation_id": run.correlation_id,
+        **{f"detail_{key}": value for key, value in extra.items()},
+    }
+    if step is not None:
+        fields.update(node=step.node, attempt=step.attempt, step_kind=step.kind)
+    return fields

@@ -1,0 +1,1 @@
+"""The workflow types Baton ships, and the demo services their activities call."""

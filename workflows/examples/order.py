@@ -1,0 +1,188 @@
+"""The `order` saga: validate, reserve stock, charge, ship, notify; undo in reverse on failure."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from workflows import registry
+from workflows.activity import ActivityContext, NonRetryableError
+from workflows.dsl import Activity, NoCompensation, RetryPolicy, Timeouts, Workflow
+from workflows.examples import services
+
+Behaviour = Literal["flaky", "outage", "fail", "decline", "slow"]
+SimulatedService = Literal[
+    "inventory", "payment", "shipping", "notification", "release", "refund", "cancel_shipment"
+]
+
+
+class OrderItem(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    sku: str = Field(min_length=1, max_length=64)
+    quantity: int = Field(ge=1, le=10_000)
+
+
+class OrderInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    order_id: str = Field(min_length=1, max_length=100)
+    customer_email: str = Field(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$", max_length=254)
+    items: list[OrderItem] = Field(min_length=1, max_length=100)
+    amount: str = Field(pattern=r"^\d{1,10}(\.\d{1,2})?$", description="a decimal string")
+    currency: str = Field(pattern=r"^[A-Z]{3}$", description="ISO 4217 code, e.g. EUR")
+    simulate: dict[SimulatedService, Behaviour] = Field(default_factory=dict)
+
+    @field_validator("amount")
+    @classmethod
+    def amount_is_positive(cls, value: str) -> str:
+        if Decimal(value) <= 0:
+            raise ValueError("must be greater than zero")
+        return value
+
+
+class InvalidOrder(NonRetryableError):
+    pass
+
+
+def _behaviour(context: ActivityContext, service: str) -> str | None:
+    return context.input.get("simulate", {}).get(service)
+
+
+def validate_order(context: ActivityContext) -> dict[str, Any]:
+    items = context.input["items"]
+    skus = [item["sku"] for item in items]
+    if len(set(skus)) != len(skus):
+        raise InvalidOrder("an order lists each SKU once")
+    return {"item_count": sum(item["quantity"] for item in items)}
+
+
+def reserve_inventory(context: ActivityContext) -> dict[str, Any]:
+    return services.call(
+        service="inventory",
+        action="reserve",
+        context=context,
+        behaviour=_behaviour(context, "inventory"),
+        data={"items": context.input["items"]},
+    )
+
+
+def release_inventory(context: ActivityContext) -> dict[str, Any]:
+    return services.call(
+        service="inventory",
+        action="release",
+        context=context,
+        behaviour=_behaviour(context, "release"),
+        data={"reservation": context.result_to_undo["effect_id"]},
+    )
+
+
+def charge_payment(context: ActivityContext) -> dict[str, Any]:
+    return services.call(
+        service="payments",
+        action="charge",
+        context=context,
+        behaviour=_behaviour(context, "payment"),
+        data={"amount": context.input["amount"], "currency": context.input["currency"]},
+    )
+
+
+def refund_payment(context: ActivityContext) -> dict[str, Any]:
+    return services.call(
+        service="payments",
+        action="refund",
+        context=context,
+        behaviour=_behaviour(context, "refund"),
+        data={"charge": context.result_to_undo["effect_id"], "amount": context.input["amount"]},
+    )
+
+
+def ship(context: ActivityContext) -> dict[str, Any]:
+    return services.call(
+        service="shipping",
+        action="ship",
+        context=context,
+        behaviour=_behaviour(context, "shipping"),
+        data={"order_id": context.input["order_id"]},
+    )
+
+
+def cancel_shipment(context: ActivityContext) -> dict[str, Any]:
+    return services.call(
+        service="shipping",
+        action="cancel",
+        context=context,
+        behaviour=_behaviour(context, "cancel_shipment"),
+        data={"shipment": context.result_to_undo["effect_id"]},
+    )
+
+
+def notify_customer(context: ActivityContext) -> dict[str, Any]:
+    return services.call(
+        service="notifications",
+        action="notify",
+        context=context,
+        behaviour=_behaviour(context, "notification"),
+        data={"to": context.input["customer_email"], "template": "order_shipped"},
+    )
+
+
+SERVICE_RETRY = RetryPolicy(
+    max_attempts=4,
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    max_interval=timedelta(seconds=30),
+)
+UNDO_RETRY = RetryPolicy(max_attempts=3, initial_interval=timedelta(seconds=1))
+SERVICE_TIMEOUTS = Timeouts(start_to_close=timedelta(minutes=2), heartbeat=timedelta(seconds=3))
+
+ORDER = Workflow(
+    name="order",
+    version=1,
+    description="Reserve stock, charge, ship and notify; on failure undo in reverse order.",
+    input_schema=OrderInput,
+    start="validate",
+    nodes=(
+        Activity("validate", run=validate_order, next="reserve_inventory", mutating=False),
+        Activity(
+            "reserve_inventory",
+            run=reserve_inventory,
+            compensate=release_inventory,
+            next="charge_payment",
+            retry=SERVICE_RETRY,
+            compensation_retry=UNDO_RETRY,
+            timeouts=SERVICE_TIMEOUTS,
+        ),
+        Activity(
+            "charge_payment",
+            run=charge_payment,
+            compensate=refund_payment,
+            next="ship",
+            retry=SERVICE_RETRY,
+            compensation_retry=UNDO_RETRY,
+            timeouts=SERVICE_TIMEOUTS,
+        ),
+        Activity(
+            "ship",
+            run=ship,
+            compensate=cancel_shipment,
+            next="notify_customer",
+            retry=SERVICE_RETRY,
+            compensation_retry=UNDO_RETRY,
+            timeouts=SERVICE_TIMEOUTS,
+        ),
+        Activity(
+            "notify_customer",
+            run=notify_customer,
+            compensate=NoCompensation("an email once sent cannot be unsent; it is the last step"),
+            retry=SERVICE_RETRY,
+            timeouts=SERVICE_TIMEOUTS,
+            local=True,
+        ),
+    ),
+)
+
+registry.register(ORDER)

@@ -1,0 +1,335 @@
+"""Runs, steps, their events and signals: rows and the legal moves between their states.
+
+Transitions here change only their own row in memory; `workflows.engine` locks,
+calls them, saves and records the event. Concurrency contract: every writer of a
+run's steps first locks the run row (`select_for_update`), so checks made under
+that lock hold until commit; ConcurrentTransitionMixin is the second fence, making
+a save fail if the state changed underneath anyway.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+import django_fsm as fsm
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from workflows.dsl import RunData
+from workflows.states import (
+    FINAL_RUN_STATES,
+    LIVE_STEP_STATES,
+    RunState,
+    StepKind,
+    StepState,
+)
+
+# A run moving forward, whether a worker or a wait has its attention.
+_MOVING = [RunState.RUNNING, RunState.WAITING]
+
+
+class WorkflowRun(fsm.ConcurrentTransitionMixin, models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workflow_type = models.CharField(max_length=100)
+    workflow_version = models.PositiveIntegerField()
+    state = fsm.FSMField(
+        choices=RunState.choices, default=RunState.PENDING, protected=True, max_length=20
+    )
+    input = models.JSONField()
+    # Each finished forward step's result, by node name: what later steps and branches read.
+    results = models.JSONField(default=dict)
+    result = models.JSONField(null=True, blank=True)
+    # Why the run did not succeed: the failed node, its error, what was undone.
+    error = models.JSONField(null=True, blank=True)
+    idempotency_key = models.CharField(max_length=200, blank=True, default="")
+    correlation_id = models.CharField(max_length=200, blank=True, default="")
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workflow_type", "idempotency_key"],
+                condition=~Q(idempotency_key=""),
+                name="run_unique_idempotency_key",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["workflow_type", "state"], name="run_type_state_idx"),
+            models.Index(fields=["state", "-created_at"], name="run_state_created_idx"),
+            models.Index(
+                fields=["correlation_id"],
+                condition=~Q(correlation_id=""),
+                name="run_correlation_idx",
+            ),
+            models.Index(
+                fields=["workflow_type", "created_at"],
+                condition=Q(state=RunState.PENDING),
+                name="run_pending_idx",
+            ),
+        ]
+        permissions = [("operate_workflowrun", "Can cancel, pause, resume and retry runs")]
+
+    def __str__(self) -> str:
+        return f"{self.workflow_type} {self.id} ({self.state})"
+
+    @property
+    def data(self) -> RunData:
+        return RunData(input=self.input, results=self.results)
+
+    @property
+    def is_finished(self) -> bool:
+        return self.state in FINAL_RUN_STATES
+
+    # -- transitions -------------------------------------------------------
+
+    @fsm.transition(field=state, source=RunState.PENDING, target=RunState.RUNNING)
+    def start(self, *, now: datetime) -> None:
+        self.started_at = now
+
+    @fsm.transition(field=state, source=_MOVING, target=RunState.WAITING)
+    def wait(self) -> None:
+        """Every live step waits for a person, a signal or a timer."""
+
+    @fsm.transition(field=state, source=_MOVING, target=RunState.RUNNING)
+    def wake(self) -> None:
+        """Some step has work for a worker."""
+
+    @fsm.transition(field=state, source=_MOVING, target=RunState.SUCCEEDED)
+    def succeed(self, *, result: Any, now: datetime) -> None:
+        self.result = result
+        self.finished_at = now
+
+    @fsm.transition(
+        field=state,
+        source=[RunState.RUNNING, RunState.WAITING, RunState.PAUSED],
+        target=RunState.COMPENSATING,
+    )
+    def begin_compensation(self, *, error: dict[str, Any]) -> None:
+        self.error = error
+
+    @fsm.transition(field=state, source=RunState.COMPENSATING, target=RunState.COMPENSATED)
+    def finish_compensation(self, *, now: datetime) -> None:
+        self.finished_at = now
+
+    @fsm.transition(field=state, source=RunState.COMPENSATING, target=RunState.FAILED)
+    def fail(self, *, now: datetime) -> None:
+        """Give up with nothing to undo: no completed step had a compensation."""
+        self.finished_at = now
+
+    @fsm.transition(
+        field=state,
+        source=[RunState.PENDING, RunState.RUNNING, RunState.WAITING, RunState.PAUSED],
+        target=RunState.CANCELLING,
+    )
+    def request_cancel(self, *, now: datetime) -> None:
+        self.cancel_requested_at = now
+
+    @fsm.transition(field=state, source=RunState.CANCELLING, target=RunState.CANCELLED)
+    def finish_cancel(self, *, now: datetime) -> None:
+        self.finished_at = now
+
+    @fsm.transition(field=state, source=_MOVING, target=RunState.PAUSED)
+    def pause(self) -> None:
+        """Start no new step; running ones finish and are recorded."""
+
+    @fsm.transition(field=state, source=RunState.PAUSED, target=RunState.RUNNING)
+    def resume(self) -> None:
+        pass
+
+    @fsm.transition(
+        field=state,
+        source=[RunState.COMPENSATING, RunState.CANCELLING],
+        target=RunState.DEAD_LETTERED,
+    )
+    def dead_letter(self, *, error: dict[str, Any]) -> None:
+        self.error = {**(self.error or {}), "dead_letter": error}
+
+    @fsm.transition(
+        field=state,
+        source=RunState.DEAD_LETTERED,
+        target=fsm.RETURN_VALUE(RunState.COMPENSATING, RunState.CANCELLING),
+    )
+    def reopen(self) -> str:
+        """An operator takes the run out of the dead-letter state to finish undoing it."""
+        return RunState.CANCELLING if self.cancel_requested_at else RunState.COMPENSATING
+
+
+class StepRun(fsm.ConcurrentTransitionMixin, models.Model):
+    """One node of one run (or the compensation of one), with its attempts and due time."""
+
+    run = models.ForeignKey(WorkflowRun, on_delete=models.CASCADE, related_name="steps")
+    node = models.CharField(max_length=100)
+    kind = models.CharField(max_length=20, choices=StepKind.choices, default=StepKind.FORWARD)
+    state = fsm.FSMField(
+        choices=StepState.choices, default=StepState.SCHEDULED, protected=True, max_length=20
+    )
+    attempt = models.PositiveIntegerField(default=0)
+    # When the sweep must next look at this step: redispatch while scheduled, lease
+    # expiry while running, next attempt while retry_wait, the timer while waiting.
+    due_at = models.DateTimeField(null=True, blank=True)
+    # Fences a late result: only the attempt holding the current token may record one.
+    lease_token = models.UUIDField(null=True, blank=True, editable=False)
+    scheduled_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    last_error = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["scheduled_at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "node", "kind"], name="step_unique_per_run"),
+        ]
+        indexes = [
+            models.Index(
+                fields=["due_at"],
+                condition=Q(state__in=LIVE_STEP_STATES, due_at__isnull=False),
+                name="step_due_idx",
+            ),
+            models.Index(
+                fields=["run", "state"],
+                condition=Q(state__in=LIVE_STEP_STATES),
+                name="step_live_idx",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        prefix = "undo " if self.kind == StepKind.COMPENSATION else ""
+        return f"{prefix}{self.node} ({self.state}, attempt {self.attempt})"
+
+    @property
+    def idempotency_key(self) -> str:
+        """Stable across attempts and redeliveries: the key external effects are keyed on."""
+        suffix = ":compensate" if self.kind == StepKind.COMPENSATION else ""
+        return f"{self.run_id}:{self.node}{suffix}"
+
+    # -- transitions -------------------------------------------------------
+
+    @fsm.transition(field=state, source=StepState.SCHEDULED, target=StepState.RUNNING)
+    def start(self, *, token: uuid.UUID, lease_until: datetime, now: datetime) -> None:
+        self.attempt += 1
+        self.lease_token = token
+        self.started_at = now
+        self.heartbeat_at = None
+        self.due_at = lease_until
+
+    @fsm.transition(
+        field=state, source=[StepState.RUNNING, StepState.WAITING], target=StepState.SUCCEEDED
+    )
+    def succeed(self, *, result: Any, now: datetime) -> None:
+        self.result = result
+        self.finished_at = now
+        self.due_at = None
+        self.lease_token = None
+
+    @fsm.transition(field=state, source=StepState.RUNNING, target=StepState.RETRY_WAIT)
+    def schedule_retry(self, *, error: dict[str, Any], retry_at: datetime) -> None:
+        self.last_error = error
+        self.due_at = retry_at
+        self.lease_token = None
+
+    @fsm.transition(field=state, source=StepState.RETRY_WAIT, target=StepState.SCHEDULED)
+    def reschedule(self, *, now: datetime, redispatch_at: datetime) -> None:
+        self.scheduled_at = now
+        self.due_at = redispatch_at
+
+    @fsm.transition(
+        field=state,
+        source=[StepState.SCHEDULED, StepState.RUNNING, StepState.WAITING],
+        target=StepState.FAILED,
+    )
+    def fail(self, *, error: dict[str, Any], now: datetime) -> None:
+        self.last_error = error
+        self.finished_at = now
+        self.due_at = None
+        self.lease_token = None
+
+    @fsm.transition(
+        field=state,
+        source=[StepState.SCHEDULED, StepState.RUNNING, StepState.RETRY_WAIT, StepState.WAITING],
+        target=StepState.CANCELLED,
+    )
+    def cancel(self, *, now: datetime) -> None:
+        self.finished_at = now
+        self.due_at = None
+        self.lease_token = None
+
+    @fsm.transition(field=state, source=StepState.SUCCEEDED, target=StepState.COMPENSATED)
+    def mark_compensated(self) -> None:
+        """Its compensation step has finished (or an operator vouched for the undo)."""
+
+    @fsm.transition(field=state, source=StepState.FAILED, target=StepState.SCHEDULED)
+    def retry_by_operator(self, *, now: datetime, redispatch_at: datetime) -> None:
+        """Give a failed step a fresh attempt budget."""
+        self.attempt = 0
+        self.scheduled_at = now
+        self.finished_at = None
+        self.due_at = redispatch_at
+
+    @fsm.transition(field=state, source=StepState.FAILED, target=StepState.SKIPPED)
+    def skip_by_operator(self, *, now: datetime) -> None:
+        """An operator did the step's work by hand and lets the run move past it."""
+        self.finished_at = now
+
+
+class StepEvent(models.Model):
+    """An append-only line of a run's timeline: what happened to which step, when."""
+
+    run = models.ForeignKey(WorkflowRun, on_delete=models.CASCADE, related_name="events")
+    step = models.ForeignKey(
+        StepRun, null=True, blank=True, on_delete=models.CASCADE, related_name="events"
+    )
+    node = models.CharField(max_length=100, blank=True)
+    kind = models.CharField(max_length=30)
+    attempt = models.PositiveIntegerField(default=0)
+    at = models.DateTimeField()
+    detail = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+        indexes = [models.Index(fields=["run", "at"], name="event_run_at_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.node} {self.kind}"
+
+
+class Signal(models.Model):
+    """A durable message to a run, de-duplicated by its id; consumed by at most one wait."""
+
+    run = models.ForeignKey(WorkflowRun, on_delete=models.CASCADE, related_name="signals")
+    name = models.CharField(max_length=150)
+    signal_id = models.CharField(max_length=200)
+    payload = models.JSONField(default=dict, blank=True)
+    received_at = models.DateTimeField()
+    consumed_by = models.OneToOneField(
+        StepRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="signal"
+    )
+    consumed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["received_at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "signal_id"], name="signal_unique_id_per_run"),
+        ]
+        indexes = [
+            models.Index(
+                fields=["run", "name"],
+                condition=Q(consumed_by__isnull=True),
+                name="signal_unconsumed_idx",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.signal_id})"

@@ -1,0 +1,92 @@
+"""Workflow definitions by name and version, and the hooks other apps plug into the engine."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from workflows.dsl import Node, Workflow
+
+if TYPE_CHECKING:
+    from workflows.models import StepRun, WorkflowRun
+
+
+class UnknownWorkflow(LookupError):
+    """No definition is registered under this name (and version)."""
+
+
+NodeHook = Callable[["WorkflowRun", "StepRun", Node], None]
+
+
+@dataclass(frozen=True)
+class NodeHooks:
+    """What a node kind does beside waiting, inside the engine's transaction.
+
+    `enter` runs when a step of the kind starts waiting (e.g. create a human task);
+    `leave` when it stops waiting for any reason (e.g. close its open human tasks).
+    """
+
+    enter: NodeHook | None = None
+    leave: NodeHook | None = None
+
+
+_definitions: dict[str, dict[int, Workflow]] = {}
+_node_hooks: dict[type[Node], NodeHooks] = {}
+# Extra work for the periodic sweep (e.g. human-task escalations); each returns a count.
+_sweepers: list[Callable[..., int]] = []
+
+
+def register(workflow: Workflow) -> Workflow:
+    """Add a definition; registering the same name and version twice is refused."""
+    versions = _definitions.setdefault(workflow.name, {})
+    if workflow.version in versions and versions[workflow.version] is not workflow:
+        raise ValueError(f"{workflow} is already registered")
+    versions[workflow.version] = workflow
+    return workflow
+
+
+def unregister(workflow: Workflow) -> None:
+    _definitions.get(workflow.name, {}).pop(workflow.version, None)
+
+
+def get(name: str, version: int | None = None) -> Workflow:
+    """Return the definition `name` at `version`, or its latest version."""
+    versions = _definitions.get(name)
+    if not versions:
+        known = ", ".join(sorted(_definitions)) or "none"
+        raise UnknownWorkflow(f"Unknown workflow type {name!r} (known types: {known}).")
+    if version is None:
+        return versions[max(versions)]
+    try:
+        return versions[version]
+    except KeyError:
+        raise UnknownWorkflow(f"Workflow type {name!r} has no version {version}.") from None
+
+
+def all_definitions() -> list[Workflow]:
+    return [workflow for versions in _definitions.values() for workflow in versions.values()]
+
+
+def register_node_hooks(
+    node_type: type[Node], *, enter: NodeHook | None = None, leave: NodeHook | None = None
+) -> None:
+    """Plug another app's behaviour into a node kind (approvals registers `Approval`)."""
+    _node_hooks[node_type] = NodeHooks(enter=enter, leave=leave)
+
+
+def node_hooks(node: Node) -> NodeHooks:
+    for node_type in type(node).__mro__:
+        if node_type in _node_hooks:
+            return _node_hooks[node_type]
+    return NodeHooks()
+
+
+def sweeper(function: Callable[..., int]) -> Callable[..., int]:
+    """Register extra periodic work; it is called as `function(now=...)`."""
+    _sweepers.append(function)
+    return function
+
+
+def sweepers() -> list[Callable[..., Any]]:
+    return list(_sweepers)

@@ -1,0 +1,83 @@
+"""The states of a workflow run and of its steps."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class RunState(models.TextChoices):
+    PENDING = "pending", "pending (not started)"
+    RUNNING = "running"
+    WAITING = "waiting", "waiting (for a person, a signal or a timer)"
+    PAUSED = "paused", "paused (blocked by an operator)"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    COMPENSATING = "compensating"
+    COMPENSATED = "compensated"
+    CANCELLING = "cancelling"
+    CANCELLED = "cancelled"
+    DEAD_LETTERED = "dead_lettered", "dead-lettered"
+
+
+class StepState(models.TextChoices):
+    SCHEDULED = "scheduled"
+    RUNNING = "running"
+    RETRY_WAIT = "retry_wait", "waiting to retry"
+    WAITING = "waiting", "waiting (signal, timer or join)"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    COMPENSATED = "compensated"
+    CANCELLED = "cancelled"
+    SKIPPED = "skipped", "skipped by an operator"
+
+
+class StepKind(models.TextChoices):
+    """A step either moves the run forward or undoes an earlier step."""
+
+    FORWARD = "forward"
+    COMPENSATION = "compensation"
+
+
+class EventKind(models.TextChoices):
+    STARTED = "started"
+    COMPLETED = "completed"
+    ERRORED = "errored"
+    RETRY_SCHEDULED = "retry_scheduled"
+    FAILED = "failed"
+    COMPENSATING = "compensating"
+    COMPENSATED = "compensated"
+    WAITING = "waiting"
+    SIGNALLED = "signalled"
+    TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"
+    LEASE_EXPIRED = "lease_expired"
+    REDISPATCHED = "redispatched"
+    OPERATOR = "operator"
+
+
+LIVE_RUN_STATES = (
+    RunState.PENDING,
+    RunState.RUNNING,
+    RunState.WAITING,
+    RunState.PAUSED,
+    RunState.COMPENSATING,
+    RunState.CANCELLING,
+)
+FINAL_RUN_STATES = (
+    RunState.SUCCEEDED,
+    RunState.FAILED,
+    RunState.COMPENSATED,
+    RunState.CANCELLED,
+)
+# Runs whose steps may start: forward while running or waiting, undo while
+# compensating or cancelling. A paused or pending run starts nothing.
+RUNS_THAT_START_STEPS = (
+    RunState.RUNNING,
+    RunState.WAITING,
+    RunState.COMPENSATING,
+    RunState.CANCELLING,
+)
+ACTIVE_STEP_STATES = (StepState.SCHEDULED, StepState.RUNNING, StepState.RETRY_WAIT)
+LIVE_STEP_STATES = (*ACTIVE_STEP_STATES, StepState.WAITING)
+# States in which `StepRun.due_at` means something to the sweep.
+SWEPT_STEP_STATES = LIVE_STEP_STATES

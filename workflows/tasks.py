@@ -1,0 +1,28 @@
+"""Celery tasks: thin entry points into the engine, with explicit names."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from workflows import engine
+
+
+@shared_task(name=engine.EXECUTE_STEP_TASK, acks_late=True, reject_on_worker_lost=True)
+def execute_step(step_id: int) -> None:
+    """Run one step if it still needs running (a redelivered message is a no-op)."""
+    engine.execute_step(step_id=step_id)
+
+
+@shared_task(name="baton.sweep", acks_late=True, ignore_result=True)
+def sweep() -> dict[str, int]:
+    """Fire what is due: lost messages, expired leases, retries, timers, escalations."""
+    return engine.sweep()
+
+
+@shared_task(name="baton.start_scheduled_workflow")
+def start_scheduled_workflow(workflow_type: str, input: dict, correlation_id: str = "") -> str:
+    """Start a run from a django-celery-beat schedule (cron or interval)."""
+    run, _ = engine.start_workflow(
+        workflow_type=workflow_type, input=input, correlation_id=correlation_id
+    )
+    return str(run.id)
