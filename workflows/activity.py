@@ -36,7 +36,9 @@ class ActivityContext:
     input: Mapping[str, Any]
     results: Mapping[str, Any]
     correlation_id: str = ""
-    # For a compensation: the result of the step being undone.
+    # For a compensation: the idempotency key and result (if it has one) of the
+    # step being undone.
+    undoes_key: str = ""
     result_to_undo: Any = None
     _heartbeat: Callable[[], None] = field(default=lambda: None, repr=False)
 

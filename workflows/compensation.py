@@ -1,4 +1,4 @@
-"""Which completed steps to undo, and in which order: the saga's plan, as a pure function."""
+"""Which steps to undo, and in which order: the saga's plan, as a pure function."""
 
 from __future__ import annotations
 
@@ -8,24 +8,37 @@ from datetime import datetime
 
 from workflows.dsl import Activity, Workflow
 
+# An attempt that ended this way may have applied its effect before it stopped
+# answering (a timeout is not a clean failure), so its step is undone too.
+UNCERTAIN_OUTCOMES = frozenset({"HeartbeatTimeout", "StartToCloseTimeout", "ActivityCancelled"})
+
 
 @dataclass(frozen=True)
-class CompletedStep:
+class FinishedStep:
     node: str
     finished_at: datetime
     sequence: int
+    succeeded: bool
+    error_type: str | None = None
+
+    @property
+    def may_have_applied(self) -> bool:
+        return self.succeeded or self.error_type in UNCERTAIN_OUTCOMES
 
 
-def plan_compensation(*, workflow: Workflow, completed: Iterable[CompletedStep]) -> list[str]:
-    """Return the nodes to compensate, most recently completed first.
+def plan_compensation(*, workflow: Workflow, finished: Iterable[FinishedStep]) -> list[str]:
+    """Return the nodes to compensate, most recently finished first.
 
-    Only mutating activities with a compensation function are undone; read-only
-    steps and those that declared NoCompensation are left as they are.
+    Undone: mutating activities with a compensation function that succeeded, or
+    whose last attempt timed out or was cancelled mid-flight. Left alone: read-only
+    steps, those that declared NoCompensation, and clean failures (the activity
+    itself reported that nothing happened).
     """
     undoable = [
         step
-        for step in completed
-        if isinstance(node := workflow.nodes_by_name.get(step.node), Activity)
+        for step in finished
+        if step.may_have_applied
+        and isinstance(node := workflow.nodes_by_name.get(step.node), Activity)
         and node.mutating
         and node.compensation is not None
     ]

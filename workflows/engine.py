@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from workflows import registry
 from workflows.activity import ActivityCancelled, ActivityContext, LeaseLost
-from workflows.compensation import CompletedStep, plan_compensation
+from workflows.compensation import FinishedStep, plan_compensation
 from workflows.dsl import (
     Activity,
     Branch,
@@ -63,7 +63,7 @@ class RunNotFound(EngineError):
 class RunAlreadyEnded(EngineError):
     def __init__(self, run: WorkflowRun) -> None:
         self.state = run.state
-        super().__init__(f"Run {run.id} has already ended ({run.get_state_display()}).")
+        super().__init__(f"Run {run.id} has already ended ({run.state}).")
 
 
 class IllegalRunOperation(EngineError):
@@ -407,7 +407,7 @@ def _claim(step_id: int, *, now: datetime) -> _Claim | None:
         if step.state != StepState.SCHEDULED or run.state not in allowed_run_states:
             logger.info(
                 "step.claim_refused",
-                extra=_log_fields(run, step, state=step.state, run_state=run.state),
+                extra=_log_fields(run, step, {"state": step.state, "run_state": run.state}),
             )
             return None
         definition = _definition_of(run)
@@ -418,9 +418,10 @@ def _claim(step_id: int, *, now: datetime) -> _Claim | None:
         step.save()
         _event(run, step, EventKind.STARTED, now)
         if step.kind == StepKind.FORWARD:
-            function, result_to_undo = node.run, None
+            function, undoes_key, result_to_undo = node.run, "", None
         else:
             function = node.compensation
+            undoes_key = f"{run.id}:{step.node}"
             result_to_undo = run.results.get(step.node)
 
     def heartbeat() -> None:
@@ -441,6 +442,7 @@ def _claim(step_id: int, *, now: datetime) -> _Claim | None:
         input=run.input,
         results=run.results,
         correlation_id=run.correlation_id,
+        undoes_key=undoes_key,
         result_to_undo=result_to_undo,
         _heartbeat=heartbeat,
     )
@@ -512,6 +514,7 @@ def _record(claim: _Claim, outcome: _Outcome, *, now: datetime) -> list[int]:
             return []
         definition = _definition_of(run)
         if outcome.cancelled:
+            step.last_error = {"type": "ActivityCancelled", "message": "cancelled mid-flight"}
             _cancel_step(run, definition, step, now)
             _undo_next(run, definition, now, outbox)
         elif outcome.error is None:
@@ -595,8 +598,7 @@ def _step_failed(
     _event(run, step, EventKind.FAILED, now, detail=error)
     if step.kind == StepKind.COMPENSATION:
         run.dead_letter(error={"node": step.node, "compensation_error": error})
-        _event(run, step, EventKind.FAILED, now, detail={"run": "dead_lettered"})
-        logger.error("run.dead_lettered", extra=_log_fields(run, step))
+        _event(run, None, EventKind.DEAD_LETTERED, now, detail={"node": step.node, **error})
         return
     if run.state in _LIVE_FORWARD_RUN_STATES:
         run.begin_compensation(error={"node": step.node, **error})
@@ -639,12 +641,18 @@ def _undo_next(run: WorkflowRun, definition: Workflow, now: datetime, outbox: _O
         return
     if run.steps.filter(state__in=ACTIVE_STEP_STATES).exists():
         return
-    completed = run.steps.filter(kind=StepKind.FORWARD, state=StepState.SUCCEEDED)
+    finished = run.steps.filter(kind=StepKind.FORWARD, state__in=_UNDOABLE_STEP_STATES)
     plan = plan_compensation(
         workflow=definition,
-        completed=[
-            CompletedStep(node=step.node, finished_at=step.finished_at, sequence=step.pk)
-            for step in completed
+        finished=[
+            FinishedStep(
+                node=step.node,
+                finished_at=step.finished_at,
+                sequence=step.pk,
+                succeeded=step.state == StepState.SUCCEEDED,
+                error_type=(step.last_error or {}).get("type"),
+            )
+            for step in finished
         ],
     )
     if plan:
@@ -668,6 +676,9 @@ def _undo_next(run: WorkflowRun, definition: Workflow, now: datetime, outbox: _O
     else:
         run.fail(now=now)
         _event(run, None, EventKind.FAILED, now, detail={"run": "failed, nothing to undo"})
+
+
+_UNDOABLE_STEP_STATES = (StepState.SUCCEEDED, StepState.FAILED, StepState.CANCELLED)
 
 
 def _mark_undone(run: WorkflowRun, node: str) -> None:
@@ -1008,15 +1019,17 @@ def _event(
         at=now,
         detail=detail,
     )
-    logger.info(f"step.{kind}" if step else f"run.{kind}", extra=_log_fields(run, step, **detail))
+    logger.info(f"step.{kind}" if step else f"run.{kind}", extra=_log_fields(run, step, detail))
 
 
-def _log_fields(run: WorkflowRun, step: StepRun | None = None, **extra: Any) -> dict[str, Any]:
+def _log_fields(
+    run: WorkflowRun, step: StepRun | None = None, detail: dict[str, Any] | None = None
+) -> dict[str, Any]:
     fields = {
         "run_id": str(run.id),
         "workflow": run.workflow_type,
         "correlation_id": run.correlation_id,
-        **{f"detail_{key}": value for key, value in extra.items()},
+        **{f"detail_{key}": value for key, value in (detail or {}).items()},
     }
     if step is not None:
         fields.update(node=step.node, attempt=step.attempt, step_kind=step.kind)

@@ -266,9 +266,17 @@ class StepRun(fsm.ConcurrentTransitionMixin, models.Model):
         self.due_at = None
         self.lease_token = None
 
-    @fsm.transition(field=state, source=StepState.SUCCEEDED, target=StepState.COMPENSATED)
+    @fsm.transition(
+        field=state,
+        source=[StepState.SUCCEEDED, StepState.FAILED, StepState.CANCELLED],
+        target=StepState.COMPENSATED,
+    )
     def mark_compensated(self) -> None:
-        """Its compensation step has finished (or an operator vouched for the undo)."""
+        """Its compensation step has finished (or an operator vouched for the undo).
+
+        A failed or cancelled step is undone when its last attempt may have taken
+        effect before it stopped answering (see workflows.compensation).
+        """
 
     @fsm.transition(field=state, source=StepState.FAILED, target=StepState.SCHEDULED)
     def retry_by_operator(self, *, now: datetime, redispatch_at: datetime) -> None:

@@ -52,6 +52,7 @@ class EventKind(models.TextChoices):
     CANCELLED = "cancelled"
     LEASE_EXPIRED = "lease_expired"
     REDISPATCHED = "redispatched"
+    DEAD_LETTERED = "dead_lettered"
     OPERATOR = "operator"
 
 

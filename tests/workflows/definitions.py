@@ -41,12 +41,26 @@ def effect(action: str):
     return activity
 
 
+def undo_effect(action: str):
+    def compensation(context: ActivityContext) -> dict[str, Any]:
+        return services.undo(
+            service="test",
+            action=f"undo_{action}",
+            undoes=action,
+            context=context,
+            behaviour=context.input.get("simulate", {}).get(f"undo_{action}"),
+        )
+
+    compensation.__name__ = f"undo_{action}"
+    return compensation
+
+
 def step(name: str, next: str | None = None, **options: Any) -> Activity:
     """A mutating test activity named `name`, undone by `undo_<name>`."""
     return Activity(
         name,
         run=effect(name),
-        compensate=effect(f"undo_{name}"),
+        compensate=undo_effect(name),
         next=next,
         retry=QUICK_RETRY,
         compensation_retry=QUICK_RETRY,

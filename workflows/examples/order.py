@@ -71,12 +71,12 @@ def reserve_inventory(context: ActivityContext) -> dict[str, Any]:
 
 
 def release_inventory(context: ActivityContext) -> dict[str, Any]:
-    return services.call(
+    return services.undo(
         service="inventory",
         action="release",
+        undoes="reserve",
         context=context,
         behaviour=_behaviour(context, "release"),
-        data={"reservation": context.result_to_undo["effect_id"]},
     )
 
 
@@ -91,12 +91,12 @@ def charge_payment(context: ActivityContext) -> dict[str, Any]:
 
 
 def refund_payment(context: ActivityContext) -> dict[str, Any]:
-    return services.call(
+    return services.undo(
         service="payments",
         action="refund",
+        undoes="charge",
         context=context,
         behaviour=_behaviour(context, "refund"),
-        data={"charge": context.result_to_undo["effect_id"], "amount": context.input["amount"]},
     )
 
 
@@ -111,12 +111,12 @@ def ship(context: ActivityContext) -> dict[str, Any]:
 
 
 def cancel_shipment(context: ActivityContext) -> dict[str, Any]:
-    return services.call(
+    return services.undo(
         service="shipping",
         action="cancel",
+        undoes="ship",
         context=context,
         behaviour=_behaviour(context, "cancel_shipment"),
-        data={"shipment": context.result_to_undo["effect_id"]},
     )
 
 

@@ -45,7 +45,43 @@ def call(
     "decline" (refuse for good), "slow" (apply, then take SLOW_SECONDS to answer,
     with heartbeats).
     """
-    requests = _count_request(service, action, context)
+    _misbehave(service, action, behaviour, _count_request(service, action, context))
+    effect = _apply_once(service, action, context, data)
+    if behaviour == "slow":
+        deadline = time.monotonic() + SLOW_SECONDS
+        while time.monotonic() < deadline:
+            time.sleep(SLOW_HEARTBEAT_EVERY)
+            context.heartbeat()
+    return effect
+
+
+def undo(
+    *,
+    service: str,
+    action: str,
+    undoes: str,
+    context: ActivityContext,
+    behaviour: str | None,
+) -> dict[str, Any]:
+    """Undo the `undoes` effect applied under the compensated step's key, once.
+
+    A step may be compensated without a result (it timed out or was cancelled
+    mid-flight): the service looks up what it applied itself, and if it applied
+    nothing there is nothing to undo.
+    """
+    _misbehave(service, action, behaviour, _count_request(service, action, context))
+    original = ServiceEffect.objects.filter(
+        service=service,
+        action=undoes,
+        idempotency_key=context.undoes_key,
+        applied_at__isnull=False,
+    ).first()
+    if original is None:
+        return {"nothing_to_undo": True}
+    return _apply_once(service, action, context, {"undoes": original.pk})
+
+
+def _misbehave(service: str, action: str, behaviour: str | None, requests: int) -> None:
     if behaviour == "decline":
         raise PaymentDeclined(f"{service} declined the {action}")
     if (
@@ -54,13 +90,6 @@ def call(
         or (behaviour == "outage" and requests <= 3)
     ):
         raise ServiceUnavailable(f"{service} is unavailable (request {requests})")
-    effect = _apply_once(service, action, context, data)
-    if behaviour == "slow":
-        deadline = time.monotonic() + SLOW_SECONDS
-        while time.monotonic() < deadline:
-            time.sleep(SLOW_HEARTBEAT_EVERY)
-            context.heartbeat()
-    return effect
 
 
 def _count_request(service: str, action: str, context: ActivityContext) -> int:

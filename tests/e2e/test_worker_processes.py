@@ -1,0 +1,201 @@
+"""The engine's promises, kept by real worker processes over Redis against PostgreSQL.
+
+Two workers and two beats run for the whole session (see conftest); a crash test
+kills workers with SIGKILL and starts new ones.
+"""
+
+from __future__ import annotations
+
+import pytest
+from celery import current_app
+
+from tests.conftest import steps_by_node
+from tests.e2e.conftest import wait_until
+from workflows import engine
+from workflows.examples.models import ServiceEffect
+from workflows.states import EventKind, RunState, StepKind, StepState
+
+pytestmark = pytest.mark.e2e
+
+ORDER_EFFECTS = {
+    "inventory.reserve": 1,
+    "payments.charge": 1,
+    "shipping.ship": 1,
+    "notifications.notify": 1,
+}
+
+
+class TestOrderSaga:
+    def test_happy_path_runs_end_to_end(self, workers, start, finished, order_input, effects):
+        run = start("order", order_input())
+
+        run = finished(run, RunState.SUCCEEDED)
+
+        assert effects(run) == ORDER_EFFECTS
+        assert [e.node for e in run.events.filter(kind=EventKind.COMPLETED).exclude(node="")] == [
+            "validate",
+            "reserve_inventory",
+            "charge_payment",
+            "ship",
+            "notify_customer",
+        ]
+
+    def test_a_flaky_payment_is_retried_with_backoff_then_succeeds(
+        self, workers, start, finished, order_input, effects
+    ):
+        run = start("order", order_input(simulate={"payment": "flaky"}))
+
+        run = finished(run, RunState.SUCCEEDED)
+
+        assert effects(run) == ORDER_EFFECTS
+        starts = run.events.filter(node="charge_payment", kind=EventKind.STARTED).order_by("at")
+        gaps = [(b.at - a.at).total_seconds() for a, b in zip(starts, starts[1:], strict=False)]
+        assert len(gaps) == 2
+        assert gaps[0] >= 1.0  # initial interval
+        assert gaps[1] >= 2.0  # doubled by the backoff coefficient
+        assert ServiceEffect.objects.get(action="charge").requests_seen == 3
+
+    def test_a_declined_payment_is_undone_in_reverse_each_once(
+        self, workers, start, finished, order_input, effects
+    ):
+        run = start("order", order_input(simulate={"payment": "decline"}))
+
+        run = finished(run, RunState.COMPENSATED)
+
+        assert effects(run) == {"inventory.reserve": 1, "inventory.release": 1}
+        assert run.error["type"] == "PaymentDeclined"
+
+    def test_a_failed_shipment_refunds_then_releases(
+        self, workers, start, finished, order_input, effects
+    ):
+        run = start("order", order_input(simulate={"shipping": "fail"}))
+
+        run = finished(run, RunState.COMPENSATED, timeout=90)
+
+        undone = run.events.filter(kind=EventKind.COMPENSATED).exclude(node="").order_by("id")
+        assert [event.node for event in undone] == ["charge_payment", "reserve_inventory"]
+        assert effects(run) == {
+            "inventory.reserve": 1,
+            "payments.charge": 1,
+            "payments.refund": 1,
+            "inventory.release": 1,
+        }
+
+    def test_a_failing_refund_dead_letters_then_an_operator_retry_finishes(
+        self, workers, start, finished, order_input, effects
+    ):
+        failing = order_input(simulate={"shipping": "fail", "refund": "outage"})
+        run = finished(start("order", failing), RunState.DEAD_LETTERED, timeout=90)
+        assert run.error["dead_letter"]["node"] == "charge_payment"
+
+        engine.retry_dead_letter(run_id=run.pk)
+
+        run = finished(run, RunState.COMPENSATED)
+        assert effects(run)["payments.refund"] == 1
+        assert effects(run)["inventory.release"] == 1
+        assert ServiceEffect.objects.get(action="refund").requests_seen == 4
+
+
+class TestCrashRecovery:
+    def test_a_worker_killed_mid_activity_is_recovered_and_no_effect_repeats(
+        self, workers, start, finished, order_input, effects
+    ):
+        run = start("order", order_input(simulate={"shipping": "slow"}))
+        # The slow shipping service applies its effect, then takes seconds to answer.
+        wait_until(
+            lambda: ServiceEffect.objects.filter(
+                run_id=run.pk, action="ship", applied_at__isnull=False
+            ).exists(),
+            timeout=60,
+            what="the shipment to be applied",
+        )
+
+        for name in ("worker-a", "worker-b"):
+            workers.kill_worker(name)
+        workers.ensure_workers(("worker-a", "worker-b"))
+
+        run = finished(run, RunState.SUCCEEDED, timeout=90)
+        ship = run.steps.get(node="ship", kind=StepKind.FORWARD)
+        assert effects(run) == ORDER_EFFECTS
+        assert ship.attempt == 2
+        assert ServiceEffect.objects.get(action="ship").requests_seen == 2
+        assert run.events.filter(node="ship", kind=EventKind.LEASE_EXPIRED).exists()
+
+
+class TestRedelivery:
+    def test_the_same_message_delivered_twice_applies_one_effect(
+        self, workers, start, finished, effects
+    ):
+        run = start("test_linear", {})
+        first = run.steps.get()
+        for _ in range(2):
+            current_app.send_task(engine.EXECUTE_STEP_TASK, args=[first.pk])
+
+        run = finished(run, RunState.SUCCEEDED)
+
+        assert effects(run) == {"test.first": 1, "test.second": 1, "test.third": 1}
+        assert ServiceEffect.objects.get(action="first").requests_seen == 1
+        assert run.events.filter(node="first", kind=EventKind.STARTED).count() == 1
+
+
+class TestCancellation:
+    def test_cancelling_mid_activity_stops_it_and_undoes_everything(
+        self, workers, start, finished, order_input, effects
+    ):
+        run = start("order", order_input(simulate={"shipping": "slow"}))
+        wait_until(
+            lambda: ServiceEffect.objects.filter(
+                run_id=run.pk, action="ship", applied_at__isnull=False
+            ).exists(),
+            timeout=60,
+            what="the shipment to be applied",
+        )
+
+        engine.cancel_run(run_id=run.pk)
+
+        run = finished(run, RunState.CANCELLED)
+        assert steps_by_node(run)["ship"].last_error["type"] == "ActivityCancelled"
+        assert "notify_customer" not in steps_by_node(run)
+        assert effects(run) == {
+            "inventory.reserve": 1,
+            "payments.charge": 1,
+            "shipping.ship": 1,
+            "shipping.cancel": 1,
+            "payments.refund": 1,
+            "inventory.release": 1,
+        }
+
+
+class TestGraph:
+    def test_parallel_join_all(self, workers, start, finished, effects):
+        run = finished(start("test_parallel_all", {}), RunState.SUCCEEDED)
+
+        assert effects(run) == {"test.left": 1, "test.right": 1, "test.after": 1}
+
+    def test_parallel_join_any(self, workers, start, finished, effects):
+        run = finished(start("test_parallel_any", {}), RunState.SUCCEEDED)
+
+        assert effects(run) == {"test.left": 1, "test.after": 1}
+        assert steps_by_node(run)["gate"].state == StepState.CANCELLED
+
+    @pytest.mark.parametrize(("amount", "taken"), [(500, "big"), (5, "small")])
+    def test_branch_both_ways(self, workers, start, finished, effects, amount, taken):
+        run = finished(start("test_branching", {"amount": amount}), RunState.SUCCEEDED)
+
+        assert effects(run) == {f"test.{taken}": 1}
+
+    def test_a_signal_sent_before_the_wait_began_is_taken(self, workers, start, finished, effects):
+        run = start("test_signalled", {})
+        engine.signal_run(run_id=run.pk, name="go", signal_id="early-go")
+
+        run = finished(run, RunState.SUCCEEDED)
+
+        assert effects(run) == {"test.prepare": 1, "test.went": 1}
+
+    def test_two_beats_fire_each_timer_once(self, workers, start, finished, effects):
+        runs = [start("test_sleeping", {}) for _ in range(5)]
+
+        for run in runs:
+            run = finished(run, RunState.SUCCEEDED)
+            assert run.events.filter(node="nap", kind=EventKind.COMPLETED).count() == 1
+            assert effects(run) == {"test.wake_up": 1}

@@ -1,0 +1,68 @@
+"""The saga's plan: which completed steps to undo, most recent first."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from workflows.compensation import FinishedStep, plan_compensation
+from workflows.examples.order import ORDER
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def finished(
+    node: str, seconds: int, sequence: int = 0, succeeded: bool = True, error: str | None = None
+) -> FinishedStep:
+    return FinishedStep(
+        node=node,
+        finished_at=T0 + timedelta(seconds=seconds),
+        sequence=sequence,
+        succeeded=succeeded,
+        error_type=error,
+    )
+
+
+class TestPlanCompensation:
+    def test_undoes_mutating_steps_in_reverse_completion_order(self):
+        steps = [
+            finished("validate", 0),
+            finished("reserve_inventory", 1),
+            finished("charge_payment", 2),
+            finished("ship", 3),
+        ]
+
+        plan = plan_compensation(workflow=ORDER, finished=steps)
+
+        assert plan == ["ship", "charge_payment", "reserve_inventory"]
+
+    def test_skips_read_only_steps_and_those_declared_without_undo(self):
+        steps = [finished("validate", 0), finished("notify_customer", 1)]
+
+        assert plan_compensation(workflow=ORDER, finished=steps) == []
+
+    def test_breaks_ties_in_completion_time_by_sequence(self):
+        steps = [finished("reserve_inventory", 1, 1), finished("charge_payment", 1, 2)]
+
+        assert plan_compensation(workflow=ORDER, finished=steps) == [
+            "charge_payment",
+            "reserve_inventory",
+        ]
+
+    def test_undoes_a_step_whose_last_attempt_timed_out_or_was_cancelled(self):
+        steps = [
+            finished("reserve_inventory", 1),
+            finished("charge_payment", 2, succeeded=False, error="HeartbeatTimeout"),
+            finished("ship", 3, succeeded=False, error="ActivityCancelled"),
+        ]
+
+        plan = plan_compensation(workflow=ORDER, finished=steps)
+
+        assert plan == ["ship", "charge_payment", "reserve_inventory"]
+
+    def test_leaves_a_clean_failure_alone(self):
+        steps = [
+            finished("reserve_inventory", 1),
+            finished("charge_payment", 2, succeeded=False, error="PaymentDeclined"),
+        ]
+
+        assert plan_compensation(workflow=ORDER, finished=steps) == ["reserve_inventory"]

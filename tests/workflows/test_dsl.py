@@ -1,0 +1,143 @@
+"""The definition language: the static check and input validation."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from workflows import registry
+from workflows.apps import check_workflow_definitions
+from workflows.dsl import (
+    Activity,
+    InvalidInput,
+    Join,
+    NoCompensation,
+    Parallel,
+    WaitForSignal,
+    Workflow,
+    check_definition,
+)
+from workflows.examples.order import ORDER
+
+
+def noop(context):
+    return None
+
+
+def read_only(name: str, next: str | None = None) -> Activity:
+    return Activity(name, run=noop, next=next, mutating=False)
+
+
+def workflow(*nodes, start: str = "a") -> Workflow:
+    return Workflow(name="check_me", version=1, start=start, nodes=nodes)
+
+
+class TestCheckDefinition:
+    def test_shipped_definitions_pass(self):
+        assert check_definition(ORDER) == []
+        assert all(check_definition(w) == [] for w in registry.all_definitions())
+
+    def test_unreachable_node_is_named(self):
+        problems = check_definition(workflow(read_only("a"), read_only("orphan")))
+
+        assert problems == ["node 'orphan' is unreachable from the start"]
+
+    def test_cycle_is_a_path_with_no_end(self):
+        problems = check_definition(workflow(read_only("a", "b"), read_only("b", "a")))
+
+        assert problems == ["path with no end: a -> b -> a loops back"]
+
+    def test_undefined_successor_is_named(self):
+        problems = check_definition(workflow(read_only("a", "nowhere")))
+
+        assert problems == ["'a' leads to undefined node 'nowhere'"]
+
+    def test_mutating_activity_needs_a_compensation_decision(self):
+        problems = check_definition(workflow(Activity("a", run=noop)))
+
+        assert len(problems) == 1
+        assert "mutating activity 'a' has no compensation" in problems[0]
+
+    def test_explicit_no_compensation_is_accepted(self):
+        definition = workflow(Activity("a", run=noop, compensate=NoCompensation("idempotent")))
+
+        assert check_definition(definition) == []
+
+    def test_parallel_branch_must_reach_its_join(self):
+        definition = workflow(
+            Parallel("a", branches=("left", "right"), join="j"),
+            read_only("left", "j"),
+            read_only("right"),
+            Join("j"),
+        )
+
+        assert check_definition(definition) == ["'right' ends a branch of 'a' before its join 'j'"]
+
+    def test_join_cannot_wait_for_more_branches_than_exist(self):
+        definition = workflow(
+            Parallel("a", branches=("left",), join="j"),
+            read_only("left", "j"),
+            Join("j", wait_for=2),
+        )
+
+        assert check_definition(definition) == ["join 'j' waits for 2 of 1 branches"]
+
+    def test_parallel_branch_count_is_capped(self):
+        branches = tuple(f"b{i}" for i in range(3))
+        definition = Workflow(
+            name="wide",
+            version=1,
+            start="a",
+            max_parallel_branches=2,
+            nodes=(
+                Parallel("a", branches=branches, join="j"),
+                *(read_only(name, "j") for name in branches),
+                Join("j"),
+            ),
+        )
+
+        assert check_definition(definition) == [
+            "parallel 'a' has 3 branches, more than the cap of 2"
+        ]
+
+    def test_wait_timeout_leads_somewhere_or_fails_the_step(self):
+        definition = workflow(
+            WaitForSignal("a", signals={"go": None}, timeout=timedelta(hours=1)),
+        )
+
+        assert check_definition(definition) == []
+
+    def test_system_check_reports_a_registered_bad_definition(self):
+        bad = Workflow(name="bad", version=1, start="a", nodes=(read_only("a"), read_only("b")))
+        registry.register(bad)
+        try:
+            errors = check_workflow_definitions()
+        finally:
+            registry.unregister(bad)
+
+        assert [(error.id, error.msg) for error in errors] == [
+            ("workflows.E001", "node 'b' is unreachable from the start")
+        ]
+
+
+class TestValidateInput:
+    def test_valid_order_input_is_returned_as_json(self, order_input):
+        assert ORDER.validate_input(order_input())["amount"] == "42.50"
+
+    def test_each_problem_names_its_field(self, order_input):
+        bad = order_input(items=[{"sku": "X", "quantity": 0}], currency="euro", amount="-1")
+
+        with pytest.raises(InvalidInput) as raised:
+            ORDER.validate_input(bad)
+
+        fields = {error["field"] for error in raised.value.errors}
+        assert fields == {"items.0.quantity", "currency", "amount"}
+
+    def test_unknown_fields_are_refused(self, order_input):
+        with pytest.raises(InvalidInput) as raised:
+            ORDER.validate_input(order_input(coupon="FREE"))
+
+        assert raised.value.errors == [
+            {"field": "coupon", "message": "Extra inputs are not permitted"}
+        ]
