@@ -6,6 +6,8 @@ kills workers with SIGKILL and starts new ones.
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from celery import current_app
 
@@ -49,7 +51,7 @@ class TestOrderSaga:
 
         assert effects(run) == ORDER_EFFECTS
         starts = run.events.filter(node="charge_payment", kind=EventKind.STARTED).order_by("at")
-        gaps = [(b.at - a.at).total_seconds() for a, b in zip(starts, starts[1:], strict=False)]
+        gaps = [(b.at - a.at).total_seconds() for a, b in itertools.pairwise(starts)]
         assert len(gaps) == 2
         assert gaps[0] >= 1.0  # initial interval
         assert gaps[1] >= 2.0  # doubled by the backoff coefficient
