@@ -510,7 +510,7 @@ def _record(claim: _Claim, outcome: _Outcome, *, now: datetime) -> list[int]:
             or (step.due_at is not None and step.due_at < now)
         ):
             logger.warning("step.late_result_discarded", extra=_log_fields(run, step))
-            _event(run, step, EventKind.LEASE_EXPIRED, now, detail={"late_result": "discarded"})
+            _event(run, step, EventKind.LATE_RESULT_DISCARDED, now)
             return []
         definition = _definition_of(run)
         if outcome.cancelled:
@@ -568,6 +568,7 @@ def _attempt_failed(
     forward = step.kind == StepKind.FORWARD
     policy = node.retry if forward else node.compensation_retry
     error = {**error, "attempt": step.attempt}
+    _event(run, step, EventKind.ERRORED, now, detail=error)
     retry_at = next_attempt_at(
         policy=policy,
         attempt=step.attempt,
@@ -579,7 +580,7 @@ def _attempt_failed(
     if retry_at is not None and still_wanted:
         step.schedule_retry(error=error, retry_at=retry_at)
         step.save()
-        _event(run, step, EventKind.RETRY_SCHEDULED, now, detail={**error, "retry_at": retry_at})
+        _event(run, step, EventKind.RETRY_SCHEDULED, now, detail={"retry_at": retry_at})
         return
     _step_failed(run, definition, step, error, now, outbox)
 

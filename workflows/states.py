@@ -51,6 +51,7 @@ class EventKind(models.TextChoices):
     TIMED_OUT = "timed_out"
     CANCELLED = "cancelled"
     LEASE_EXPIRED = "lease_expired"
+    LATE_RESULT_DISCARDED = "late_result_discarded"
     REDISPATCHED = "redispatched"
     DEAD_LETTERED = "dead_lettered"
     OPERATOR = "operator"

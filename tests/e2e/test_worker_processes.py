@@ -124,6 +124,22 @@ class TestCrashRecovery:
         assert run.events.filter(node="ship", kind=EventKind.LEASE_EXPIRED).exists()
 
 
+class TestPoisonMessage:
+    def test_a_step_that_kills_its_worker_fails_after_its_attempts(
+        self, workers, start, finished, effects
+    ):
+        run = start("test_poison", {})
+
+        run = finished(run, RunState.COMPENSATED, timeout=90)
+
+        poison = run.steps.get(node="poison")
+        assert poison.state == StepState.FAILED
+        assert poison.attempt == 3
+        assert poison.last_error["type"] == "StartToCloseTimeout"
+        assert run.events.filter(node="poison", kind=EventKind.STARTED).count() == 3
+        assert effects(run) == {"test.prepare": 1, "test.undo_prepare": 1}
+
+
 class TestRedelivery:
     def test_the_same_message_delivered_twice_applies_one_effect(
         self, workers, start, finished, effects

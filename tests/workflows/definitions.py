@@ -6,6 +6,8 @@ tests can count it; `input["simulate"]` makes an activity misbehave by its name.
 
 from __future__ import annotations
 
+import os
+import signal
 from datetime import timedelta
 from typing import Any
 
@@ -19,6 +21,7 @@ from workflows.dsl import (
     Parallel,
     RetryPolicy,
     Sleep,
+    Timeouts,
     WaitForSignal,
     Workflow,
 )
@@ -145,5 +148,27 @@ SLEEPING = Workflow(
     ),
 )
 
-for workflow in (LINEAR, PARALLEL_ALL, PARALLEL_ANY, BRANCHING, SIGNALLED, SLEEPING):
+
+def kill_the_worker(context: ActivityContext) -> None:
+    """Kill the process running it: a poison message. Never call it in the test process."""
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+POISON = Workflow(
+    name="test_poison",
+    version=1,
+    start="prepare",
+    nodes=(
+        step("prepare", "poison"),
+        Activity(
+            "poison",
+            run=kill_the_worker,
+            mutating=False,
+            retry=QUICK_RETRY,
+            timeouts=Timeouts(start_to_close=timedelta(seconds=2)),
+        ),
+    ),
+)
+
+for workflow in (LINEAR, PARALLEL_ALL, PARALLEL_ANY, BRANCHING, SIGNALLED, SLEEPING, POISON):
     registry.register(workflow)

@@ -214,7 +214,8 @@ class TestExecuteStep:
         step.refresh_from_db()
         assert step.state == StepState.RETRY_WAIT
         assert step.result is None
-        assert run.events.filter(kind=EventKind.LEASE_EXPIRED).count() == 2
+        assert run.events.filter(kind=EventKind.LEASE_EXPIRED).count() == 1
+        assert run.events.filter(kind=EventKind.LATE_RESULT_DISCARDED).count() == 1
 
 
 class TestRetries:

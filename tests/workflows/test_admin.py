@@ -1,0 +1,84 @@
+"""Operators in the admin: they see runs and act on them only through the engine."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Group, Permission, User
+from django.urls import reverse
+
+from tests.workflows.test_engine import sweep_until_quiet
+from workflows.states import RunState
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def operator(client) -> User:
+    group = Group.objects.create(name="operators")
+    group.permissions.set(
+        Permission.objects.filter(codename__in=["view_workflowrun", "operate_workflowrun"])
+    )
+    user = User.objects.create_user("olga", password="pw", is_staff=True)
+    user.groups.add(group)
+    return user
+
+
+@pytest.fixture
+def viewer() -> User:
+    user = User.objects.create_user("vic", password="pw", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_workflowrun"))
+    return user
+
+
+@pytest.fixture
+def dead_letter(start, drive, order_input):
+    failing = order_input(simulate={"shipping": "fail", "refund": "outage"})
+    return sweep_until_quiet(drive(start("order", failing)), drive)
+
+
+class TestRunAdmin:
+    def test_an_operator_sees_runs_and_their_timeline(self, client, operator, dead_letter):
+        client.force_login(operator)
+
+        listing = client.get(reverse("admin:workflows_workflowrun_changelist"))
+        detail = client.get(reverse("admin:workflows_workflowrun_change", args=[dead_letter.pk]))
+
+        assert listing.status_code == 200
+        assert str(dead_letter.pk) in listing.text
+        assert detail.status_code == 200
+        assert "charge_payment" in detail.text
+
+    def test_an_operator_retries_a_dead_letter(self, client, operator, dead_letter):
+        client.force_login(operator)
+
+        response = client.post(
+            reverse("admin:workflows_workflowrun_changelist"),
+            {"action": "retry_dead_letter", "_selected_action": [dead_letter.pk]},
+            follow=True,
+        )
+
+        dead_letter.refresh_from_db()
+        assert dead_letter.state == RunState.COMPENSATING
+        assert "retrying its failed compensation" in response.text
+
+    def test_a_refused_action_says_why(self, client, operator, start, order_input):
+        run = start("order", order_input())
+        client.force_login(operator)
+
+        response = client.post(
+            reverse("admin:workflows_workflowrun_changelist"),
+            {"action": "retry_dead_letter", "_selected_action": [run.pk]},
+            follow=True,
+        )
+
+        assert "Only a dead-lettered run can be retried" in response.text
+
+    def test_a_viewer_without_the_operate_permission_gets_no_actions(
+        self, client, viewer, dead_letter
+    ):
+        client.force_login(viewer)
+
+        response = client.get(reverse("admin:workflows_workflowrun_changelist"))
+
+        assert response.status_code == 200
+        assert "retry_dead_letter" not in response.text

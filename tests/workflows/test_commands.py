@@ -1,0 +1,86 @@
+"""Management commands and the scheduled-start task, as operators use them."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from tests.workflows.test_engine import sweep_until_quiet
+from workflows.models import WorkflowRun
+from workflows.states import RunState
+from workflows.tasks import start_scheduled_workflow
+
+pytestmark = pytest.mark.django_db
+
+
+def run_command(*args: str) -> str:
+    out = StringIO()
+    call_command(*args, stdout=out)
+    return out.getvalue()
+
+
+@pytest.fixture
+def dead_letter(start, drive, order_input):
+    failing = order_input(simulate={"shipping": "fail", "refund": "outage"})
+    run = sweep_until_quiet(drive(start("order", failing)), drive)
+    assert run.state == RunState.DEAD_LETTERED
+    return run
+
+
+class TestDemoLedger:
+    def test_json_prints_one_object_per_effect(self, start, drive, order_input):
+        run = drive(start("order", order_input()))
+
+        rows = json.loads(run_command("demo_ledger", "--run", str(run.pk), "--json"))
+
+        assert [(row["service"], row["action"]) for row in rows] == [
+            ("inventory", "reserve"),
+            ("payments", "charge"),
+            ("shipping", "ship"),
+            ("notifications", "notify"),
+        ]
+        assert set(rows[0]) == {
+            "run_id",
+            "service",
+            "action",
+            "idempotency_key",
+            "applied_at",
+            "requests_seen",
+        }
+        assert all(row["requests_seen"] == 1 and row["applied_at"] for row in rows)
+
+
+class TestDeadLetters:
+    def test_list_names_the_run_and_the_failed_undo(self, dead_letter):
+        output = run_command("dead_letters", "list")
+
+        assert f"{dead_letter.pk} order failed undoing charge_payment" in output
+
+    def test_retry_reopens_the_run(self, dead_letter):
+        output = run_command("dead_letters", "retry", str(dead_letter.pk))
+
+        dead_letter.refresh_from_db()
+        assert dead_letter.state == RunState.COMPENSATING
+        assert "is compensating" in output
+
+    def test_resume_moves_past_the_failed_step(self, dead_letter, drive):
+        run_command("dead_letters", "resume", str(dead_letter.pk))
+
+        assert drive(dead_letter).state == RunState.COMPENSATED
+
+    def test_a_run_that_is_not_dead_lettered_is_refused_clearly(self, start, order_input):
+        run = start("order", order_input())
+
+        with pytest.raises(CommandError, match="Only a dead-lettered run"):
+            run_command("dead_letters", "retry", str(run.pk))
+
+
+class TestScheduledStart:
+    def test_a_schedule_starts_a_run_of_its_type(self, order_input):
+        run_id = start_scheduled_workflow("order", order_input(), correlation_id="nightly")
+
+        run = WorkflowRun.objects.get(pk=run_id)
+        assert (run.workflow_type, run.correlation_id) == ("order", "nightly")
