@@ -90,7 +90,9 @@ class _Outbox:
         for the worker that is already running (only a worker can run them inline)."""
         step_ids = self.remote if keep_local else [*self.remote, *self.local]
         if step_ids:
-            transaction.on_commit(lambda: _send(step_ids))
+            # Robust: a broker that is down must not fail a committed use case; the
+            # sweep re-sends every step whose message never arrived.
+            transaction.on_commit(lambda: _send(step_ids), robust=True)
 
 
 def _send(step_ids: list[int]) -> None:
