@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from celery import shared_task
+from celery import Task, shared_task
 
 from workflows import engine
 
@@ -19,10 +19,18 @@ def sweep() -> dict[str, int]:
     return engine.sweep()
 
 
-@shared_task(name="baton.start_scheduled_workflow")
-def start_scheduled_workflow(workflow_type: str, input: dict, correlation_id: str = "") -> str:
-    """Start a run from a django-celery-beat schedule (cron or interval)."""
+@shared_task(name="baton.start_scheduled_workflow", bind=True, acks_late=True)
+def start_scheduled_workflow(
+    self: Task, workflow_type: str, input: dict, correlation_id: str = ""
+) -> str:
+    """Start a run from a django-celery-beat schedule (cron or interval).
+
+    Keyed on the message id, so a redelivered schedule message starts no second run.
+    """
     run, _ = engine.start_workflow(
-        workflow_type=workflow_type, input=input, correlation_id=correlation_id
+        workflow_type=workflow_type,
+        input=input,
+        correlation_id=correlation_id,
+        idempotency_key=f"schedule:{self.request.id}" if self.request.id else "",
     )
     return str(run.id)

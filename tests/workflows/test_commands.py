@@ -80,7 +80,15 @@ class TestDeadLetters:
 
 class TestScheduledStart:
     def test_a_schedule_starts_a_run_of_its_type(self, order_input):
-        run_id = start_scheduled_workflow("order", order_input(), correlation_id="nightly")
+        run_id = start_scheduled_workflow.apply(
+            args=("order", order_input()), kwargs={"correlation_id": "nightly"}, task_id="fire-1"
+        ).get()
 
         run = WorkflowRun.objects.get(pk=run_id)
         assert (run.workflow_type, run.correlation_id) == ("order", "nightly")
+
+    def test_a_redelivered_schedule_message_starts_no_second_run(self, order_input):
+        for _ in range(2):
+            start_scheduled_workflow.apply(args=("order", order_input()), task_id="fire-2")
+
+        assert WorkflowRun.objects.filter(idempotency_key="schedule:fire-2").count() == 1
