@@ -1,4 +1,4 @@
-"""The approvals app."""
+"""The approvals app: human tasks, plugged into the engine when Django starts."""
 
 from django.apps import AppConfig
 
@@ -6,3 +6,8 @@ from django.apps import AppConfig
 class ApprovalsConfig(AppConfig):
     name = "approvals"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from approvals import steps
+
+        steps.register()

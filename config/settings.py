@@ -215,13 +215,27 @@ CELERY_BEAT_SCHEDULE = {
 # ---------------------------------------------------------------------------
 
 # Modules that register workflow definitions when imported.
-BATON_WORKFLOW_MODULES = env_list("BATON_WORKFLOW_MODULES", ["workflows.examples.order"])
+BATON_WORKFLOW_MODULES = env_list(
+    "BATON_WORKFLOW_MODULES", ["workflows.examples.order", "approvals.examples"]
+)
 
 # A scheduled step whose message has not been picked up within this many
 # seconds is re-sent by the sweep (its first message may have been lost).
 BATON_REDISPATCH_AFTER = env_float("BATON_REDISPATCH_AFTER", 30.0)
 # How many due rows one sweep handles per kind of work.
 BATON_SWEEP_BATCH = int(env_float("BATON_SWEEP_BATCH", 200))
+
+# ---------------------------------------------------------------------------
+# Human tasks
+# ---------------------------------------------------------------------------
+
+# Where links in emails point (the public address of the web app).
+BATON_BASE_URL = env_str("BATON_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
+BATON_EMAIL_LINK_HOURS = env_float("BATON_EMAIL_LINK_HOURS", 72)
+BATON_EXPENSE_ESCALATE_AFTER_HOURS = env_float("BATON_EXPENSE_ESCALATE_AFTER_HOURS", 48)
+BATON_EXPENSE_FINANCE_THRESHOLD = env_str("BATON_EXPENSE_FINANCE_THRESHOLD", "1000")
+# Seconds between refreshes of the inbox list.
+BATON_INBOX_POLL_SECONDS = int(env_float("BATON_INBOX_POLL_SECONDS", 20))
 
 # ---------------------------------------------------------------------------
 # Logging: structured JSON lines carrying run id, node, attempt, correlation id

@@ -22,6 +22,12 @@ ORDER_INPUT = {
 }
 
 
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings) -> None:
+    """Hash test passwords cheaply; the real hasher is deliberately slow."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def order_input() -> Callable[..., dict[str, Any]]:
     def make(**overrides: Any) -> dict[str, Any]:

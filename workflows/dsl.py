@@ -8,7 +8,7 @@ every step on (run, node) and never replay history.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import cached_property
@@ -169,17 +169,45 @@ class WaitForSignal(Node):
 
 
 @dataclass(frozen=True)
+class Escalation:
+    """One level of escalation: when still undecided `after` this, widen who may decide."""
+
+    # A duration, or a function returning one (read when the task is created, so a
+    # setting can decide it).
+    after: timedelta | Callable[[], timedelta]
+    to_groups: tuple[str, ...] = ()
+    to_manager: bool = False
+
+    def delay(self) -> timedelta:
+        return self.after() if callable(self.after) else self.after
+
+
+DeadlineChoice = Literal["reject", "fail", "keep_waiting"]
+
+
+@dataclass(frozen=True)
 class Approval(WaitForSignal):
     """A human decision: a wait whose signals are `<node>.approved` and `<node>.rejected`.
 
-    The approvals app registers what entering it does (creating the human task);
-    the engine only waits for the decision signal.
+    The approvals app registers what entering it does (creating the human tasks)
+    and fires escalations and deadlines; the engine only waits for the outcome.
+    With `required` above 1, each assignee and each group gets a task of its own
+    and the node is approved once `required` of them approve.
     """
 
     signals: Mapping[str, str | None] = field(default_factory=dict)
-    title: str = ""
-    assignees: tuple[str, ...] = ()
+    title: str | Callable[[RunData], str] = ""
+    # Usernames, or a function of the run's data returning them.
+    assignees: tuple[str, ...] | Callable[[RunData], Sequence[str]] = ()
     groups: tuple[str, ...] = ()
+    required: int = 1
+    priority: int = 2
+    escalations: tuple[Escalation, ...] = ()
+    # The final deadline, counted from the task's creation, and what happens then:
+    # reject it, fail the run (its saga undoes what was done), or keep waiting
+    # after one more escalation.
+    deadline: timedelta | Callable[[], timedelta] | None = None
+    on_deadline: DeadlineChoice = "reject"
     on_approve: str | None = None
     on_reject: str | None = None
 
@@ -189,6 +217,23 @@ class Approval(WaitForSignal):
             "signals",
             {f"{self.name}.approved": self.on_approve, f"{self.name}.rejected": self.on_reject},
         )
+
+    @property
+    def approved_signal(self) -> str:
+        return f"{self.name}.approved"
+
+    @property
+    def rejected_signal(self) -> str:
+        return f"{self.name}.rejected"
+
+    def title_for(self, data: RunData) -> str:
+        return self.title(data) if callable(self.title) else self.title or self.name
+
+    def assignees_for(self, data: RunData) -> list[str]:
+        return list(self.assignees(data) if callable(self.assignees) else self.assignees)
+
+    def deadline_delay(self) -> timedelta | None:
+        return self.deadline() if callable(self.deadline) else self.deadline
 
 
 def _present(*names: str | None) -> tuple[str, ...]:

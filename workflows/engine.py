@@ -758,6 +758,28 @@ def _consume_signal(
         _continue(run, definition, step, node.next_after(signal.name), now, outbox)
 
 
+def fail_waiting_step(
+    *, run_id: uuid.UUID | str, node: str, error: dict[str, Any], now: datetime | None = None
+) -> WorkflowRun:
+    """Fail a step that waits (e.g. an approval past its final deadline); the run is undone.
+
+    A no-op if the step no longer waits: its signal or a cancellation came first.
+    """
+    now = now or timezone.now()
+    outbox = _Outbox()
+    with transaction.atomic():
+        run = _lock_run(run_id)
+        step = run.steps.filter(node=node, kind=StepKind.FORWARD, state=StepState.WAITING).first()
+        if step is None or run.state not in _LIVE_FORWARD_RUN_STATES:
+            return run
+        definition = _definition_of(run)
+        _leave(run, definition, step)
+        _step_failed(run, definition, step, error, now, outbox)
+        run.save()
+        outbox.send_on_commit()
+    return run
+
+
 # ---------------------------------------------------------------------------
 # Operators: cancel, pause, resume, dead letters
 # ---------------------------------------------------------------------------

@@ -84,7 +84,8 @@ def node_hooks(node: Node) -> NodeHooks:
 
 def sweeper(function: Callable[..., int]) -> Callable[..., int]:
     """Register extra periodic work; it is called as `function(now=...)`."""
-    _sweepers.append(function)
+    if function not in _sweepers:
+        _sweepers.append(function)
     return function
 
 

@@ -15,6 +15,7 @@ from workflows import registry
 from workflows.activity import ActivityContext
 from workflows.dsl import (
     Activity,
+    Approval,
     Branch,
     Join,
     NoCompensation,
@@ -172,3 +173,22 @@ POISON = Workflow(
 
 for workflow in (LINEAR, PARALLEL_ALL, PARALLEL_ANY, BRANCHING, SIGNALLED, SLEEPING, POISON):
     registry.register(workflow)
+
+TWO_OF_THREE = Workflow(
+    name="test_two_of_three",
+    version=1,
+    start="board",
+    nodes=(
+        Approval(
+            "board",
+            title="Board vote",
+            assignees=("alice", "bob"),
+            groups=("finance",),
+            required=2,
+            on_approve="after",
+            on_reject=None,
+        ),
+        step("after"),
+    ),
+)
+registry.register(TWO_OF_THREE)

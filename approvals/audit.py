@@ -1,0 +1,122 @@
+"""The audit trail: every action on a human task, as a django-auditlog entry in a hash chain.
+
+Entries are only ever created here, never updated or deleted. Each one carries,
+in `additional_data["chain"]`, the hash of its own content and of the entry
+before it, so `verify_audit_chain` can name the first entry that no longer fits
+(an edited or deleted row breaks the chain from there on).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+from typing import Any
+
+from auditlog.models import LogEntry
+from django.contrib.auth import get_user_model
+from django.contrib.contenttypes.models import ContentType
+from django.db import connection
+
+SYSTEM_USERNAME = "baton-system"
+GENESIS = "0" * 64
+_CHAIN_LOCK = 0x0BA70A
+
+
+def system_actor() -> Any:
+    """Return the named user that work done by Celery and the sweep is attributed to."""
+    user, _ = get_user_model().objects.get_or_create(
+        username=SYSTEM_USERNAME, defaults={"is_active": False, "first_name": "Baton system"}
+    )
+    return user
+
+
+def record(
+    *,
+    task: Any,
+    event: str,
+    actor: Any,
+    channel: str,
+    now: datetime,
+    comment: str = "",
+    remote_addr: str | None = None,
+    changes: dict[str, Any] | None = None,
+) -> LogEntry:
+    """Append one audit entry for `event` on `task`; call inside the use case's transaction."""
+    if connection.vendor == "postgresql":
+        # One writer at a time extends the chain; released at commit.
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_CHAIN_LOCK])
+    previous = (
+        LogEntry.objects.filter(additional_data__has_key="chain")
+        .order_by("-id")
+        .values_list("additional_data", flat=True)
+        .first()
+    )
+    previous_hash = previous["chain"]["hash"] if previous else GENESIS
+    content = {
+        "content_type": ContentType.objects.get_for_model(task).pk,
+        "object_pk": str(task.pk),
+        "event": event,
+        "actor": actor.pk if actor else None,
+        "channel": channel,
+        "comment": comment,
+        "remote_addr": remote_addr,
+        "changes": changes or {},
+        "timestamp": now.isoformat(),
+    }
+    return LogEntry.objects.log_create(
+        task,
+        force_log=True,
+        action=LogEntry.Action.UPDATE,
+        actor=actor,
+        remote_addr=remote_addr,
+        timestamp=now,
+        changes=changes or {},
+        additional_data={
+            "event": event,
+            "channel": channel,
+            "comment": comment,
+            "chain": {"previous": previous_hash, "hash": _hash(previous_hash, content)},
+        },
+    )
+
+
+def _content_of(entry: LogEntry) -> dict[str, Any]:
+    data = entry.additional_data or {}
+    return {
+        "content_type": entry.content_type_id,
+        "object_pk": entry.object_pk,
+        "event": data.get("event"),
+        "actor": entry.actor_id,
+        "channel": data.get("channel"),
+        "comment": data.get("comment"),
+        "remote_addr": entry.remote_addr,
+        "changes": entry.changes or {},
+        "timestamp": entry.timestamp.isoformat(),
+    }
+
+
+def _hash(previous_hash: str, content: dict[str, Any]) -> str:
+    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(f"{previous_hash}\n{canonical}".encode()).hexdigest()
+
+
+def verify_audit_chain() -> LogEntry | None:
+    """Return the first chained entry that no longer fits the chain, or None if all fit."""
+    previous_hash = GENESIS
+    entries = LogEntry.objects.filter(additional_data__has_key="chain").order_by("id")
+    for entry in entries.iterator(chunk_size=1000):
+        chain = entry.additional_data["chain"]
+        expected = _hash(previous_hash, _content_of(entry))
+        if chain.get("previous") != previous_hash or chain.get("hash") != expected:
+            return entry
+        previous_hash = chain["hash"]
+    return None
+
+
+def trail(task: Any) -> list[LogEntry]:
+    """Return a task's audit entries, oldest first, with their actors."""
+    return list(
+        LogEntry.objects.get_for_object(task).select_related("actor").order_by("timestamp", "id")
+    )

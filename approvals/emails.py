@@ -1,0 +1,56 @@
+"""Emails about human tasks: plain text and HTML, sent through Django once the work commits."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.conf import settings
+from django.core.mail import EmailMultiAlternatives
+from django.db import transaction
+from django.template.loader import render_to_string
+from django.urls import reverse
+
+from approvals import links
+from approvals.models import HumanTask
+
+
+def send_escalation(*, task: HumanTask, recipients: list, now: datetime) -> int:
+    """Email each recipient a decision link for `task`; return how many were queued."""
+    messages = []
+    for recipient in recipients:
+        if not recipient.email:
+            continue
+        _, token = links.create_link(task=task, recipient=recipient, now=now)
+        context = {
+            "task": task,
+            "recipient": recipient,
+            "link": settings.BATON_BASE_URL + reverse("approvals:email_link", args=[token]),
+            "inbox": settings.BATON_BASE_URL + reverse("approvals:task", args=[task.pk]),
+            "hours": settings.BATON_EMAIL_LINK_HOURS,
+        }
+        message = EmailMultiAlternatives(
+            subject=f"[Baton] Escalated to you: {task.title}",
+            body=render_to_string("approvals/emails/escalation.txt", context),
+            to=[recipient.email],
+        )
+        message.attach_alternative(
+            render_to_string("approvals/emails/escalation.html", context), "text/html"
+        )
+        messages.append(message)
+    if messages:
+        transaction.on_commit(lambda: [message.send() for message in messages], robust=True)
+    return len(messages)
+
+
+def send_delegation_done(*, task: HumanTask) -> None:
+    """Tell the owner of a delegated task that the delegate decided it."""
+    owner = task.owner
+    if owner is None or not owner.email:
+        return
+    context = {"task": task, "owner": owner}
+    message = EmailMultiAlternatives(
+        subject=f"[Baton] {task.decided_by} {task.outcome} {task.title}",
+        body=render_to_string("approvals/emails/delegation_done.txt", context),
+        to=[owner.email],
+    )
+    transaction.on_commit(message.send, robust=True)

@@ -1,0 +1,274 @@
+"""The shipped workflow types that stop for people: `expense` and `vendor_onboarding`."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from approvals.models import ReportingLine
+from workflows import registry
+from workflows.activity import ActivityContext, NonRetryableError
+from workflows.dsl import (
+    Activity,
+    Approval,
+    Branch,
+    Escalation,
+    Join,
+    NoCompensation,
+    Parallel,
+    RetryPolicy,
+    RunData,
+    Workflow,
+)
+from workflows.examples import services
+
+RETRY = RetryPolicy(max_attempts=4, initial_interval=timedelta(seconds=1))
+
+# ---------------------------------------------------------------------------
+# expense
+# ---------------------------------------------------------------------------
+
+
+class ExpenseInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    requester: str = Field(min_length=1, max_length=150, description="a username")
+    title: str = Field(min_length=1, max_length=120)
+    amount: str = Field(pattern=r"^\d{1,10}(\.\d{1,2})?$", description="a decimal string")
+    currency: str = Field(pattern=r"^[A-Z]{3}$")
+    description: str = Field(default="", max_length=2000)
+
+    @field_validator("amount")
+    @classmethod
+    def amount_is_positive(cls, value: str) -> str:
+        if Decimal(value) <= 0:
+            raise ValueError("must be greater than zero")
+        return value
+
+    @field_validator("requester")
+    @classmethod
+    def requester_has_a_manager(cls, value: str) -> str:
+        user = get_user_model().objects.filter(username=value, is_active=True).first()
+        if user is None:
+            raise ValueError(f"no active user called {value!r}")
+        if not ReportingLine.objects.filter(user=user).exists():
+            raise ValueError(f"{value} has no manager to approve it (set a reporting line)")
+        return value
+
+
+class NoManager(NonRetryableError):
+    pass
+
+
+def submit_expense(context: ActivityContext) -> dict[str, Any]:
+    line = (
+        ReportingLine.objects.select_related("manager")
+        .filter(user__username=context.input["requester"])
+        .first()
+    )
+    if line is None:
+        raise NoManager(f"{context.input['requester']} has no manager")
+    return {"manager": line.manager.get_username()}
+
+
+def pay_expense(context: ActivityContext) -> dict[str, Any]:
+    return services.call(
+        service="payments",
+        action="pay",
+        context=context,
+        behaviour=None,
+        data={
+            "to": context.input["requester"],
+            "amount": context.input["amount"],
+            "currency": context.input["currency"],
+        },
+    )
+
+
+def reverse_payment(context: ActivityContext) -> dict[str, Any]:
+    return services.undo(
+        service="payments", action="reverse", undoes="pay", context=context, behaviour=None
+    )
+
+
+def notify_requester(context: ActivityContext) -> dict[str, Any]:
+    approved = "pay" in context.results
+    return services.call(
+        service="notifications",
+        action="notify",
+        context=context,
+        behaviour=None,
+        data={"to": context.input["requester"], "outcome": "paid" if approved else "rejected"},
+    )
+
+
+def _manager_of(data: RunData) -> list[str]:
+    return [data.results["submit"]["manager"]]
+
+
+def _expense_title(data: RunData) -> str:
+    return (
+        f"Expense: {data.input['title']} — {data.input['amount']} {data.input['currency']} "
+        f"({data.input['requester']})"
+    )
+
+
+def _needs_finance(data: RunData) -> bool:
+    return Decimal(data.input["amount"]) > Decimal(settings.BATON_EXPENSE_FINANCE_THRESHOLD)
+
+
+def _escalate_after() -> timedelta:
+    return timedelta(hours=settings.BATON_EXPENSE_ESCALATE_AFTER_HOURS)
+
+
+EXPENSE = Workflow(
+    name="expense",
+    version=1,
+    description="A manager approves, finance too above a threshold, then it is paid once.",
+    input_schema=ExpenseInput,
+    start="submit",
+    nodes=(
+        Activity("submit", run=submit_expense, next="manager_approval", mutating=False),
+        Approval(
+            "manager_approval",
+            title=_expense_title,
+            assignees=_manager_of,
+            escalations=(Escalation(after=_escalate_after, to_groups=("finance",)),),
+            deadline=timedelta(days=7),
+            on_deadline="reject",
+            on_approve="needs_finance",
+            on_reject="notify",
+        ),
+        Branch(
+            "needs_finance", condition=_needs_finance, if_true="finance_approval", if_false="pay"
+        ),
+        Approval(
+            "finance_approval",
+            title=_expense_title,
+            groups=("finance",),
+            priority=3,
+            deadline=timedelta(days=7),
+            on_deadline="reject",
+            on_approve="pay",
+            on_reject="notify",
+        ),
+        Activity("pay", run=pay_expense, compensate=reverse_payment, next="notify", retry=RETRY),
+        Activity(
+            "notify",
+            run=notify_requester,
+            compensate=NoCompensation("a sent message cannot be unsent; it is the last step"),
+            retry=RETRY,
+            local=True,
+        ),
+    ),
+)
+
+# ---------------------------------------------------------------------------
+# vendor_onboarding
+# ---------------------------------------------------------------------------
+
+
+class VendorInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    vendor_name: str = Field(min_length=1, max_length=120)
+    contact_email: str = Field(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$", max_length=254)
+    country: str = Field(default="", max_length=2, pattern=r"^([A-Z]{2})?$")
+
+
+def _both_approved(data: RunData) -> bool:
+    return all(
+        data.results[review]["signal"] == f"{review}.approved"
+        for review in ("legal_review", "security_review")
+    )
+
+
+def create_vendor_account(context: ActivityContext) -> dict[str, Any]:
+    return services.call(
+        service="vendors",
+        action="create_account",
+        context=context,
+        behaviour=None,
+        data={"vendor": context.input["vendor_name"]},
+    )
+
+
+def close_vendor_account(context: ActivityContext) -> dict[str, Any]:
+    return services.undo(
+        service="vendors",
+        action="close_account",
+        undoes="create_account",
+        context=context,
+        behaviour=None,
+    )
+
+
+def notify_vendor_rejected(context: ActivityContext) -> dict[str, Any]:
+    services.call(
+        service="notifications",
+        action="notify",
+        context=context,
+        behaviour=None,
+        data={"to": context.input["contact_email"], "outcome": "rejected"},
+    )
+    return {"outcome": "rejected"}
+
+
+def _vendor_title(review: str):
+    def title(data: RunData) -> str:
+        return f"{review} review: vendor {data.input['vendor_name']}"
+
+    return title
+
+
+VENDOR_ONBOARDING = Workflow(
+    name="vendor_onboarding",
+    version=1,
+    description="Legal and security review in parallel; both must approve the new vendor.",
+    input_schema=VendorInput,
+    start="reviews",
+    nodes=(
+        Parallel("reviews", branches=("legal_review", "security_review"), join="reviews_done"),
+        Approval(
+            "legal_review",
+            title=_vendor_title("Legal"),
+            groups=("legal",),
+            on_approve="reviews_done",
+            on_reject="reviews_done",
+        ),
+        Approval(
+            "security_review",
+            title=_vendor_title("Security"),
+            groups=("security",),
+            on_approve="reviews_done",
+            on_reject="reviews_done",
+        ),
+        Join("reviews_done", wait_for="all", next="both_approved"),
+        Branch(
+            "both_approved",
+            condition=_both_approved,
+            if_true="create_account",
+            if_false="notify_rejected",
+        ),
+        Activity(
+            "create_account",
+            run=create_vendor_account,
+            compensate=close_vendor_account,
+            retry=RETRY,
+        ),
+        Activity(
+            "notify_rejected",
+            run=notify_vendor_rejected,
+            compensate=NoCompensation("a sent message cannot be unsent; it is the last step"),
+            retry=RETRY,
+        ),
+    ),
+)
+
+registry.register(EXPENSE)
+registry.register(VENDOR_ONBOARDING)

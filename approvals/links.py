@@ -1,0 +1,72 @@
+"""Signed, expiring, single-use email links, bound to a recipient and a task version."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.core import signing
+
+from approvals.models import EmailLink, HumanTask
+
+_SALT = "approvals.email-link"
+
+
+class LinkProblem(Exception):
+    """Why a link cannot be used; `kind` names it for the page and the tests."""
+
+    MESSAGES = {
+        "tampered": (
+            "This link is not valid: it was changed or cut short. "
+            "Open the task from your inbox instead."
+        ),
+        "expired": "This link has expired. Open the task from your inbox instead.",
+        "used": "This link was already used. Each emailed link works once.",
+        "stale": (
+            "This task has changed since the email was sent (it was decided, reassigned "
+            "or escalated), so the link no longer applies."
+        ),
+        "forwarded": "This link was sent to someone else. Only its recipient can use it.",
+    }
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        super().__init__(self.MESSAGES[kind])
+
+
+def create_link(*, task: HumanTask, recipient, now: datetime) -> tuple[EmailLink, str]:
+    """Return a new link for `recipient` to the task's current version, and its token."""
+    link = EmailLink.objects.create(
+        task=task,
+        recipient=recipient,
+        task_version=task.version,
+        created_at=now,
+        expires_at=now + timedelta(hours=settings.BATON_EMAIL_LINK_HOURS),
+    )
+    return link, signing.Signer(salt=_SALT).sign(str(link.pk))
+
+
+def resolve(token: str, *, now: datetime, lock: bool = False) -> EmailLink:
+    """Return the link a token names if it can still be used, or raise LinkProblem."""
+    try:
+        link_id = signing.Signer(salt=_SALT).unsign(token)
+    except signing.BadSignature:
+        raise LinkProblem("tampered") from None
+    links = EmailLink.objects.select_related("task", "recipient")
+    if lock:
+        links = links.select_for_update(of=("self",))
+    link = links.filter(pk=link_id).first()
+    if link is None:
+        raise LinkProblem("tampered")
+    if link.used_at is not None:
+        raise LinkProblem("used")
+    if link.expires_at <= now:
+        raise LinkProblem("expired")
+    if link.task_version != link.task.version or not link.task.is_live:
+        raise LinkProblem("stale")
+    return link
+
+
+def check_recipient(link: EmailLink, user) -> None:
+    if link.recipient_id != user.pk:
+        raise LinkProblem("forwarded")

@@ -1,0 +1,255 @@
+"""Human tasks and what surrounds them: comments, substitutes, reporting lines, email links.
+
+Transitions change only their own row; `approvals.services` locks, transitions,
+saves, audits and signals the run. Every transition bumps `version`, so a stale
+form or email link (made for an older version) is refused.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+import django_fsm as fsm
+from django.conf import settings
+from django.contrib.auth.models import Group
+from django.db import models
+from django.db.models import Q
+
+from approvals.states import LIVE_TASK_STATES, Channel, Outcome, Priority, TaskState
+from workflows.models import StepRun, WorkflowRun
+
+User = settings.AUTH_USER_MODEL
+
+
+class HumanTask(fsm.ConcurrentTransitionMixin, models.Model):
+    run = models.ForeignKey(WorkflowRun, on_delete=models.CASCADE, related_name="human_tasks")
+    step = models.ForeignKey(StepRun, on_delete=models.CASCADE, related_name="human_tasks")
+    node = models.CharField(max_length=100)
+    workflow_type = models.CharField(max_length=100)
+    title = models.CharField(max_length=200)
+    state = fsm.FSMField(
+        choices=TaskState.choices, default=TaskState.OPEN, protected=True, max_length=20
+    )
+    outcome = models.CharField(max_length=20, choices=Outcome.choices, blank=True)
+    priority = models.PositiveSmallIntegerField(choices=Priority.choices, default=Priority.NORMAL)
+    assignee = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.PROTECT, related_name="assigned_tasks"
+    )
+    # Who delegated the task and gets it back when the delegate is done.
+    owner = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.PROTECT, related_name="delegated_tasks"
+    )
+    # Set when the task went to a substitute: "for carol, while away".
+    substitute_for = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    candidate_users = models.ManyToManyField(User, blank=True, related_name="candidate_tasks")
+    candidate_groups = models.ManyToManyField(Group, blank=True, related_name="candidate_tasks")
+    due_at = models.DateTimeField(null=True, blank=True)
+    escalation_level = models.PositiveSmallIntegerField(default=0)
+    escalate_at = models.DateTimeField(null=True, blank=True)
+    decided_by = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    channel = models.CharField(max_length=20, choices=Channel.choices, blank=True)
+    comment = models.TextField(blank=True)
+    version = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField()
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["due_at", "id"]
+        indexes = [
+            models.Index(
+                fields=["escalate_at"],
+                condition=Q(state__in=LIVE_TASK_STATES, escalate_at__isnull=False),
+                name="task_escalation_due_idx",
+            ),
+            models.Index(
+                fields=["due_at"],
+                condition=Q(state__in=LIVE_TASK_STATES, due_at__isnull=False),
+                name="task_deadline_due_idx",
+            ),
+            models.Index(fields=["assignee", "state", "due_at"], name="task_assignee_idx"),
+            models.Index(fields=["state", "due_at", "id"], name="task_state_due_idx"),
+        ]
+        permissions = [("operate_humantask", "Can act on any human task as an operator")]
+
+    def __str__(self) -> str:
+        return f"{self.title} (#{self.pk}, {self.state})"
+
+    @property
+    def is_live(self) -> bool:
+        return self.state in LIVE_TASK_STATES
+
+    # -- transitions -------------------------------------------------------
+
+    def _bump(self) -> None:
+        self.version += 1
+
+    @fsm.transition(field=state, source=TaskState.OPEN, target=TaskState.CLAIMED)
+    def claim(self, *, user, now: datetime) -> None:
+        self.assignee = user
+        self.claimed_at = now
+        self._bump()
+
+    @fsm.transition(field=state, source=TaskState.CLAIMED, target=TaskState.OPEN)
+    def release(self) -> None:
+        self.assignee = None
+        self.claimed_at = None
+        self._bump()
+
+    @fsm.transition(
+        field=state, source=[TaskState.OPEN, TaskState.CLAIMED], target=TaskState.DELEGATED
+    )
+    def delegate(self, *, owner, delegate) -> None:
+        self.owner = owner
+        self.assignee = delegate
+        self._bump()
+
+    @fsm.transition(field=state, source=list(LIVE_TASK_STATES), target=TaskState.CLAIMED)
+    def reassign(self, *, to, now: datetime) -> None:
+        """Hand the task to someone else for good (not a delegation: no owner remains)."""
+        self.assignee = to
+        self.owner = None
+        self.substitute_for = None
+        self.claimed_at = now
+        self._bump()
+
+    @fsm.transition(field=state, source=list(LIVE_TASK_STATES), target=TaskState.COMPLETED)
+    def complete(self, *, outcome: Outcome, by, channel: Channel, comment: str, now: datetime):
+        self.outcome = outcome
+        self.decided_by = by
+        self.decided_at = now
+        self.channel = channel
+        self.comment = comment
+        self.completed_at = now
+        self.escalate_at = None
+        self._bump()
+
+    @fsm.transition(field=state, source=list(LIVE_TASK_STATES), target=TaskState.OPEN)
+    def escalate(self, *, next_escalation_at: datetime | None) -> None:
+        """Reopen the task to its widened candidates (earlier holders stay among them)."""
+        self.assignee = None
+        self.owner = None
+        self.claimed_at = None
+        self.escalation_level += 1
+        self.escalate_at = next_escalation_at
+        self._bump()
+
+    @fsm.transition(field=state, source=list(LIVE_TASK_STATES), target=TaskState.EXPIRED)
+    def expire(self, *, now: datetime) -> None:
+        self.completed_at = now
+        self.escalate_at = None
+        self._bump()
+
+    @fsm.transition(field=state, source=list(LIVE_TASK_STATES), target=TaskState.CANCELLED)
+    def cancel(self, *, now: datetime) -> None:
+        self.completed_at = now
+        self.escalate_at = None
+        self._bump()
+
+
+class Comment(models.Model):
+    task = models.ForeignKey(HumanTask, on_delete=models.CASCADE, related_name="comments")
+    author = models.ForeignKey(User, on_delete=models.PROTECT, related_name="+")
+    body = models.TextField()
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.author} on #{self.task_id}"
+
+
+class Substitution(models.Model):
+    """While `starts_at <= now < ends_at`, new tasks for `user` go to `substitute`."""
+
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="substitutions")
+    substitute = models.ForeignKey(User, on_delete=models.CASCADE, related_name="+")
+    starts_at = models.DateTimeField()
+    ends_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["starts_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(ends_at__gt=models.F("starts_at")), name="substitution_ends_after_start"
+            ),
+            models.CheckConstraint(
+                condition=~Q(user=models.F("substitute")), name="substitution_not_self"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.substitute} for {self.user}"
+
+
+class ReportingLine(models.Model):
+    """Who a user reports to: the manager who approves their expenses."""
+
+    user = models.OneToOneField(User, on_delete=models.CASCADE, related_name="reporting_line")
+    manager = models.ForeignKey(User, on_delete=models.PROTECT, related_name="reports")
+
+    def __str__(self) -> str:
+        return f"{self.user} reports to {self.manager}"
+
+
+class GroupManager(models.Model):
+    """The manager of a group, who may reassign its tasks."""
+
+    group = models.OneToOneField(Group, on_delete=models.CASCADE, related_name="manager_link")
+    manager = models.ForeignKey(User, on_delete=models.PROTECT, related_name="+")
+
+    def __str__(self) -> str:
+        return f"{self.manager} manages {self.group}"
+
+
+class EmailLink(models.Model):
+    """A single-use decision link sent to one recipient for one version of a task."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    task = models.ForeignKey(HumanTask, on_delete=models.CASCADE, related_name="email_links")
+    recipient = models.ForeignKey(User, on_delete=models.CASCADE, related_name="+")
+    task_version = models.PositiveIntegerField()
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"link for {self.recipient} to #{self.task_id} v{self.task_version}"
+
+
+class SavedFilter(models.Model):
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="saved_filters")
+    name = models.CharField(max_length=80)
+    query = models.CharField(max_length=500)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "name"], name="saved_filter_unique_name"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Snooze(models.Model):
+    """A reviewer hides a task from their lists until `until`."""
+
+    task = models.ForeignKey(HumanTask, on_delete=models.CASCADE, related_name="snoozes")
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="+")
+    until = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["task", "user"], name="snooze_unique_per_user"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.task_id} snoozed by {self.user} until {self.until}"

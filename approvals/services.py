@@ -1,0 +1,705 @@
+"""The use cases of human tasks, shared by the inbox, the API, the admin and email links.
+
+Each is one transaction that locks the run row and then the task row (the same
+order the engine uses, so a decision and a timeout never deadlock), checks who
+may act, transitions, audits and, when a decision settles the approval node,
+signals the run. A replay is refused with a domain error, never a second effect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.db import transaction
+from django.utils import timezone
+
+from approvals import audit, emails, escalation, links, permissions
+from approvals.models import (
+    Comment,
+    GroupManager,
+    HumanTask,
+    ReportingLine,
+    Snooze,
+    Substitution,
+)
+from approvals.states import LIVE_TASK_STATES, Channel, Outcome, TaskState
+from workflows import engine, registry
+from workflows.dsl import Approval, RunData
+from workflows.models import StepRun, WorkflowRun
+
+User = get_user_model()
+
+
+# ---------------------------------------------------------------------------
+# Errors, each with the HTTP status the views and the API answer with
+# ---------------------------------------------------------------------------
+
+
+class TaskError(Exception):
+    status = 400
+
+
+class TaskNotFound(TaskError):
+    status = 404
+
+    def __init__(self) -> None:
+        super().__init__("No such task (or it is not yours to see).")
+
+
+class NotAllowed(TaskError):
+    status = 403
+
+
+class InvalidRequest(TaskError):
+    status = 422
+
+
+class TaskConflict(TaskError):
+    status = 409
+
+
+class AlreadyDecided(TaskConflict):
+    def __init__(self, task: HumanTask) -> None:
+        self.task = task
+        who = _display_name(task.decided_by)
+        when = timezone.localtime(task.decided_at).strftime("%Y-%m-%d %H:%M %Z")
+        super().__init__(f"This task was already {task.outcome} by {who} at {when}.")
+
+
+class TaskClosed(TaskConflict):
+    def __init__(self, task: HumanTask) -> None:
+        super().__init__(f"This task is {task.state}: there is nothing left to decide.")
+
+
+class StaleTask(TaskConflict):
+    def __init__(self, task: HumanTask) -> None:
+        holder = f" (now with {_display_name(task.assignee)})" if task.assignee else ""
+        super().__init__(
+            f"This task changed since you opened it{holder}. Reload it to see where it stands."
+        )
+
+
+def _display_name(user: Any) -> str:
+    if user is None:
+        return "someone"
+    return user.get_full_name() or user.get_username()
+
+
+# ---------------------------------------------------------------------------
+# Who is asking
+# ---------------------------------------------------------------------------
+
+
+def reviewer_for(user: Any) -> permissions.Reviewer:
+    group_ids = frozenset(user.groups.values_list("id", flat=True))
+    managed = frozenset(
+        GroupManager.objects.filter(manager=user).values_list("group_id", flat=True)
+    )
+    return permissions.Reviewer(
+        user_id=user.pk,
+        group_ids=group_ids,
+        managed_group_ids=managed,
+        is_operator=user.has_perm("approvals.operate_humantask"),
+    )
+
+
+def facts_for(task: HumanTask) -> permissions.TaskFacts:
+    return permissions.TaskFacts(
+        state=task.state,
+        assignee_id=task.assignee_id,
+        owner_id=task.owner_id,
+        decided_by_id=task.decided_by_id,
+        candidate_user_ids=frozenset(task.candidate_users.values_list("id", flat=True)),
+        candidate_group_ids=frozenset(task.candidate_groups.values_list("id", flat=True)),
+    )
+
+
+def visible_task(*, task_id: int, user: Any) -> HumanTask:
+    """Return the task if `user` may see it; raise TaskNotFound otherwise (read side)."""
+    task = (
+        HumanTask.objects.select_related("run", "assignee", "owner", "decided_by")
+        .filter(pk=task_id)
+        .first()
+    )
+    if task is None or not permissions.can_see(reviewer_for(user), facts_for(task)):
+        raise TaskNotFound()
+    return task
+
+
+@dataclass(frozen=True)
+class _Request:
+    """Who acts, through which channel, from where, on which version they saw."""
+
+    user: Any
+    channel: str
+    now: datetime
+    remote_addr: str | None = None
+    expected_version: int | None = None
+
+
+def _request(user: Any, channel: str, now: datetime | None, **extra: Any) -> _Request:
+    return _Request(user=user, channel=channel, now=now or timezone.now(), **extra)
+
+
+def _lock(task_id: int) -> HumanTask:
+    """Lock the task's run, then the task: the engine's lock order."""
+    run_id = HumanTask.objects.filter(pk=task_id).values_list("run_id", flat=True).first()
+    if run_id is None:
+        raise TaskNotFound()
+    WorkflowRun.objects.select_for_update().filter(pk=run_id).first()
+    return (
+        HumanTask.objects.select_for_update(of=("self",))
+        .select_related("assignee", "owner", "decided_by", "substitute_for")
+        .get(pk=task_id)
+    )
+
+
+def _authorised(
+    task_id: int,
+    request: _Request,
+    allowed: Callable[[permissions.Reviewer, permissions.TaskFacts], bool],
+    refusal: str,
+) -> HumanTask:
+    task = _lock(task_id)
+    reviewer = reviewer_for(request.user)
+    facts = facts_for(task)
+    if not permissions.can_see(reviewer, facts):
+        raise TaskNotFound()
+    if task.state == TaskState.COMPLETED:
+        raise AlreadyDecided(task)
+    if not task.is_live:
+        raise TaskClosed(task)
+    if request.expected_version is not None and request.expected_version != task.version:
+        raise StaleTask(task)
+    if not allowed(reviewer, facts):
+        raise NotAllowed(refusal)
+    return task
+
+
+def _audit(task: HumanTask, event: str, request: _Request, **extra: Any) -> None:
+    audit.record(
+        task=task,
+        event=event,
+        actor=request.user,
+        channel=request.channel,
+        now=request.now,
+        remote_addr=request.remote_addr,
+        **extra,
+    )
+
+
+def _user_named(username: str) -> Any:
+    user = User.objects.filter(username=username, is_active=True).first()
+    if user is None:
+        raise InvalidRequest(f"There is no active user called {username!r}.")
+    return user
+
+
+# ---------------------------------------------------------------------------
+# Claim and release
+# ---------------------------------------------------------------------------
+
+
+def claim_human_task(
+    *, task_id: int, user: Any, channel: str, now: datetime | None = None, **extra: Any
+) -> HumanTask:
+    """Take an open task so that only you work on it."""
+    request = _request(user, channel, now, **extra)
+    with transaction.atomic():
+        task = _authorised(
+            task_id, request, permissions.can_claim, "Only a candidate can claim this task."
+        )
+        task.claim(user=user, now=request.now)
+        task.save()
+        _audit(task, "claimed", request, changes={"assignee": [None, user.get_username()]})
+    return task
+
+
+def release_human_task(
+    *, task_id: int, user: Any, channel: str, now: datetime | None = None, **extra: Any
+) -> HumanTask:
+    """Give a claimed group task back to its candidates."""
+    request = _request(user, channel, now, **extra)
+    with transaction.atomic():
+        task = _authorised(
+            task_id,
+            request,
+            permissions.can_release,
+            "Only the reviewer who claimed this task can release it.",
+        )
+        previous = task.assignee.get_username()
+        task.release()
+        task.save()
+        _audit(task, "released", request, changes={"assignee": [previous, None]})
+    return task
+
+
+# ---------------------------------------------------------------------------
+# Decisions
+# ---------------------------------------------------------------------------
+
+
+def approve_human_task(
+    *,
+    task_id: int,
+    user: Any,
+    channel: str,
+    comment: str = "",
+    now: datetime | None = None,
+    **extra: Any,
+) -> HumanTask:
+    request = _request(user, channel, now, **extra)
+    with transaction.atomic():
+        return _decide(task_id, request, Outcome.APPROVED, comment.strip())
+
+
+def reject_human_task(
+    *,
+    task_id: int,
+    user: Any,
+    channel: str,
+    reason: str,
+    now: datetime | None = None,
+    **extra: Any,
+) -> HumanTask:
+    """Reject a task; the reason is required and becomes a comment in its timeline."""
+    request = _request(user, channel, now, **extra)
+    if not reason.strip():
+        raise InvalidRequest("Say why you reject it: a reason is required.")
+    with transaction.atomic():
+        return _decide(task_id, request, Outcome.REJECTED, reason.strip())
+
+
+def _decide(task_id: int, request: _Request, outcome: Outcome, comment: str) -> HumanTask:
+    task = _authorised(
+        task_id, request, permissions.can_decide, "You are not a reviewer of this task."
+    )
+    task.complete(
+        outcome=outcome, by=request.user, channel=request.channel, comment=comment, now=request.now
+    )
+    task.save()
+    if comment:
+        Comment.objects.create(task=task, author=request.user, body=comment, created_at=request.now)
+    _audit(task, outcome, request, comment=comment, changes={"state": ["live", outcome]})
+    if task.owner_id is not None:
+        emails.send_delegation_done(task=task)
+    _settle_approval(task, request.now)
+    return task
+
+
+def _settle_approval(task: HumanTask, now: datetime) -> None:
+    """Signal the run once the node's tasks reach a decision: N approvals, or too many
+    rejections for N to be reachable. The engine then closes the remaining tasks."""
+    node = _approval_node(task)
+    siblings = list(
+        HumanTask.objects.filter(step_id=task.step_id).values_list("outcome", flat=True)
+    )
+    approvals = siblings.count(Outcome.APPROVED)
+    rejections = siblings.count(Outcome.REJECTED)
+    if approvals >= node.required:
+        signal = node.approved_signal
+    elif rejections > len(siblings) - node.required:
+        signal = node.rejected_signal
+    else:
+        return
+    decisions = HumanTask.objects.filter(step_id=task.step_id).exclude(outcome="")
+    engine.signal_run(
+        run_id=task.run_id,
+        name=signal,
+        signal_id=f"approval-step-{task.step_id}",
+        payload={
+            "outcome": signal.rsplit(".", 1)[1],
+            "decisions": [
+                {
+                    "task": decision.pk,
+                    "outcome": decision.outcome,
+                    "by": decision.decided_by.get_username(),
+                    "comment": decision.comment,
+                }
+                for decision in decisions.select_related("decided_by")
+            ],
+        },
+        now=now,
+    )
+
+
+def _approval_node(task: HumanTask) -> Approval:
+    run = task.run
+    node = registry.get(run.workflow_type, run.workflow_version).node(task.node)
+    assert isinstance(node, Approval)
+    return node
+
+
+# ---------------------------------------------------------------------------
+# Delegation and reassignment
+# ---------------------------------------------------------------------------
+
+
+def delegate_human_task(
+    *,
+    task_id: int,
+    user: Any,
+    to_username: str,
+    channel: str,
+    comment: str = "",
+    now: datetime | None = None,
+    **extra: Any,
+) -> HumanTask:
+    """Let someone else decide for you; you stay the owner and are told when it is done."""
+    request = _request(user, channel, now, **extra)
+    delegate = _user_named(to_username)
+    if delegate.pk == user.pk:
+        raise InvalidRequest("You cannot delegate a task to yourself.")
+    with transaction.atomic():
+        task = _authorised(
+            task_id, request, permissions.can_delegate, "Only this task's reviewer can delegate it."
+        )
+        task.delegate(owner=user, delegate=delegate)
+        task.save()
+        _comment_if_any(task, user, comment, request.now)
+        _audit(
+            task,
+            "delegated",
+            request,
+            comment=comment,
+            changes={"assignee": [user.get_username(), to_username]},
+        )
+    return task
+
+
+def reassign_human_task(
+    *,
+    task_id: int,
+    user: Any,
+    to_username: str,
+    channel: str,
+    comment: str = "",
+    now: datetime | None = None,
+    **extra: Any,
+) -> HumanTask:
+    """Hand the task to someone else for good (the owner, a group's manager or an operator)."""
+    request = _request(user, channel, now, **extra)
+    new_assignee = _user_named(to_username)
+    with transaction.atomic():
+        task = _authorised(
+            task_id,
+            request,
+            permissions.can_reassign,
+            "Only the task's owner, its group's manager or an operator can reassign it.",
+        )
+        previous = task.assignee.get_username() if task.assignee else None
+        if new_assignee.pk == task.assignee_id:
+            raise InvalidRequest(f"The task is already with {to_username}.")
+        task.reassign(to=new_assignee, now=request.now)
+        task.save()
+        task.candidate_users.add(new_assignee)
+        _comment_if_any(task, user, comment, request.now)
+        _audit(
+            task,
+            "reassigned",
+            request,
+            comment=comment,
+            changes={"assignee": [previous, to_username]},
+        )
+    return task
+
+
+def comment_on_human_task(
+    *, task_id: int, user: Any, body: str, channel: str, now: datetime | None = None, **extra: Any
+) -> Comment:
+    request = _request(user, channel, now, **extra)
+    if not body.strip():
+        raise InvalidRequest("A comment cannot be empty.")
+    with transaction.atomic():
+        task = _lock(task_id)
+        if not permissions.can_comment(reviewer_for(user), facts_for(task)):
+            raise TaskNotFound()
+        comment = Comment.objects.create(
+            task=task, author=user, body=body.strip(), created_at=request.now
+        )
+        _audit(task, "commented", request, comment=body.strip())
+    return comment
+
+
+def _comment_if_any(task: HumanTask, user: Any, body: str, now: datetime) -> None:
+    if body.strip():
+        Comment.objects.create(task=task, author=user, body=body.strip(), created_at=now)
+
+
+# ---------------------------------------------------------------------------
+# The reviewer's own view: snooze, substitutes
+# ---------------------------------------------------------------------------
+
+
+def snooze_human_task(*, task_id: int, user: Any, until: datetime) -> Snooze:
+    """Hide a task from your lists until `until`; it comes back by itself."""
+    visible_task(task_id=task_id, user=user)
+    if until <= timezone.now():
+        raise InvalidRequest("Snooze until a time in the future.")
+    snooze, _ = Snooze.objects.update_or_create(
+        task_id=task_id, user=user, defaults={"until": until}
+    )
+    return snooze
+
+
+def set_substitution(
+    *, user: Any, substitute_username: str, starts_at: datetime, ends_at: datetime
+) -> Substitution:
+    """While away, new tasks for `user` go to the substitute, visibly."""
+    substitute = _user_named(substitute_username)
+    if substitute.pk == user.pk:
+        raise InvalidRequest("Choose someone else as your substitute.")
+    if ends_at <= starts_at:
+        raise InvalidRequest("The substitution must end after it starts.")
+    return Substitution.objects.create(
+        user=user, substitute=substitute, starts_at=starts_at, ends_at=ends_at
+    )
+
+
+def substitute_for(user: Any, now: datetime) -> Any | None:
+    line = (
+        Substitution.objects.filter(user=user, starts_at__lte=now, ends_at__gt=now)
+        .select_related("substitute")
+        .order_by("-starts_at")
+        .first()
+    )
+    return line.substitute if line else None
+
+
+# ---------------------------------------------------------------------------
+# Bulk and email decisions
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BulkResult:
+    task_id: int
+    error: str = ""
+
+
+def bulk_approve(
+    *, task_ids: list[int], user: Any, channel: str, now: datetime | None = None, **extra: Any
+) -> list[BulkResult]:
+    """Approve each task on its own: one decision, one audit entry, one transaction each."""
+    results = []
+    for task_id in task_ids:
+        try:
+            approve_human_task(task_id=task_id, user=user, channel=channel, now=now, **extra)
+        except TaskError as error:
+            results.append(BulkResult(task_id=task_id, error=str(error)))
+        else:
+            results.append(BulkResult(task_id=task_id))
+    return results
+
+
+def decide_by_link(
+    *,
+    token: str,
+    user: Any,
+    outcome: str,
+    comment: str = "",
+    remote_addr: str | None = None,
+    now: datetime | None = None,
+) -> HumanTask:
+    """Decide through an emailed link: its recipient, signed in, once, on the version sent."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        link = links.resolve(token, now=now, lock=True)
+        links.check_recipient(link, user)
+        link.used_at = now
+        link.save(update_fields=["used_at"])
+        extra = {"expected_version": link.task_version, "remote_addr": remote_addr, "now": now}
+        if outcome == Outcome.APPROVED:
+            return approve_human_task(
+                task_id=link.task_id, user=user, channel=Channel.EMAIL, comment=comment, **extra
+            )
+        if outcome == Outcome.REJECTED:
+            return reject_human_task(
+                task_id=link.task_id, user=user, channel=Channel.EMAIL, reason=comment, **extra
+            )
+        raise InvalidRequest("Choose approve or reject.")
+
+
+# ---------------------------------------------------------------------------
+# Engine hooks: creating and closing the tasks of an approval node
+# ---------------------------------------------------------------------------
+
+
+def open_tasks_for_step(run: WorkflowRun, step: StepRun, node: Approval) -> list[HumanTask]:
+    """Create the node's tasks: one for all candidates, or one each when N of M must approve."""
+    now = step.scheduled_at
+    data = RunData(input=run.input, results=run.results)
+    usernames = node.assignees_for(data)
+    users = list(User.objects.filter(username__in=usernames, is_active=True))
+    groups = list(Group.objects.filter(name__in=node.groups))
+    if node.required > 1:
+        shares = [([user], []) for user in users] + [([], [group]) for group in groups]
+    else:
+        shares = [(users, groups)]
+    return [
+        _open_task(run, step, node, data, share_users, share_groups, now)
+        for share_users, share_groups in shares
+    ]
+
+
+def _open_task(run, step, node, data, users, groups, now) -> HumanTask:
+    assignee = substitute = None
+    if len(users) == 1 and not groups:
+        assignee = users[0]
+        stand_in = substitute_for(assignee, now)
+        if stand_in is not None:
+            assignee, substitute = stand_in, assignee
+    task = HumanTask(
+        run=run,
+        step=step,
+        node=node.name,
+        workflow_type=run.workflow_type,
+        title=node.title_for(data)[:200],
+        state=TaskState.CLAIMED if assignee else TaskState.OPEN,
+        priority=node.priority,
+        assignee=assignee,
+        substitute_for=substitute,
+        due_at=escalation.deadline_at(node=node, created_at=now),
+        escalate_at=escalation.first_escalation_at(node=node, created_at=now),
+        created_at=now,
+        claimed_at=now if assignee else None,
+    )
+    task.save()
+    task.candidate_users.set(users if assignee is None else [assignee])
+    task.candidate_groups.set(groups)
+    audit.record(
+        task=task,
+        event="created",
+        actor=audit.system_actor(),
+        channel=Channel.SYSTEM,
+        now=now,
+        changes={"assignee": [None, assignee.get_username() if assignee else None]},
+    )
+    return task
+
+
+def close_tasks_for_step(run: WorkflowRun, step: StepRun, node: Approval) -> None:
+    """Cancel the node's tasks still open: decided elsewhere, timed out, or run cancelled."""
+    now = timezone.now()
+    for task in HumanTask.objects.select_for_update().filter(step=step, state__in=LIVE_TASK_STATES):
+        task.cancel(now=now)
+        task.save()
+        audit.record(
+            task=task,
+            event="cancelled",
+            actor=audit.system_actor(),
+            channel=Channel.SYSTEM,
+            now=now,
+        )
+
+
+# ---------------------------------------------------------------------------
+# Escalations and deadlines (fired by the engine's sweep)
+# ---------------------------------------------------------------------------
+
+
+def escalate_human_task(*, task_id: int, now: datetime) -> bool:
+    """Escalate a task whose escalation time passed; return False if nothing was due."""
+    with transaction.atomic():
+        task = _lock(task_id)
+        if not task.is_live or task.escalate_at is None or task.escalate_at > now:
+            return False
+        _escalate(task, _approval_node(task), now)
+    return True
+
+
+def _escalate(task: HumanTask, node: Approval, now: datetime) -> None:
+    """Widen who may decide by the next level of the node's policy, reopen and email them."""
+    level = min(task.escalation_level, len(node.escalations) - 1)
+    policy = node.escalations[level] if node.escalations else None
+    holders = [user for user in (task.assignee, task.owner) if user is not None]
+    new_groups = list(Group.objects.filter(name__in=policy.to_groups)) if policy else []
+    new_users = []
+    if policy and policy.to_manager:
+        subjects = holders or list(task.candidate_users.all())
+        new_users = [
+            line.manager
+            for line in ReportingLine.objects.filter(user__in=subjects).select_related("manager")
+        ]
+    task.candidate_users.add(*holders, *new_users)
+    task.candidate_groups.add(*new_groups)
+    task.escalate(
+        next_escalation_at=escalation.next_escalation_at(
+            node=node, level=task.escalation_level + 1, now=now
+        )
+    )
+    task.save()
+    system = audit.system_actor()
+    audit.record(
+        task=task,
+        event="escalated",
+        actor=system,
+        channel=Channel.SYSTEM,
+        now=now,
+        changes={
+            "escalation_level": [task.escalation_level - 1, task.escalation_level],
+            "groups": [None, [group.name for group in new_groups]],
+            "users": [None, [user.get_username() for user in new_users]],
+        },
+    )
+    recipients = {user.pk: user for user in new_users}
+    for user in User.objects.filter(groups__in=new_groups, is_active=True).distinct():
+        recipients[user.pk] = user
+    emails.send_escalation(task=task, recipients=list(recipients.values()), now=now)
+
+
+def handle_deadline(*, task_id: int, now: datetime) -> bool:
+    """Do what the node chose for a task past its final deadline; False if not due."""
+    with transaction.atomic():
+        task = _lock(task_id)
+        if not task.is_live or task.due_at is None or task.due_at > now:
+            return False
+        node = _approval_node(task)
+        system = _Request(user=audit.system_actor(), channel=Channel.SYSTEM, now=now)
+        if node.on_deadline == "reject":
+            task.complete(
+                outcome=Outcome.REJECTED,
+                by=system.user,
+                channel=Channel.SYSTEM,
+                comment="No decision by the deadline.",
+                now=now,
+            )
+            task.save()
+            _audit(task, Outcome.REJECTED, system, comment="No decision by the deadline.")
+            _settle_approval(task, now)
+        elif node.on_deadline == "fail":
+            task.expire(now=now)
+            task.save()
+            _audit(task, "expired", system)
+            engine.fail_waiting_step(
+                run_id=task.run_id,
+                node=task.node,
+                error={"type": "DeadlinePassed", "message": "no decision by the deadline"},
+                now=now,
+            )
+        else:
+            delay = node.deadline_delay()
+            task.due_at = now + delay if delay else None
+            _escalate(task, node, now)
+    return True
+
+
+def fire_due_human_tasks(*, now: datetime, limit: int = 200) -> int:
+    """Escalate and time out what is due; each through its own locked use case."""
+    live = HumanTask.objects.filter(state__in=LIVE_TASK_STATES)
+    escalating = live.filter(escalate_at__lte=now).order_by("escalate_at")
+    expiring = live.filter(due_at__lte=now).order_by("due_at")
+    fired = sum(
+        escalate_human_task(task_id=task_id, now=now)
+        for task_id in escalating.values_list("id", flat=True)[:limit]
+    )
+    fired += sum(
+        handle_deadline(task_id=task_id, now=now)
+        for task_id in expiring.values_list("id", flat=True)[:limit]
+    )
+    return fired

@@ -1,0 +1,45 @@
+"""The states of a human task, its outcomes, and the channels a decision comes through."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class TaskState(models.TextChoices):
+    OPEN = "open", "open (unclaimed)"
+    CLAIMED = "claimed"
+    DELEGATED = "delegated"
+    COMPLETED = "completed"
+    EXPIRED = "expired"
+    CANCELLED = "cancelled"
+
+
+class Outcome(models.TextChoices):
+    APPROVED = "approved"
+    REJECTED = "rejected"
+
+
+class Channel(models.TextChoices):
+    INBOX = "inbox"
+    EMAIL = "email"
+    API = "api"
+    ADMIN = "admin"
+    SYSTEM = "system"
+
+
+class Priority(models.IntegerChoices):
+    LOW = 1
+    NORMAL = 2
+    HIGH = 3
+    URGENT = 4
+
+
+class Sla(models.TextChoices):
+    """How a task stands against its due time (derived, never stored)."""
+
+    ON_TIME = "on_time", "on time"
+    DUE_SOON = "due_soon", "due soon"
+    OVERDUE = "overdue"
+
+
+LIVE_TASK_STATES = (TaskState.OPEN, TaskState.CLAIMED, TaskState.DELEGATED)

@@ -1,0 +1,301 @@
+"""The human-task use cases, and who may do what (the same rules for every channel)."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import pytest
+from auditlog.models import LogEntry
+from django.db import connection
+from django.utils import timezone
+
+from approvals import services
+from approvals.models import Comment, HumanTask, Substitution
+from approvals.states import Channel, Outcome, TaskState
+from workflows.examples.models import ServiceEffect
+from workflows.states import RunState
+
+pytestmark = pytest.mark.django_db
+
+INBOX = Channel.INBOX
+
+
+def events(task: HumanTask) -> list[str]:
+    return [
+        entry.additional_data["event"]
+        for entry in LogEntry.objects.get_for_object(task).order_by("id")
+    ]
+
+
+class TestOpeningTasks:
+    def test_an_expense_waits_for_the_requesters_manager(self, start_expense, carol):
+        run = start_expense()
+
+        task = run.human_tasks.get()
+        assert run.state == RunState.WAITING
+        assert (task.state, task.assignee, task.node) == (
+            TaskState.CLAIMED,
+            carol,
+            "manager_approval",
+        )
+        assert task.title == "Expense: Train to Lyon — 120.00 EUR (alice)"
+        assert events(task) == ["created"]
+
+    def test_an_absent_manager_gets_a_visible_substitute(self, start_expense, carol, bob):
+        now = timezone.now()
+        Substitution.objects.create(
+            user=carol,
+            substitute=bob,
+            starts_at=now - timedelta(days=1),
+            ends_at=now + timedelta(days=1),
+        )
+
+        task = start_expense().human_tasks.get()
+
+        assert (task.assignee, task.substitute_for) == (bob, carol)
+
+
+class TestApprove:
+    def test_approving_moves_the_run_on_and_pays_once(self, manager_task, carol, drive):
+        task = services.approve_human_task(
+            task_id=manager_task.pk, user=carol, channel=INBOX, comment="Fine"
+        )
+
+        run = drive(task.run)
+        assert (task.state, task.outcome, task.decided_by) == ("completed", "approved", carol)
+        assert run.state == RunState.SUCCEEDED
+        assert ServiceEffect.objects.filter(action="pay", applied_at__isnull=False).count() == 1
+        assert events(task) == ["created", "approved"]
+        assert Comment.objects.get(task=task).body == "Fine"
+
+    def test_a_second_decision_is_refused_and_names_the_first(self, manager_task, carol, olga):
+        services.approve_human_task(task_id=manager_task.pk, user=carol, channel=INBOX)
+
+        with pytest.raises(services.AlreadyDecided, match="already approved by Carol at"):
+            services.reject_human_task(
+                task_id=manager_task.pk, user=olga, channel=INBOX, reason="no"
+            )
+
+        manager_task.refresh_from_db()
+        assert manager_task.outcome == Outcome.APPROVED
+        assert events(manager_task) == ["created", "approved"]
+
+    def test_a_stale_version_is_refused(self, manager_task, carol):
+        with pytest.raises(services.StaleTask, match="changed since you opened it"):
+            services.approve_human_task(
+                task_id=manager_task.pk,
+                user=carol,
+                channel=INBOX,
+                expected_version=manager_task.version - 1,
+            )
+
+    def test_someone_who_may_see_but_not_decide_gets_403(self, manager_task, olga, carol, alice):
+        services.delegate_human_task(
+            task_id=manager_task.pk, user=carol, to_username="bob", channel=INBOX
+        )
+
+        with pytest.raises(services.NotAllowed) as refused:
+            services.approve_human_task(task_id=manager_task.pk, user=carol, channel=INBOX)
+
+        assert refused.value.status == 403
+
+    def test_an_outsider_gets_404(self, manager_task, eve):
+        with pytest.raises(services.TaskNotFound) as refused:
+            services.approve_human_task(task_id=manager_task.pk, user=eve, channel=INBOX)
+
+        assert refused.value.status == 404
+
+    def test_an_operator_may_decide_any_task(self, manager_task, olga):
+        task = services.approve_human_task(
+            task_id=manager_task.pk, user=olga, channel=Channel.ADMIN
+        )
+
+        assert task.decided_by == olga
+
+
+class TestReject:
+    def test_a_reason_is_required(self, manager_task, carol):
+        with pytest.raises(services.InvalidRequest, match="a reason is required"):
+            services.reject_human_task(
+                task_id=manager_task.pk, user=carol, channel=INBOX, reason="  "
+            )
+
+        manager_task.refresh_from_db()
+        assert manager_task.state == TaskState.CLAIMED
+
+    def test_rejecting_ends_the_expense_unpaid(self, manager_task, carol, drive):
+        services.reject_human_task(
+            task_id=manager_task.pk, user=carol, channel=INBOX, reason="Not in budget"
+        )
+
+        run = drive(manager_task.run)
+        assert run.state == RunState.SUCCEEDED
+        assert "pay" not in run.results
+        assert run.results["manager_approval"]["payload"]["decisions"][0]["comment"] == (
+            "Not in budget"
+        )
+
+
+class TestClaimAndRelease:
+    def test_a_group_member_claims_then_releases(self, start_expense, carol, bob, drive):
+        run = start_expense(amount="5000.00")
+        services.approve_human_task(task_id=run.human_tasks.get().pk, user=carol, channel=INBOX)
+        finance = drive(run).human_tasks.get(node="finance_approval")
+        assert finance.state == TaskState.OPEN
+
+        claimed = services.claim_human_task(task_id=finance.pk, user=bob, channel=INBOX)
+        released = services.release_human_task(task_id=finance.pk, user=bob, channel=INBOX)
+
+        assert claimed.assignee == bob
+        assert (released.state, released.assignee) == (TaskState.OPEN, None)
+        assert events(released) == ["created", "claimed", "released"]
+
+    def test_only_a_candidate_may_claim(self, start_expense, carol, alice, drive):
+        run = start_expense(amount="5000.00")
+        services.approve_human_task(task_id=run.human_tasks.get().pk, user=carol, channel=INBOX)
+        finance = drive(run).human_tasks.get(node="finance_approval")
+
+        with pytest.raises(services.TaskNotFound):
+            services.claim_human_task(task_id=finance.pk, user=alice, channel=INBOX)
+
+    def test_a_directly_assigned_task_cannot_be_released(self, manager_task, carol):
+        with pytest.raises(services.NotAllowed):
+            services.release_human_task(task_id=manager_task.pk, user=carol, channel=INBOX)
+
+
+class TestDelegateAndReassign:
+    def test_the_delegate_decides_and_the_owner_is_told(
+        self, manager_task, carol, bob, mailoutbox, django_capture_on_commit_callbacks
+    ):
+        services.delegate_human_task(
+            task_id=manager_task.pk,
+            user=carol,
+            to_username="bob",
+            channel=INBOX,
+            comment="Please check",
+        )
+
+        with django_capture_on_commit_callbacks(execute=True):
+            task = services.approve_human_task(task_id=manager_task.pk, user=bob, channel=INBOX)
+
+        assert (task.owner, task.decided_by) == (carol, bob)
+        assert [message.to for message in mailoutbox] == [["carol@example.com"]]
+        assert events(task) == ["created", "delegated", "approved"]
+
+    def test_delegating_to_an_unknown_user_is_refused_clearly(self, manager_task, carol):
+        with pytest.raises(services.InvalidRequest, match="no active user called 'zed'"):
+            services.delegate_human_task(
+                task_id=manager_task.pk, user=carol, to_username="zed", channel=INBOX
+            )
+
+    def test_the_owner_reassigns_for_good(self, manager_task, carol, bob):
+        task = services.reassign_human_task(
+            task_id=manager_task.pk, user=carol, to_username="bob", channel=INBOX
+        )
+
+        assert (task.state, task.assignee, task.owner) == (TaskState.CLAIMED, bob, None)
+        with pytest.raises(services.NotAllowed):
+            services.approve_human_task(task_id=task.pk, user=carol, channel=INBOX)
+
+    def test_a_reviewer_who_is_not_the_owner_cannot_reassign(self, manager_task, carol, bob):
+        services.delegate_human_task(
+            task_id=manager_task.pk, user=carol, to_username="bob", channel=INBOX
+        )
+
+        with pytest.raises(services.NotAllowed, match="owner, its group's manager or an operator"):
+            services.reassign_human_task(
+                task_id=manager_task.pk, user=bob, to_username="alice", channel=INBOX
+            )
+
+
+class TestComments:
+    def test_a_comment_is_kept_and_audited(self, manager_task, carol):
+        services.comment_on_human_task(
+            task_id=manager_task.pk, user=carol, body="Receipt?", channel=INBOX
+        )
+
+        assert [c.body for c in manager_task.comments.all()] == ["Receipt?"]
+        assert events(manager_task)[-1] == "commented"
+
+
+class TestBulkApprove:
+    def test_each_task_is_decided_and_audited_on_its_own(self, start_expense, carol):
+        tasks = [start_expense(title=f"Trip {n}").human_tasks.get() for n in range(3)]
+        services.approve_human_task(task_id=tasks[1].pk, user=carol, channel=INBOX)
+
+        results = services.bulk_approve(task_ids=[t.pk for t in tasks], user=carol, channel=INBOX)
+
+        assert [bool(result.error) for result in results] == [False, True, False]
+        assert "already approved" in results[1].error
+        assert all(events(task) == ["created", "approved"] for task in tasks)
+
+
+class TestMultipleApprovers:
+    def test_n_of_m_approves_at_n_and_cancels_the_rest(self, people, start, drive):
+        run = drive(start("test_two_of_three", {}))
+        tasks = list(run.human_tasks.order_by("id"))
+        assert len(tasks) == 3
+
+        for task, user in zip(tasks[:2], ("alice", "bob"), strict=True):
+            services.approve_human_task(task_id=task.pk, user=people[user], channel=INBOX)
+
+        run = drive(run)
+        assert run.state == RunState.SUCCEEDED
+        assert run.results["board"]["signal"] == "board.approved"
+        tasks[2].refresh_from_db()
+        assert tasks[2].state == TaskState.CANCELLED
+        assert events(tasks[2]) == ["created", "cancelled"]
+
+    def test_n_of_m_rejects_as_soon_as_n_is_out_of_reach(self, people, start, drive):
+        run = drive(start("test_two_of_three", {}))
+        tasks = list(run.human_tasks.order_by("id"))
+
+        services.reject_human_task(
+            task_id=tasks[0].pk, user=people["alice"], channel=INBOX, reason="no"
+        )
+        services.reject_human_task(
+            task_id=tasks[1].pk, user=people["bob"], channel=INBOX, reason="no"
+        )
+
+        run = drive(run)
+        assert run.results["board"]["signal"] == "board.rejected"
+        assert run.human_tasks.filter(state=TaskState.CANCELLED).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+class TestRaceOfTwoDecisions:
+    def test_exactly_one_decision_is_recorded(self, people, start, drive):
+        run = drive(start("test_two_of_three", {}))
+        task = run.human_tasks.order_by("id").last()  # an open task for the finance group
+        barrier = threading.Barrier(2)
+        outcomes = {}
+
+        def decide(name: str, approve: bool) -> None:
+            barrier.wait()
+            try:
+                if approve:
+                    services.approve_human_task(task_id=task.pk, user=people[name], channel=INBOX)
+                else:
+                    services.reject_human_task(
+                        task_id=task.pk, user=people[name], channel=INBOX, reason="no"
+                    )
+                outcomes[name] = "decided"
+            except services.AlreadyDecided as error:
+                outcomes[name] = str(error)
+            finally:
+                connection.close()
+
+        threads = [
+            threading.Thread(target=decide, args=("bob", True)),
+            threading.Thread(target=decide, args=("carol", False)),
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+        task.refresh_from_db()
+        assert sorted(outcomes.values())[0].startswith("This task was already")
+        assert list(outcomes.values()).count("decided") == 1
+        assert events(task) == ["created", task.outcome]
