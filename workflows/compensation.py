@@ -8,10 +8,6 @@ from datetime import datetime
 
 from workflows.dsl import Activity, Workflow
 
-# An attempt that ended this way may have applied its effect before it stopped
-# answering (a timeout is not a clean failure), so its step is undone too.
-UNCERTAIN_OUTCOMES = frozenset({"HeartbeatTimeout", "StartToCloseTimeout", "ActivityCancelled"})
-
 
 @dataclass(frozen=True)
 class FinishedStep:
@@ -19,20 +15,22 @@ class FinishedStep:
     finished_at: datetime
     sequence: int
     succeeded: bool
-    error_type: str | None = None
+    # Some attempt timed out or was cancelled mid-flight (see StepRun.may_have_applied).
+    uncertain: bool = False
 
     @property
     def may_have_applied(self) -> bool:
-        return self.succeeded or self.error_type in UNCERTAIN_OUTCOMES
+        return self.succeeded or self.uncertain
 
 
 def plan_compensation(*, workflow: Workflow, finished: Iterable[FinishedStep]) -> list[str]:
     """Return the nodes to compensate, most recently finished first.
 
     Undone: mutating activities with a compensation function that succeeded, or
-    whose last attempt timed out or was cancelled mid-flight. Left alone: read-only
-    steps, those that declared NoCompensation, and clean failures (the activity
-    itself reported that nothing happened).
+    any of whose attempts timed out or was cancelled mid-flight (a timeout is not a
+    clean failure). Left alone: read-only steps, those that declared
+    NoCompensation, and clean failures (every attempt reported that nothing
+    happened).
     """
     undoable = [
         step

@@ -69,9 +69,13 @@ class RunData:
 class Node:
     name: str
 
+    def exits(self) -> tuple[str | None, ...]:
+        """Return where this node can lead; None means the run ends there."""
+        return ()
+
     def successors(self) -> tuple[str, ...]:
         """Return every node this one can lead to (for the static check and drawing)."""
-        return ()
+        return tuple(name for name in self.exits() if name is not None)
 
 
 @dataclass(frozen=True)
@@ -89,8 +93,8 @@ class Activity(Node):
     # Run on the worker that finished the previous step, without a broker round trip.
     local: bool = False
 
-    def successors(self) -> tuple[str, ...]:
-        return _present(self.next)
+    def exits(self) -> tuple[str | None, ...]:
+        return (self.next,)
 
     @property
     def compensation(self) -> ActivityFunction | None:
@@ -105,8 +109,8 @@ class Branch(Node):
     if_true: str | None
     if_false: str | None
 
-    def successors(self) -> tuple[str, ...]:
-        return _present(self.if_true, self.if_false)
+    def exits(self) -> tuple[str | None, ...]:
+        return (self.if_true, self.if_false)
 
 
 @dataclass(frozen=True)
@@ -116,7 +120,7 @@ class Parallel(Node):
     branches: tuple[str, ...]
     join: str
 
-    def successors(self) -> tuple[str, ...]:
+    def exits(self) -> tuple[str | None, ...]:
         return self.branches
 
 
@@ -127,8 +131,8 @@ class Join(Node):
     wait_for: Literal["all", "any"] | int = "all"
     next: str | None = None
 
-    def successors(self) -> tuple[str, ...]:
-        return _present(self.next)
+    def exits(self) -> tuple[str | None, ...]:
+        return (self.next,)
 
     def required(self, branch_count: int) -> int:
         if self.wait_for == "all":
@@ -145,8 +149,8 @@ class Sleep(Node):
     duration: timedelta
     next: str | None = None
 
-    def successors(self) -> tuple[str, ...]:
-        return _present(self.next)
+    def exits(self) -> tuple[str | None, ...]:
+        return (self.next,)
 
 
 @dataclass(frozen=True)
@@ -157,11 +161,10 @@ class WaitForSignal(Node):
     timeout: timedelta | None = None
     on_timeout: str | None = None
 
-    def successors(self) -> tuple[str, ...]:
-        targets = [*self.signals.values()]
-        if self.timeout is not None:
-            targets.append(self.on_timeout)
-        return _present(*targets)
+    def exits(self) -> tuple[str | None, ...]:
+        # A timeout with nowhere to go fails the step (it does not end the run).
+        timeout = (self.on_timeout,) if self.on_timeout is not None else ()
+        return (*self.signals.values(), *timeout)
 
     def next_after(self, signal_name: str | None) -> str | None:
         """Return the node that follows `signal_name` (None means the timeout fired)."""
@@ -234,10 +237,6 @@ class Approval(WaitForSignal):
 
     def deadline_delay(self) -> timedelta | None:
         return self.deadline() if callable(self.deadline) else self.deadline
-
-
-def _present(*names: str | None) -> tuple[str, ...]:
-    return tuple(name for name in names if name is not None)
 
 
 # ---------------------------------------------------------------------------
@@ -384,10 +383,21 @@ def _parallel_problems(workflow: Workflow, parallel: Parallel) -> list[str]:
         node = workflow.nodes_by_name[name]
         if isinstance(node, Parallel):
             problems.append(f"parallel {parallel.name!r} contains another parallel {name!r}")
-        if not node.successors():
+        if None in node.exits() or not node.exits():
             problems.append(
                 f"{name!r} ends a branch of {parallel.name!r} before its join {parallel.join!r}"
             )
+    branch_regions = [
+        _reachable(workflow, (branch,), stop_at=parallel.join) for branch in parallel.branches
+    ]
+    for index, first in enumerate(branch_regions):
+        for second in branch_regions[index + 1 :]:
+            shared = sorted(first & second)
+            if shared:
+                problems.append(
+                    f"branches of {parallel.name!r} share {', '.join(map(repr, shared))}: "
+                    "each branch needs nodes of its own"
+                )
     return problems
 
 

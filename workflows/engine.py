@@ -299,9 +299,13 @@ def _arrive_at_join(
     step.succeed(result={"arrived": arrived}, now=now)
     step.save()
     _event(run, step, EventKind.COMPLETED, now, detail={"arrived": arrived})
+    # Branches that lost the race stop here; a running one loses its lease, so its
+    # heartbeat tells it to stop and its result, or failure, is discarded.
     region = [name for name, closer in definition.join_of.items() if closer == join.name]
     for straggler in run.steps.filter(
-        node__in=region, kind=StepKind.FORWARD, state__in=_CANCELLABLE_STEP_STATES
+        node__in=region,
+        kind=StepKind.FORWARD,
+        state__in=[*_CANCELLABLE_STEP_STATES, StepState.RUNNING],
     ):
         _cancel_step(run, definition, straggler, now)
     _continue(run, definition, step, join.next, now, outbox)
@@ -517,6 +521,7 @@ def _record(claim: _Claim, outcome: _Outcome, *, now: datetime) -> list[int]:
         definition = _definition_of(run)
         if outcome.cancelled:
             step.last_error = {"type": "ActivityCancelled", "message": "cancelled mid-flight"}
+            step.may_have_applied = True
             _cancel_step(run, definition, step, now)
             _undo_next(run, definition, now, outbox)
         elif outcome.error is None:
@@ -653,7 +658,7 @@ def _undo_next(run: WorkflowRun, definition: Workflow, now: datetime, outbox: _O
                 finished_at=step.finished_at,
                 sequence=step.pk,
                 succeeded=step.state == StepState.SUCCEEDED,
-                error_type=(step.last_error or {}).get("type"),
+                uncertain=step.may_have_applied,
             )
             for step in finished
         ],
@@ -833,7 +838,12 @@ def resume_run(*, run_id: uuid.UUID | str, now: datetime | None = None) -> Workf
         if run.state != RunState.PAUSED:
             raise IllegalRunOperation(f"Only a paused run can be resumed; this one is {run.state}.")
         run.resume()
+        definition = _definition_of(run)
         for step in run.steps.filter(state=StepState.SCHEDULED):
+            # The wait while paused does not count against schedule-to-start.
+            step.scheduled_at = now
+            step.due_at = _redispatch_at(definition.node(step.node), now)
+            step.save(update_fields=["scheduled_at", "due_at"])
             outbox.add(step)
         _settle(run, outbox)
         run.save()
@@ -906,48 +916,55 @@ def sweep(*, now: datetime | None = None, batch: int | None = None) -> dict[str,
 
     Reads only what is due, through the partial index on `StepRun.due_at`. Two
     sweeps at once never handle the same run: each locks runs with SKIP LOCKED and
-    re-checks the step under that lock, so every timer fires once.
+    re-reads the steps under that lock, so every timer fires once. A run whose
+    handling fails is logged and left for the next sweep; the others go on.
     """
     now = now or timezone.now()
     batch = batch or settings.BATON_SWEEP_BATCH
-    counts: dict[str, int] = {"steps": 0}
-    for _ in range(batch):
-        handled = _sweep_one_run(now)
-        if handled is None:
-            break
-        counts["steps"] += handled
+    due_run_ids = (
+        StepRun.objects.filter(
+            state__in=_SWEPT_STATES, due_at__lte=now, run__state__in=_SWEPT_RUN_STATES
+        )
+        .order_by("due_at")
+        .values_list("run_id", flat=True)[:batch]
+    )
+    counts: dict[str, int] = {"steps": 0, "failed_runs": 0}
+    for run_id in dict.fromkeys(due_run_ids):
+        try:
+            counts["steps"] += _sweep_run(run_id, now)
+        except Exception:
+            counts["failed_runs"] += 1
+            logger.exception("sweep.run_failed", extra={"run_id": str(run_id)})
     counts["pending_started"] = start_pending_runs(now=now, limit=batch)
     for extra in registry.sweepers():
         counts[extra.__name__] = extra(now=now)
     return counts
 
 
-def _sweep_one_run(now: datetime) -> int | None:
+def _sweep_run(run_id: uuid.UUID, now: datetime) -> int:
     outbox = _Outbox()
     with transaction.atomic():
-        due_runs = (
-            StepRun.objects.filter(
-                state__in=_SWEPT_STATES, due_at__lte=now, run__state__in=_SWEPT_RUN_STATES
-            )
-            .order_by("due_at")
-            .values("run_id")[: settings.BATON_SWEEP_BATCH]
-        )
         run = (
             WorkflowRun.objects.select_for_update(skip_locked=True)
-            .filter(pk__in=due_runs, state__in=_SWEPT_RUN_STATES)
+            .filter(pk=run_id, state__in=_SWEPT_RUN_STATES)
             .first()
         )
         if run is None:
-            return None
+            return 0  # another sweep holds it, or it moved on
         definition = _definition_of(run)
         # Locking the steps fences a concurrent heartbeat: it waits, then finds its
         # lease gone if this sweep expired it.
         due = list(run.steps.select_for_update().filter(state__in=_SWEPT_STATES, due_at__lte=now))
+        handled = 0
         for step in due:
-            _handle_due_step(run, definition, step, now, outbox)
+            # Handling one step can move another (a join cancels its siblings).
+            step.refresh_from_db()
+            if step.state in _SWEPT_STATES and step.due_at is not None and step.due_at <= now:
+                _handle_due_step(run, definition, step, now, outbox)
+                handled += 1
         run.save()
         outbox.send_on_commit()
-    return len(due)
+    return handled
 
 
 _SWEPT_STATES = (
@@ -967,7 +984,8 @@ def _handle_due_step(
     if step.state == StepState.SCHEDULED:
         assert isinstance(node, Activity)
         limit = node.timeouts.schedule_to_start
-        if limit is not None and now - step.scheduled_at >= limit:
+        forward = step.kind == StepKind.FORWARD  # an undo is re-sent, never given up
+        if forward and limit is not None and now - step.scheduled_at >= limit:
             # As in Temporal, a schedule-to-start timeout is not retried: no worker
             # is taking this kind of work, and another attempt would queue the same.
             error = {"type": "ScheduleToStartTimeout", "message": f"not started within {limit}"}
@@ -981,6 +999,7 @@ def _handle_due_step(
         assert isinstance(node, Activity)
         kind = "HeartbeatTimeout" if node.timeouts.heartbeat else "StartToCloseTimeout"
         error = {"type": kind, "message": "the attempt's lease expired (worker lost or stalled)"}
+        step.may_have_applied = True
         _event(run, step, EventKind.LEASE_EXPIRED, now, detail=error)
         _attempt_failed(run, definition, step, error, False, now, outbox)
     elif step.state == StepState.RETRY_WAIT:

@@ -105,8 +105,13 @@ class WorkflowRun(fsm.ConcurrentTransitionMixin, models.Model):
     def wake(self) -> None:
         """Some step has work for a worker."""
 
-    @fsm.transition(field=state, source=_MOVING, target=RunState.SUCCEEDED)
+    @fsm.transition(
+        field=state,
+        source=[RunState.RUNNING, RunState.WAITING, RunState.PAUSED],
+        target=RunState.SUCCEEDED,
+    )
     def succeed(self, *, result: Any, now: datetime) -> None:
+        """The last step finished (a paused run's running step may be the last one)."""
         self.result = result
         self.finished_at = now
 
@@ -186,6 +191,10 @@ class StepRun(fsm.ConcurrentTransitionMixin, models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True)
     last_error = models.JSONField(null=True, blank=True)
+    # Some attempt ended without saying what it did (its lease expired, or it was
+    # cancelled mid-flight): its effect may have been applied, so it is undone
+    # even if the step later failed cleanly. Never cleared.
+    may_have_applied = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["scheduled_at", "id"]

@@ -192,3 +192,43 @@ TWO_OF_THREE = Workflow(
     ),
 )
 registry.register(TWO_OF_THREE)
+
+# Definitions that reproduce races found in review (see tests/workflows/test_edge_cases.py).
+SLEEP_RACE = Workflow(
+    name="test_sleep_race",
+    version=1,
+    start="fan_out",
+    nodes=(
+        Parallel("fan_out", branches=("short", "also_short"), join="first_wins"),
+        Sleep("short", duration=timedelta(seconds=5), next="first_wins"),
+        Sleep("also_short", duration=timedelta(seconds=5), next="first_wins"),
+        Join("first_wins", wait_for="any", next="after"),
+        step("after"),
+    ),
+)
+
+RACE_ANY = Workflow(
+    name="test_race_any",
+    version=1,
+    start="fan_out",
+    nodes=(
+        Parallel("fan_out", branches=("fast", "slow"), join="first_wins"),
+        step("fast", "first_wins"),
+        step("slow", "first_wins"),
+        Join("first_wins", wait_for="any", next="after"),
+        step("after"),
+    ),
+)
+
+PROMPT = Workflow(
+    name="test_prompt",
+    version=1,
+    start="first",
+    nodes=(
+        step("first", "second", timeouts=Timeouts(schedule_to_start=timedelta(seconds=10))),
+        step("second", timeouts=Timeouts(schedule_to_start=timedelta(seconds=10))),
+    ),
+)
+
+for workflow in (SLEEP_RACE, RACE_ANY, PROMPT):
+    registry.register(workflow)

@@ -532,16 +532,6 @@ class TestSweep:
         assert run.state == RunState.SUCCEEDED
         assert effects(run) == {"test.wake_up": 1}
 
-    def test_reads_only_what_is_due(self, start, drive):
-        for _ in range(3):
-            drive(start("test_signalled", {}))
-
-        with CaptureQueriesContext(connection) as queries:
-            counts = engine.sweep(now=timezone.now())
-
-        assert counts["steps"] == 0
-        assert len(queries) <= 3, [q["sql"] for q in queries]
-
 
 @pytest.mark.django_db(transaction=True)
 class TestConcurrentSweeps:

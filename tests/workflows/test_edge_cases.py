@@ -1,0 +1,222 @@
+"""Races and edge cases found in review, each pinned by a test."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from tests.conftest import steps_by_node
+from tests.workflows.test_engine import later
+from workflows import engine
+from workflows.dsl import Activity, Branch, Join, Parallel, Workflow, check_definition
+from workflows.states import EventKind, RunState, StepKind, StepState
+
+pytestmark = pytest.mark.django_db
+
+
+def noop(context):
+    return None
+
+
+class TestSweepIsolation:
+    def test_two_timers_due_together_in_an_any_join_fire_once_and_the_run_goes_on(
+        self, start, drive
+    ):
+        run = start("test_sleep_race", {})
+        other = drive(start("test_sleeping", {}))
+
+        counts = engine.sweep(now=later(60))
+
+        run = drive(run)
+        assert counts["failed_runs"] == 0
+        assert run.state == RunState.SUCCEEDED
+        assert sorted(s.state for s in run.steps.filter(node__in=["short", "also_short"])) == [
+            StepState.CANCELLED,
+            StepState.SUCCEEDED,
+        ]
+        assert drive(other).steps.get(node="nap").state == StepState.SUCCEEDED
+
+    def test_a_run_that_fails_to_sweep_does_not_stop_the_others(self, start, drive, monkeypatch):
+        broken = drive(start("test_sleeping", {}))
+        healthy = drive(start("test_sleeping", {}))
+        real = engine._handle_due_step
+
+        def fail_for_broken(run, *args):
+            if run.pk == broken.pk:
+                raise RuntimeError("boom")
+            return real(run, *args)
+
+        monkeypatch.setattr(engine, "_handle_due_step", fail_for_broken)
+
+        counts = engine.sweep(now=later(60))
+
+        assert counts["failed_runs"] == 1
+        assert drive(healthy).state == RunState.SUCCEEDED
+        assert broken.steps.get(node="nap").state == StepState.WAITING
+
+    def test_sweep_queries_do_not_grow_with_the_number_of_idle_runs(self, start, drive):
+        def queries_for_a_sweep() -> int:
+            with CaptureQueriesContext(connection) as queries:
+                engine.sweep(now=timezone.now())
+            return len(queries)
+
+        drive(start("test_signalled", {}))
+        few = queries_for_a_sweep()
+        for _ in range(20):
+            drive(start("test_signalled", {}))
+
+        assert queries_for_a_sweep() == few
+
+
+class TestPausedRuns:
+    def test_a_paused_runs_last_step_finishes_the_run(self, start):
+        run = start("test_linear", {})
+        for node in ("first", "second"):
+            engine.execute_step(step_id=run.steps.get(node=node).pk)
+        claim = engine._claim(run.steps.get(node="third").pk, now=timezone.now())
+        engine.pause_run(run_id=run.pk)
+
+        engine._record(claim, engine._Outcome(result={"done": True}), now=timezone.now())
+
+        run.refresh_from_db()
+        assert run.state == RunState.SUCCEEDED
+
+    def test_a_signal_that_ends_a_paused_run_finishes_it(self, start, drive):
+        run = drive(start("test_signalled", {}))
+        engine.pause_run(run_id=run.pk)
+
+        engine.signal_run(run_id=run.pk, name="stop")
+
+        run.refresh_from_db()
+        assert run.state == RunState.SUCCEEDED
+
+    def test_waiting_while_paused_does_not_count_against_schedule_to_start(self, start, drive):
+        run = start("test_prompt", {})
+        engine.pause_run(run_id=run.pk)
+        engine.sweep(now=later(60))
+
+        engine.resume_run(run_id=run.pk)
+        run = drive(run)
+
+        assert run.state == RunState.SUCCEEDED
+
+
+class TestScheduleToStart:
+    def test_an_unclaimed_step_fails_after_its_schedule_to_start_timeout(self, start):
+        run = start("test_prompt", {})
+
+        engine.sweep(now=later(11))
+
+        run.refresh_from_db()
+        first = steps_by_node(run)["first"]
+        assert first.last_error["type"] == "ScheduleToStartTimeout"
+        assert run.state == RunState.FAILED
+
+    def test_a_compensation_whose_message_was_lost_is_resent_not_given_up(self, start, monkeypatch):
+        monkeypatch.setattr(engine, "_send", lambda step_ids: None)  # every message is lost
+        run = start("test_prompt", {})
+        engine.execute_step(step_id=run.steps.get(node="first").pk)
+        engine.cancel_run(run_id=run.pk)
+        undo = run.steps.get(kind=StepKind.COMPENSATION)
+
+        engine.sweep(now=later(45))
+
+        undo.refresh_from_db()
+        run.refresh_from_db()
+        assert undo.state == StepState.SCHEDULED
+        assert run.state == RunState.CANCELLING
+        assert run.events.filter(step=undo, kind=EventKind.REDISPATCHED).exists()
+
+
+class TestLosingBranches:
+    def test_a_losing_branch_that_fails_late_does_not_undo_the_run(self, start, drive):
+        run = start("test_race_any", {})
+        slow = engine._claim(run.steps.get(node="slow").pk, now=timezone.now())
+        engine.execute_step(step_id=run.steps.get(node="fast").pk)
+
+        failure = engine._Outcome(error={"type": "Boom", "message": "late"}, final=True)
+        engine._record(slow, failure, now=timezone.now())
+        run = drive(run)
+
+        assert run.state == RunState.SUCCEEDED
+        assert steps_by_node(run)["slow"].state == StepState.CANCELLED
+        assert run.events.filter(node="slow", kind=EventKind.LATE_RESULT_DISCARDED).exists()
+
+    def test_a_losing_branch_hears_it_should_stop_at_its_next_heartbeat(self, start):
+        run = start("test_race_any", {})
+        slow = engine._claim(run.steps.get(node="slow").pk, now=timezone.now())
+        engine.execute_step(step_id=run.steps.get(node="fast").pk)
+
+        with pytest.raises(engine.LeaseLost):
+            slow.context.heartbeat()
+
+
+class TestUncertainAttempts:
+    def test_a_timed_out_attempt_is_undone_even_if_the_step_later_fails_cleanly(
+        self, start, drive, effects
+    ):
+        run = start("test_linear", {"simulate": {"second": "decline"}})
+        engine.execute_step(step_id=run.steps.get(node="first").pk)
+        second = run.steps.get(node="second")
+        engine._claim(second.pk, now=timezone.now())  # the worker dies mid-call
+        engine.sweep(now=later(600))  # its lease expires; a retry is scheduled
+        engine.sweep(now=later(601))
+
+        run = drive(run)
+
+        second.refresh_from_db()
+        assert second.may_have_applied
+        assert run.state == RunState.COMPENSATED
+        undone = run.events.filter(kind=EventKind.COMPENSATED).exclude(node="")
+        assert [event.node for event in undone.order_by("id")] == ["second", "first"]
+
+
+class TestStaticCheckOfRegions:
+    def test_a_branch_with_an_exit_that_ends_the_run_is_refused(self):
+        definition = Workflow(
+            name="leaky",
+            version=1,
+            start="fan",
+            nodes=(
+                Parallel("fan", branches=("choose", "other"), join="j"),
+                Branch("choose", condition=lambda data: True, if_true="j", if_false=None),
+                Activity("other", run=noop, next="j", mutating=False),
+                Join("j"),
+            ),
+        )
+
+        assert check_definition(definition) == [
+            "'choose' ends a branch of 'fan' before its join 'j'"
+        ]
+
+    def test_branches_that_share_a_node_are_refused(self):
+        definition = Workflow(
+            name="shared",
+            version=1,
+            start="fan",
+            nodes=(
+                Parallel("fan", branches=("a", "b"), join="j"),
+                Activity("a", run=noop, next="c", mutating=False),
+                Activity("b", run=noop, next="c", mutating=False),
+                Activity("c", run=noop, next="j", mutating=False),
+                Join("j"),
+            ),
+        )
+
+        assert check_definition(definition) == [
+            "branches of 'fan' share 'c': each branch needs nodes of its own"
+        ]
+
+
+def test_a_pause_right_after_start_holds_every_step(start, drive):
+    run = start("test_linear", {})
+    engine.pause_run(run_id=run.pk)
+
+    drive(run)
+
+    assert steps_by_node(run)["first"].state == StepState.SCHEDULED
+    assert timedelta(0) <= steps_by_node(run)["first"].due_at - timezone.now()

@@ -1,0 +1,116 @@
+"""A picture of a definition with a run's position on it: a layered layout, drawn as SVG.
+
+Nodes sit in columns by their longest distance from the start (the graph is
+acyclic), so every arrow points right; each box carries its step's state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from workflows.dsl import Workflow
+from workflows.models import StepRun
+from workflows.states import LIVE_STEP_STATES, StepKind
+
+BOX_WIDTH, BOX_HEIGHT, GAP_X, GAP_Y, MARGIN = 150, 44, 40, 18, 10
+
+
+@dataclass(frozen=True)
+class Box:
+    name: str
+    kind: str
+    x: int
+    y: int
+    state: str
+    current: bool
+    width: int = BOX_WIDTH
+    height: int = BOX_HEIGHT
+
+    @property
+    def label_x(self) -> int:
+        return self.x + self.width // 2
+
+    @property
+    def label_y(self) -> int:
+        return self.y + self.height // 2
+
+
+@dataclass(frozen=True)
+class Arrow:
+    x1: int
+    y1: int
+    x2: int
+    y2: int
+
+
+@dataclass(frozen=True)
+class Diagram:
+    boxes: list[Box]
+    arrows: list[Arrow]
+    width: int
+    height: int
+
+
+def draw(definition: Workflow, steps: Iterable[StepRun]) -> Diagram:
+    """Lay out `definition`, marking each node with the state of its step in `steps`."""
+    states = {step.node: step.state for step in steps if step.kind == StepKind.FORWARD}
+    depth = _depths(definition)
+    columns: dict[int, list[str]] = {}
+    for node in definition.nodes:
+        columns.setdefault(depth.get(node.name, 0), []).append(node.name)
+    boxes: dict[str, Box] = {}
+    for column, names in columns.items():
+        for row, name in enumerate(names):
+            state = states.get(name, "")
+            boxes[name] = Box(
+                name=name,
+                kind=type(definition.node(name)).__name__.lower(),
+                x=MARGIN + column * (BOX_WIDTH + GAP_X),
+                y=MARGIN + row * (BOX_HEIGHT + GAP_Y),
+                state=str(state),
+                current=state in LIVE_STEP_STATES,
+            )
+    arrows = [
+        Arrow(
+            x1=boxes[node.name].x + BOX_WIDTH,
+            y1=boxes[node.name].label_y,
+            x2=boxes[successor].x,
+            y2=boxes[successor].label_y,
+        )
+        for node in definition.nodes
+        for successor in node.successors()
+        if successor in boxes
+    ]
+    width = MARGIN * 2 + (max(columns, default=0) + 1) * (BOX_WIDTH + GAP_X) - GAP_X
+    tallest = max((len(names) for names in columns.values()), default=1)
+    height = MARGIN * 2 + tallest * (BOX_HEIGHT + GAP_Y) - GAP_Y
+    return Diagram(boxes=list(boxes.values()), arrows=arrows, width=width, height=height)
+
+
+def _depths(definition: Workflow) -> dict[str, int]:
+    """Return each node's longest distance from the start."""
+    depth = {definition.start: 0}
+    order = _topological(definition)
+    for name in order:
+        for successor in definition.node(name).successors():
+            if name in depth:
+                depth[successor] = max(depth.get(successor, 0), depth[name] + 1)
+    return depth
+
+
+def _topological(definition: Workflow) -> list[str]:
+    incoming = {node.name: 0 for node in definition.nodes}
+    for node in definition.nodes:
+        for successor in node.successors():
+            incoming[successor] = incoming.get(successor, 0) + 1
+    ready = [name for name, count in incoming.items() if count == 0]
+    order = []
+    while ready:
+        name = ready.pop(0)
+        order.append(name)
+        for successor in definition.node(name).successors():
+            incoming[successor] -= 1
+            if incoming[successor] == 0:
+                ready.append(successor)
+    return order
