@@ -1,0 +1,26 @@
+"""The inbox's routes."""
+
+from django.urls import path
+
+from approvals import views
+
+app_name = "approvals"
+
+urlpatterns = [
+    path("", views.inbox, name="inbox"),
+    path("tasks/<int:task_id>/", views.human_task, name="task"),
+    path("tasks/<int:task_id>/claim/", views.claim, name="claim"),
+    path("tasks/<int:task_id>/release/", views.release, name="release"),
+    path("tasks/<int:task_id>/approve/", views.approve, name="approve"),
+    path("tasks/<int:task_id>/reject/", views.reject, name="reject"),
+    path("tasks/<int:task_id>/delegate/", views.delegate, name="delegate"),
+    path("tasks/<int:task_id>/reassign/", views.reassign, name="reassign"),
+    path("tasks/<int:task_id>/comment/", views.comment, name="comment"),
+    path("tasks/<int:task_id>/snooze/", views.snooze, name="snooze"),
+    path("tasks/bulk-approve/", views.bulk_approve, name="bulk_approve"),
+    path("filters/save/", views.save_filter, name="save_filter"),
+    path("filters/<int:filter_id>/delete/", views.delete_filter, name="delete_filter"),
+    path("users/", views.user_search, name="user_search"),
+    path("away/", views.away, name="away"),
+    path("email/<str:token>/", views.email_link, name="email_link"),
+]

@@ -1,0 +1,471 @@
+"""The reviewers' inbox: pages that work without htmx, and small htmx branches that swap parts.
+
+Each view translates one request into one call of `approvals.services` (or a
+selector), then renders the page, or just the named partial it replaces. Errors
+come back in plain words, inline, with the status the API would answer.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import redirect_to_login
+from django.http import HttpRequest, HttpResponse, QueryDict
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import trigger_client_event
+
+from approvals import audit, links, permissions, selectors, services
+from approvals.escalation import sla
+from approvals.models import HumanTask, SavedFilter
+from approvals.states import Channel, Outcome, Priority, Sla
+from workflows import registry
+from workflows.diagram import draw
+
+User = get_user_model()
+INBOX_CHANGED = "inbox-changed"
+
+
+def _remote_addr(request: HttpRequest) -> str | None:
+    return request.META.get("REMOTE_ADDR")
+
+
+def _version(request: HttpRequest) -> int | None:
+    raw = request.POST.get("version", "")
+    return int(raw) if raw.isdigit() else None
+
+
+# ---------------------------------------------------------------------------
+# The inbox
+# ---------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def inbox(request: HttpRequest) -> HttpResponse:
+    now = timezone.now()
+    filters = selectors.InboxFilters.from_query(request.GET)
+    page = selectors.inbox(user=request.user, filters=filters, now=now)
+    context = {
+        "page": page,
+        "rows": [_row(task, now) for task in page.tasks],
+        "filters": filters,
+        "tabs": [
+            (name, label, count)
+            for (name, label), count in zip(
+                selectors.TABS.items(),
+                selectors.tab_counts(user=request.user, now=now).values(),
+                strict=True,
+            )
+        ],
+        "tab_label": selectors.TABS[filters.tab],
+        "poll_seconds": settings.BATON_INBOX_POLL_SECONDS,
+        "sorts": selectors.SORTS,
+        "priorities": Priority.choices,
+        "slas": Sla.choices,
+        "workflow_types": selectors.workflow_types(),
+        "saved_filters": SavedFilter.objects.filter(user=request.user),
+        "snooze_choices": selectors.snooze_choices(now),
+        "query": _query_without(request.GET, "cursor"),
+        "tab_query": _query_without(request.GET, "cursor", "tab"),
+    }
+    if request.htmx and request.htmx.target == "task-list":
+        return render(request, "approvals/inbox.html#task-list", context)
+    if request.htmx and request.htmx.target == "tab-counts":
+        return render(request, "approvals/inbox.html#tab-counts", context)
+    return render(request, "approvals/inbox.html", context)
+
+
+def _query_without(query: QueryDict, *names: str) -> str:
+    kept = {key: value for key, value in query.items() if key not in names and value}
+    return urlencode(kept)
+
+
+def _row(task: HumanTask, now: datetime) -> dict[str, Any]:
+    return {"task": task, "sla": sla(due_at=task.due_at, now=now)}
+
+
+@login_required
+@require_POST
+def save_filter(request: HttpRequest) -> HttpResponse:
+    name = request.POST.get("name", "").strip()[:80]
+    query = request.POST.get("query", "")[:500]
+    if not name:
+        messages.error(request, "Give the filter a name to save it.")
+    else:
+        SavedFilter.objects.update_or_create(
+            user=request.user, name=name, defaults={"query": query}
+        )
+        messages.success(request, f"Saved the filter “{name}”.")
+    return redirect(f"{reverse('approvals:inbox')}?{query}")
+
+
+@login_required
+@require_POST
+def delete_filter(request: HttpRequest, filter_id: int) -> HttpResponse:
+    SavedFilter.objects.filter(user=request.user, pk=filter_id).delete()
+    return redirect("approvals:inbox")
+
+
+# ---------------------------------------------------------------------------
+# One task
+# ---------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def human_task(request: HttpRequest, task_id: int) -> HttpResponse:
+    try:
+        task = services.visible_task(task_id=task_id, user=request.user)
+    except services.TaskNotFound as error:
+        return render(request, "approvals/problem.html", {"message": str(error)}, status=404)
+    return render(request, "approvals/human_task.html", _task_context(request, task))
+
+
+def _task_context(request: HttpRequest, task: HumanTask, error: str = "") -> dict[str, Any]:
+    now = timezone.now()
+    reviewer = services.reviewer_for(request.user)
+    facts = services.facts_for(task)
+    run = task.run
+    definition = registry.get(run.workflow_type, run.workflow_version)
+    steps = list(run.steps.all())
+    return {
+        "task": task,
+        "sla": sla(due_at=task.due_at, now=now),
+        "may": {
+            "claim": permissions.can_claim(reviewer, facts),
+            "release": permissions.can_release(reviewer, facts),
+            "decide": permissions.can_decide(reviewer, facts),
+            "delegate": permissions.can_delegate(reviewer, facts),
+            "reassign": permissions.can_reassign(reviewer, facts),
+        },
+        "error": error,
+        "run": run,
+        "input_rows": [
+            (key, json.dumps(value, indent=2), True)
+            if isinstance(value, dict | list)
+            else (key, value, False)
+            for key, value in sorted(run.input.items())
+        ],
+        "events": run.events.select_related("step").order_by("at", "id"),
+        "diagram": draw(definition, steps),
+        "trail": audit.trail(task),
+        "comments": task.comments.select_related("author"),
+        "snooze_choices": selectors.snooze_choices(now),
+    }
+
+
+# ---------------------------------------------------------------------------
+# Actions: one service call each; htmx swaps the row or the decision panel
+# ---------------------------------------------------------------------------
+
+
+def _act(request: HttpRequest, task_id: int, action: Any, done: str) -> HttpResponse:
+    """Run `action`, then answer as the caller expects: a row, a panel, or a redirect."""
+    try:
+        action()
+    except services.TaskError as error:
+        return _after_action(request, task_id, error=str(error), status=error.status)
+    return _after_action(request, task_id, done=done)
+
+
+def _after_action(
+    request: HttpRequest, task_id: int, *, done: str = "", error: str = "", status: int = 200
+) -> HttpResponse:
+    try:
+        task = services.visible_task(task_id=task_id, user=request.user)
+    except services.TaskNotFound:
+        task = None
+    if not request.htmx:
+        if error:
+            messages.error(request, error)
+        elif done:
+            messages.success(request, done)
+        if task is None:
+            return redirect("approvals:inbox")
+        return redirect("approvals:task", task_id=task_id)
+    if task is None:
+        response = render(
+            request, "approvals/problem.html#problem", {"message": error}, status=status
+        )
+    elif request.htmx.target and request.htmx.target.startswith("row-"):
+        context = {
+            "row": _row(task, timezone.now()),
+            "error": error,
+            "done": done,
+            "snooze_choices": selectors.snooze_choices(timezone.now()),
+        }
+        response = render(request, "approvals/inbox.html#task-row", context, status=status)
+    else:
+        context = _task_context(request, task, error=error)
+        context["done"] = done
+        response = render(
+            request, "approvals/human_task.html#decision-panel", context, status=status
+        )
+    return trigger_client_event(response, INBOX_CHANGED) if not error else response
+
+
+def _common(request: HttpRequest) -> dict[str, Any]:
+    return {
+        "user": request.user,
+        "channel": Channel.INBOX,
+        "expected_version": _version(request),
+        "remote_addr": _remote_addr(request),
+    }
+
+
+@login_required
+@require_POST
+def claim(request: HttpRequest, task_id: int) -> HttpResponse:
+    return _act(
+        request,
+        task_id,
+        lambda: services.claim_human_task(task_id=task_id, **_common(request)),
+        "Claimed: it is yours now.",
+    )
+
+
+@login_required
+@require_POST
+def release(request: HttpRequest, task_id: int) -> HttpResponse:
+    return _act(
+        request,
+        task_id,
+        lambda: services.release_human_task(task_id=task_id, **_common(request)),
+        "Released back to the group.",
+    )
+
+
+@login_required
+@require_POST
+def approve(request: HttpRequest, task_id: int) -> HttpResponse:
+    comment = request.POST.get("comment", "")
+    return _act(
+        request,
+        task_id,
+        lambda: services.approve_human_task(task_id=task_id, comment=comment, **_common(request)),
+        "Approved.",
+    )
+
+
+@login_required
+@require_POST
+def reject(request: HttpRequest, task_id: int) -> HttpResponse:
+    reason = request.POST.get("reason", "")
+    return _act(
+        request,
+        task_id,
+        lambda: services.reject_human_task(task_id=task_id, reason=reason, **_common(request)),
+        "Rejected.",
+    )
+
+
+@login_required
+@require_POST
+def delegate(request: HttpRequest, task_id: int) -> HttpResponse:
+    to = request.POST.get("to", "").strip()
+    comment = request.POST.get("comment", "")
+    return _act(
+        request,
+        task_id,
+        lambda: services.delegate_human_task(
+            task_id=task_id, to_username=to, comment=comment, **_common(request)
+        ),
+        f"Delegated to {to}; you will be told when it is decided.",
+    )
+
+
+@login_required
+@require_POST
+def reassign(request: HttpRequest, task_id: int) -> HttpResponse:
+    to = request.POST.get("to", "").strip()
+    comment = request.POST.get("comment", "")
+    return _act(
+        request,
+        task_id,
+        lambda: services.reassign_human_task(
+            task_id=task_id, to_username=to, comment=comment, **_common(request)
+        ),
+        f"Reassigned to {to}.",
+    )
+
+
+@login_required
+@require_POST
+def comment(request: HttpRequest, task_id: int) -> HttpResponse:
+    body = request.POST.get("body", "")
+    return _act(
+        request,
+        task_id,
+        lambda: services.comment_on_human_task(
+            task_id=task_id,
+            user=request.user,
+            body=body,
+            channel=Channel.INBOX,
+            remote_addr=_remote_addr(request),
+        ),
+        "Comment added.",
+    )
+
+
+@login_required
+@require_POST
+def snooze(request: HttpRequest, task_id: int) -> HttpResponse:
+    choices = selectors.snooze_choices(timezone.now())
+    until = choices.get(request.POST.get("until", ""))
+    try:
+        if until is None:
+            raise services.InvalidRequest("Choose how long to snooze it.")
+        services.snooze_human_task(task_id=task_id, user=request.user, until=until)
+    except services.TaskError as error:
+        return _after_action(request, task_id, error=str(error), status=error.status)
+    if request.htmx:
+        # The row leaves the list; the counts refresh.
+        return trigger_client_event(HttpResponse(""), INBOX_CHANGED)
+    messages.success(request, f"Snoozed until {until:%Y-%m-%d %H:%M}.")
+    return redirect("approvals:inbox")
+
+
+@login_required
+@require_POST
+def bulk_approve(request: HttpRequest) -> HttpResponse:
+    ids = [int(value) for value in request.POST.getlist("task") if value.isdigit()]
+    results = services.bulk_approve(
+        task_ids=ids, user=request.user, channel=Channel.INBOX, remote_addr=_remote_addr(request)
+    )
+    approved = sum(1 for result in results if not result.error)
+    if approved:
+        messages.success(request, f"Approved {approved} task{'s' if approved != 1 else ''}.")
+    for result in results:
+        if result.error:
+            messages.error(request, f"Task #{result.task_id}: {result.error}")
+    if not ids:
+        messages.error(request, "Select the tasks to approve first.")
+    next_url = request.POST.get("next", "")
+    if not next_url.startswith("/"):
+        next_url = reverse("approvals:inbox")
+    return redirect(next_url)
+
+
+@login_required
+@require_GET
+def user_search(request: HttpRequest) -> HttpResponse:
+    """Options for the user picker: active people whose name starts with what was typed."""
+    term = request.GET.get("to", "").strip()
+    users = User.objects.filter(is_active=True).exclude(pk=request.user.pk)
+    if term:
+        users = users.filter(username__istartswith=term)
+    users = users.exclude(username=audit.SYSTEM_USERNAME).order_by("username")[:10]
+    return render(request, "approvals/human_task.html#user-options", {"users": users})
+
+
+# ---------------------------------------------------------------------------
+# Email links
+# ---------------------------------------------------------------------------
+
+
+def email_link(request: HttpRequest, token: str) -> HttpResponse:
+    """GET shows the task and confirm buttons and changes nothing; POST decides.
+
+    Mail scanners fetch links and some press buttons, so deciding needs the
+    recipient signed in, and the page sends no referrer.
+    """
+    now = timezone.now()
+    if request.method == "POST" and not request.user.is_authenticated:
+        return redirect_to_login(request.get_full_path())
+    try:
+        link = links.resolve(token, now=now)
+        if request.user.is_authenticated:
+            links.check_recipient(link, request.user)
+    except links.LinkProblem as problem:
+        return _no_referrer(
+            render(
+                request,
+                "approvals/email_link.html",
+                {"problem": problem},
+                status=410 if problem.kind in {"expired", "used", "stale"} else 403,
+            )
+        )
+    if request.method == "POST":
+        outcome = request.POST.get("outcome", "")
+        try:
+            task = services.decide_by_link(
+                token=token,
+                user=request.user,
+                outcome=outcome,
+                comment=request.POST.get("comment", ""),
+                remote_addr=_remote_addr(request),
+            )
+        except (links.LinkProblem, services.TaskError) as error:
+            context = {"link": link, "task": link.task, "error": str(error)}
+            return _no_referrer(
+                render(
+                    request,
+                    "approvals/email_link.html",
+                    context,
+                    status=getattr(error, "status", 410),
+                )
+            )
+        return _no_referrer(
+            render(request, "approvals/email_link.html", {"task": task, "decided": True})
+        )
+    if request.method != "GET":
+        return HttpResponse(status=405)
+    context = {
+        "link": link,
+        "task": link.task,
+        "token": token,
+        "outcomes": Outcome,
+        "signed_in": request.user.is_authenticated,
+    }
+    return _no_referrer(render(request, "approvals/email_link.html", context))
+
+
+def _no_referrer(response: HttpResponse) -> HttpResponse:
+    response["Referrer-Policy"] = "no-referrer"
+    return response
+
+
+# ---------------------------------------------------------------------------
+# Out of office
+# ---------------------------------------------------------------------------
+
+
+@login_required
+def away(request: HttpRequest) -> HttpResponse:
+    error = ""
+    if request.method == "POST":
+        try:
+            starts = datetime.fromisoformat(request.POST.get("starts_at", ""))
+            ends = datetime.fromisoformat(request.POST.get("ends_at", ""))
+        except ValueError:
+            error = "Give both dates as YYYY-MM-DD."
+        else:
+            try:
+                services.set_substitution(
+                    user=request.user,
+                    substitute_username=request.POST.get("substitute", "").strip(),
+                    starts_at=timezone.make_aware(starts) if timezone.is_naive(starts) else starts,
+                    ends_at=timezone.make_aware(ends) if timezone.is_naive(ends) else ends,
+                )
+            except services.TaskError as problem:
+                error = str(problem)
+            else:
+                messages.success(request, "Your substitute will get your new tasks while away.")
+                return redirect("approvals:away")
+    substitutions = request.user.substitutions.select_related("substitute")
+    return render(
+        request,
+        "approvals/away.html",
+        {"substitutions": substitutions, "error": error},
+        status=422 if error else 200,
+    )

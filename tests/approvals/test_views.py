@@ -1,0 +1,227 @@
+"""The inbox over HTTP: pages, htmx swaps, errors in plain words, and a constant query count."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from approvals.models import HumanTask
+from approvals.states import TaskState
+
+pytestmark = pytest.mark.django_db
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+def htmx_target(target: str) -> dict[str, str]:
+    return {**HTMX, "HTTP_HX_TARGET": target}
+
+
+class TestInboxPage:
+    def test_asks_for_login(self, client):
+        response = client.get(reverse("approvals:inbox"))
+
+        assert response.status_code == 302
+        assert response["Location"].startswith("/accounts/login/")
+
+    def test_lists_my_tasks_with_counts_per_tab(self, client, carol, manager_task):
+        client.force_login(carol)
+
+        response = client.get(reverse("approvals:inbox"))
+
+        assert response.status_code == 200
+        assert "Expense: Train to Lyon — 120.00 EUR (alice)" in response.text
+        assert 'aria-label="1 tasks"' in response.text
+
+    def test_the_queue_tab_shows_open_group_tasks(self, client, bob, carol, start_expense, drive):
+        run = start_expense(amount="5000.00")
+        client.force_login(carol)
+        client.post(reverse("approvals:approve", args=[run.human_tasks.get().pk]))
+        drive(run)
+        client.force_login(bob)
+
+        response = client.get(reverse("approvals:inbox"), {"tab": "queue"})
+
+        assert "5000.00 EUR" in response.text
+
+    def test_filters_by_search_and_priority(self, client, carol, start_expense):
+        start_expense(title="Hotel in Paris")
+        start_expense(title="Taxi")
+        client.force_login(carol)
+
+        found = client.get(reverse("approvals:inbox"), {"q": "hotel"})
+        none = client.get(reverse("approvals:inbox"), {"priority": "4"})
+
+        assert "Hotel in Paris" in found.text
+        assert "Taxi" not in found.text
+        assert "Nothing here" in none.text
+
+    def test_keyset_pages_through_every_task_once(self, client, carol, start_expense):
+        for n in range(30):
+            start_expense(title=f"Trip {n:02}")
+        client.force_login(carol)
+
+        first = client.get(reverse("approvals:inbox"))
+        cursor = first.context["page"].next_cursor
+        second = client.get(reverse("approvals:inbox"), {"cursor": cursor})
+
+        titles = [t.title for t in first.context["page"].tasks + second.context["page"].tasks]
+        assert len(titles) == 30
+        assert len(set(titles)) == 30
+        assert second.context["page"].next_cursor == ""
+
+    def test_a_damaged_cursor_starts_from_the_first_page(self, client, carol, manager_task):
+        client.force_login(carol)
+
+        response = client.get(reverse("approvals:inbox"), {"cursor": "not-a-cursor"})
+
+        assert response.status_code == 200
+        assert manager_task.title in response.text
+
+    def test_the_query_count_does_not_grow_with_the_number_of_tasks(
+        self, client, carol, start_expense
+    ):
+        client.force_login(carol)
+        start_expense(title="First")
+        with CaptureQueriesContext(connection) as few:
+            client.get(reverse("approvals:inbox"))
+        for n in range(15):
+            start_expense(title=f"More {n}")
+
+        with CaptureQueriesContext(connection) as many:
+            response = client.get(reverse("approvals:inbox"))
+
+        assert len(response.context["page"].tasks) == 16
+        assert len(many) == len(few)
+
+    def test_polling_refreshes_just_the_list(self, client, carol, manager_task):
+        client.force_login(carol)
+
+        response = client.get(reverse("approvals:inbox"), **htmx_target("task-list"))
+
+        assert response.text.lstrip().startswith('<section id="task-list"')
+        assert "<html" not in response.text
+
+
+class TestDecidingFromTheInbox:
+    def test_approve_swaps_the_row_and_announces_the_change(self, client, carol, manager_task):
+        client.force_login(carol)
+
+        response = client.post(
+            reverse("approvals:approve", args=[manager_task.pk]),
+            {"version": manager_task.version},
+            **htmx_target(f"row-{manager_task.pk}"),
+        )
+
+        assert response.status_code == 200
+        assert response.text.lstrip().startswith(f'<tr id="row-{manager_task.pk}"')
+        assert "Approved." in response.text
+        assert "inbox-changed" in response["HX-Trigger"]
+
+    def test_a_second_decision_gets_409_naming_the_first(self, client, carol, olga, manager_task):
+        client.force_login(carol)
+        client.post(reverse("approvals:approve", args=[manager_task.pk]))
+        client.force_login(olga)
+
+        response = client.post(
+            reverse("approvals:reject", args=[manager_task.pk]),
+            {"reason": "late"},
+            **htmx_target("decision-panel"),
+        )
+
+        assert response.status_code == 409
+        assert "already approved by Carol" in response.text
+
+    def test_reject_without_a_reason_says_so_inline(self, client, carol, manager_task):
+        client.force_login(carol)
+
+        response = client.post(
+            reverse("approvals:reject", args=[manager_task.pk]),
+            {"reason": ""},
+            **htmx_target("decision-panel"),
+        )
+
+        manager_task.refresh_from_db()
+        assert response.status_code == 422
+        assert "a reason is required" in response.text
+        assert manager_task.state == TaskState.CLAIMED
+
+    def test_a_stale_form_is_refused(self, client, carol, manager_task):
+        client.force_login(carol)
+
+        response = client.post(
+            reverse("approvals:approve", args=[manager_task.pk]),
+            {"version": manager_task.version - 1},
+            **htmx_target("decision-panel"),
+        )
+
+        assert response.status_code == 409
+        assert "changed since you opened it" in response.text
+
+    def test_an_outsider_gets_404_and_a_bystander_403(self, client, eve, manager_task, carol):
+        client.force_login(carol)
+        client.post(reverse("approvals:delegate", args=[manager_task.pk]), {"to": "bob"})
+        client.force_login(eve)
+        outsider = client.post(reverse("approvals:approve", args=[manager_task.pk]), **HTMX)
+        client.force_login(carol)
+        bystander = client.post(reverse("approvals:approve", args=[manager_task.pk]), **HTMX)
+
+        assert outsider.status_code == 404
+        assert bystander.status_code == 403
+
+    def test_without_htmx_the_page_redirects_with_a_message(self, client, carol, manager_task):
+        client.force_login(carol)
+
+        response = client.post(reverse("approvals:approve", args=[manager_task.pk]), follow=True)
+
+        assert response.redirect_chain[-1][0] == reverse("approvals:task", args=[manager_task.pk])
+        assert "Approved." in response.text
+
+    def test_bulk_approve_decides_each_selected_task(self, client, carol, start_expense):
+        tasks = [start_expense(title=f"Trip {n}").human_tasks.get() for n in range(3)]
+        client.force_login(carol)
+
+        response = client.post(
+            reverse("approvals:bulk_approve"), {"task": [t.pk for t in tasks]}, follow=True
+        )
+
+        assert "Approved 3 tasks." in response.text
+        assert HumanTask.objects.filter(outcome="approved").count() == 3
+
+    def test_snooze_hides_the_task_until_then(self, client, carol, manager_task):
+        client.force_login(carol)
+
+        client.post(
+            reverse("approvals:snooze", args=[manager_task.pk]),
+            {"until": "1 hour"},
+            **htmx_target(f"row-{manager_task.pk}"),
+        )
+
+        assert manager_task.title not in client.get(reverse("approvals:inbox")).text
+
+
+class TestTaskPage:
+    def test_shows_the_data_escaped_the_timeline_the_picture_and_the_trail(
+        self, client, carol, start_expense
+    ):
+        run = start_expense(description="<script>alert(1)</script>")
+        task = run.human_tasks.get()
+        client.force_login(carol)
+
+        response = client.get(reverse("approvals:task", args=[task.pk]))
+
+        assert response.status_code == 200
+        assert "<script>alert(1)</script>" not in response.text
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in response.text
+        assert "manager_approval (approval): waiting" in response.text
+        assert "created by baton-system" in response.text
+        assert "submit completed" in response.text
+
+    def test_a_task_you_may_not_see_is_404(self, client, eve, manager_task):
+        client.force_login(eve)
+
+        response = client.get(reverse("approvals:task", args=[manager_task.pk]))
+
+        assert response.status_code == 404
