@@ -17,6 +17,7 @@ from workflows.dsl import (
     Activity,
     Approval,
     Branch,
+    Escalation,
     Join,
     NoCompensation,
     Parallel,
@@ -231,4 +232,43 @@ PROMPT = Workflow(
 )
 
 for workflow in (SLEEP_RACE, RACE_ANY, PROMPT):
+    registry.register(workflow)
+
+DEADLINE_FAILS = Workflow(
+    name="test_deadline_fails",
+    version=1,
+    start="prepare",
+    nodes=(
+        step("prepare", "sign_off"),
+        Approval(
+            "sign_off",
+            title="Sign off",
+            assignees=("carol",),
+            deadline=timedelta(hours=1),
+            on_deadline="fail",
+            on_approve=None,
+            on_reject=None,
+        ),
+    ),
+)
+
+DEADLINE_WAITS = Workflow(
+    name="test_deadline_waits",
+    version=1,
+    start="sign_off",
+    nodes=(
+        Approval(
+            "sign_off",
+            title="Sign off",
+            assignees=("carol",),
+            escalations=(Escalation(after=timedelta(days=3), to_groups=("finance",)),),
+            deadline=timedelta(hours=1),
+            on_deadline="keep_waiting",
+            on_approve=None,
+            on_reject=None,
+        ),
+    ),
+)
+
+for workflow in (DEADLINE_FAILS, DEADLINE_WAITS):
     registry.register(workflow)

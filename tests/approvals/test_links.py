@@ -1,0 +1,161 @@
+"""Email links: GET changes nothing; only the signed-in recipient decides, once."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from urllib.parse import quote
+
+import pytest
+from auditlog.models import LogEntry
+from django.urls import reverse
+from django.utils import timezone
+
+from approvals import links, services
+from approvals.models import EmailLink
+from approvals.states import Channel, TaskState
+from workflows import engine
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def link_for(manager_task):
+    def make(user, *, now=None):
+        _, token = links.create_link(task=manager_task, recipient=user, now=now or timezone.now())
+        return reverse("approvals:email_link", args=[token])
+
+    return make
+
+
+def problem_of(response) -> str:
+    match = re.search(r'data-problem="(\w+)"', response.text)
+    return match.group(1) if match else ""
+
+
+class TestOpeningALink:
+    def test_get_shows_the_task_and_changes_nothing(self, client, manager_task, link_for, carol):
+        url = link_for(carol)
+        before = LogEntry.objects.count()
+
+        response = client.get(url)
+
+        manager_task.refresh_from_db()
+        assert response.status_code == 200
+        assert response["Referrer-Policy"] == "no-referrer"
+        assert manager_task.title in response.text
+        assert "Sign in to decide" in response.text
+        assert manager_task.state == TaskState.CLAIMED
+        assert EmailLink.objects.get().used_at is None
+        assert LogEntry.objects.count() == before
+
+    def test_a_signed_in_recipient_sees_the_confirm_buttons(self, client, link_for, carol):
+        client.force_login(carol)
+
+        response = client.get(link_for(carol))
+
+        assert "Confirm: approve" in response.text
+        assert "Confirm: reject" in response.text
+
+    def test_a_post_without_signing_in_goes_through_login_and_changes_nothing(
+        self, client, manager_task, link_for, carol
+    ):
+        url = link_for(carol)
+
+        response = client.post(url, {"outcome": "approved"})
+
+        manager_task.refresh_from_db()
+        assert response.status_code == 302
+        assert response["Location"] == f"{reverse('login')}?next={quote(url)}"
+        assert manager_task.state == TaskState.CLAIMED
+
+
+class TestDecidingByLink:
+    def test_the_recipient_decides_once_through_the_email_channel(
+        self, client, manager_task, link_for, carol, drive
+    ):
+        client.force_login(carol)
+        url = link_for(carol)
+
+        response = client.post(url, {"outcome": "approved", "comment": "From my phone"})
+        again = client.post(url, {"outcome": "approved"})
+
+        manager_task.refresh_from_db()
+        assert response.status_code == 200
+        assert "You approved" in response.text
+        assert (manager_task.outcome, manager_task.channel) == ("approved", Channel.EMAIL)
+        assert LogEntry.objects.filter(additional_data__channel="email").count() == 1
+        assert problem_of(again) == "used"
+        assert again.status_code == 410
+        assert drive(manager_task.run).state == "succeeded"
+
+    def test_rejecting_by_link_needs_a_reason(self, client, manager_task, link_for, carol):
+        client.force_login(carol)
+
+        response = client.post(link_for(carol), {"outcome": "rejected", "comment": ""})
+
+        manager_task.refresh_from_db()
+        assert response.status_code == 422
+        assert "a reason is required" in response.text
+        assert manager_task.state == TaskState.CLAIMED
+        assert EmailLink.objects.get().used_at is None
+
+
+class TestRefusedLinks:
+    def test_an_expired_link(self, client, link_for, carol):
+        url = link_for(carol, now=timezone.now() - timedelta(days=4))
+
+        response = client.get(url)
+
+        assert (response.status_code, problem_of(response)) == (410, "expired")
+        assert "has expired" in response.text
+
+    def test_a_tampered_link(self, client, link_for, carol):
+        url = link_for(carol)
+
+        response = client.get(url[:-3] + "xyz/")
+
+        assert (response.status_code, problem_of(response)) == (403, "tampered")
+
+    def test_a_stale_link_after_the_task_was_reassigned(
+        self, client, manager_task, link_for, carol
+    ):
+        url = link_for(carol)
+        services.reassign_human_task(
+            task_id=manager_task.pk, user=carol, to_username="bob", channel=Channel.INBOX
+        )
+        client.force_login(carol)
+
+        response = client.post(url, {"outcome": "approved"})
+
+        manager_task.refresh_from_db()
+        assert (response.status_code, problem_of(response)) == (410, "stale")
+        assert manager_task.state == TaskState.CLAIMED
+        assert manager_task.assignee.username == "bob"
+
+    def test_a_forwarded_link(self, client, manager_task, link_for, carol, bob):
+        url = link_for(carol)
+        client.force_login(bob)
+
+        response = client.post(url, {"outcome": "approved"})
+
+        manager_task.refresh_from_db()
+        assert (response.status_code, problem_of(response)) == (403, "forwarded")
+        assert manager_task.state == TaskState.CLAIMED
+
+
+class TestEscalationEmail:
+    def test_the_emailed_link_opens_the_task(
+        self, client, manager_task, bob, mailoutbox, django_capture_on_commit_callbacks
+    ):
+        with django_capture_on_commit_callbacks(execute=True):
+            engine.sweep(now=manager_task.created_at + timedelta(hours=49))
+        to_bob = next(m for m in mailoutbox if m.to == ["bob@example.com"])
+        path = re.search(r"http://[^/]+(/email/\S+/)", to_bob.body).group(1)
+        client.force_login(bob)
+
+        response = client.post(path, {"outcome": "approved"})
+
+        manager_task.refresh_from_db()
+        assert "You approved" in response.text
+        assert manager_task.decided_by == bob
