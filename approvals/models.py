@@ -20,6 +20,8 @@ from approvals.states import LIVE_TASK_STATES, Channel, Outcome, Priority, TaskS
 from workflows.models import StepRun, WorkflowRun
 
 User = settings.AUTH_USER_MODEL
+# Transitions only the engine and the sweep make; the admin offers the others.
+_NOT_IN_ADMIN = {"admin": False}
 
 
 class HumanTask(fsm.ConcurrentTransitionMixin, models.Model):
@@ -90,27 +92,42 @@ class HumanTask(fsm.ConcurrentTransitionMixin, models.Model):
     def _bump(self) -> None:
         self.version += 1
 
-    @fsm.transition(field=state, source=TaskState.OPEN, target=TaskState.CLAIMED)
+    @fsm.transition(
+        field=state, source=TaskState.OPEN, target=TaskState.CLAIMED, custom=_NOT_IN_ADMIN
+    )
     def claim(self, *, user, now: datetime) -> None:
         self.assignee = user
         self.claimed_at = now
         self._bump()
 
-    @fsm.transition(field=state, source=TaskState.CLAIMED, target=TaskState.OPEN)
+    @fsm.transition(
+        field=state,
+        source=TaskState.CLAIMED,
+        target=TaskState.OPEN,
+        custom={"label": "Release to the candidates"},
+    )
     def release(self) -> None:
         self.assignee = None
         self.claimed_at = None
         self._bump()
 
     @fsm.transition(
-        field=state, source=[TaskState.OPEN, TaskState.CLAIMED], target=TaskState.DELEGATED
+        field=state,
+        source=[TaskState.OPEN, TaskState.CLAIMED],
+        target=TaskState.DELEGATED,
+        custom=_NOT_IN_ADMIN,
     )
     def delegate(self, *, owner, delegate) -> None:
         self.owner = owner
         self.assignee = delegate
         self._bump()
 
-    @fsm.transition(field=state, source=list(LIVE_TASK_STATES), target=TaskState.CLAIMED)
+    @fsm.transition(
+        field=state,
+        source=list(LIVE_TASK_STATES),
+        target=TaskState.CLAIMED,
+        custom={"label": "Reassign…"},
+    )
     def reassign(self, *, to, now: datetime) -> None:
         """Hand the task to someone else for good (not a delegation: no owner remains)."""
         self.assignee = to
@@ -119,7 +136,12 @@ class HumanTask(fsm.ConcurrentTransitionMixin, models.Model):
         self.claimed_at = now
         self._bump()
 
-    @fsm.transition(field=state, source=list(LIVE_TASK_STATES), target=TaskState.COMPLETED)
+    @fsm.transition(
+        field=state,
+        source=list(LIVE_TASK_STATES),
+        target=TaskState.COMPLETED,
+        custom={"label": "Decide…"},
+    )
     def complete(self, *, outcome: Outcome, by, channel: Channel, comment: str, now: datetime):
         self.outcome = outcome
         self.decided_by = by
@@ -130,7 +152,9 @@ class HumanTask(fsm.ConcurrentTransitionMixin, models.Model):
         self.escalate_at = None
         self._bump()
 
-    @fsm.transition(field=state, source=list(LIVE_TASK_STATES), target=TaskState.OPEN)
+    @fsm.transition(
+        field=state, source=list(LIVE_TASK_STATES), target=TaskState.OPEN, custom=_NOT_IN_ADMIN
+    )
     def escalate(self, *, next_escalation_at: datetime | None) -> None:
         """Reopen the task to its widened candidates (earlier holders stay among them)."""
         self.assignee = None
@@ -140,13 +164,20 @@ class HumanTask(fsm.ConcurrentTransitionMixin, models.Model):
         self.escalate_at = next_escalation_at
         self._bump()
 
-    @fsm.transition(field=state, source=list(LIVE_TASK_STATES), target=TaskState.EXPIRED)
+    @fsm.transition(
+        field=state, source=list(LIVE_TASK_STATES), target=TaskState.EXPIRED, custom=_NOT_IN_ADMIN
+    )
     def expire(self, *, now: datetime) -> None:
         self.completed_at = now
         self.escalate_at = None
         self._bump()
 
-    @fsm.transition(field=state, source=list(LIVE_TASK_STATES), target=TaskState.CANCELLED)
+    @fsm.transition(
+        field=state,
+        source=list(LIVE_TASK_STATES),
+        target=TaskState.CANCELLED,
+        custom=_NOT_IN_ADMIN,
+    )
     def cancel(self, *, now: datetime) -> None:
         self.completed_at = now
         self.escalate_at = None
