@@ -21,13 +21,15 @@ from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.crypto import constant_time_compare, salted_hmac
+from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import trigger_client_event
 
 from approvals import audit, links, permissions, selectors, services
 from approvals.escalation import sla
 from approvals.models import HumanTask, SavedFilter
-from approvals.states import Channel, Outcome, Priority, Sla
+from approvals.states import Channel, Priority, Sla
 from workflows import registry
 from workflows.diagram import draw
 
@@ -373,64 +375,62 @@ def user_search(request: HttpRequest) -> HttpResponse:
 # ---------------------------------------------------------------------------
 
 
+@csrf_exempt  # see _confirmation: a no-referrer page's POST carries "Origin: null"
 def email_link(request: HttpRequest, token: str) -> HttpResponse:
     """GET shows the task and confirm buttons and changes nothing; POST decides.
 
     Mail scanners fetch links and some press buttons, so deciding needs the
-    recipient signed in, and the page sends no referrer.
+    recipient signed in, and the page sends no referrer (the token must not leak).
     """
-    now = timezone.now()
+    if request.method not in ("GET", "POST"):
+        return HttpResponse(status=405)
     if request.method == "POST" and not request.user.is_authenticated:
         return redirect_to_login(request.get_full_path())
     try:
-        link = links.resolve(token, now=now)
+        link = links.resolve(token, now=timezone.now())
         if request.user.is_authenticated:
             links.check_recipient(link, request.user)
     except links.LinkProblem as problem:
-        return _no_referrer(
-            render(
-                request,
-                "approvals/email_link.html",
-                {"problem": problem},
-                status=410 if problem.kind in {"expired", "used", "stale"} else 403,
-            )
-        )
-    if request.method == "POST":
-        outcome = request.POST.get("outcome", "")
-        try:
-            task = services.decide_by_link(
-                token=token,
-                user=request.user,
-                outcome=outcome,
-                comment=request.POST.get("comment", ""),
-                remote_addr=_remote_addr(request),
-            )
-        except (links.LinkProblem, services.TaskError) as error:
-            context = {"link": link, "task": link.task, "error": str(error)}
-            return _no_referrer(
-                render(
-                    request,
-                    "approvals/email_link.html",
-                    context,
-                    status=getattr(error, "status", 410),
-                )
-            )
-        return _no_referrer(
-            render(request, "approvals/email_link.html", {"task": task, "decided": True})
-        )
-    if request.method != "GET":
-        return HttpResponse(status=405)
+        gone = problem.kind in {"expired", "used", "stale"}
+        return _link_page(request, {"problem": problem}, status=410 if gone else 403)
     context = {
         "link": link,
         "task": link.task,
-        "token": token,
-        "outcomes": Outcome,
         "signed_in": request.user.is_authenticated,
+        "confirm": _confirmation(request, link.pk),
     }
-    return _no_referrer(render(request, "approvals/email_link.html", context))
+    if request.method == "GET":
+        return _link_page(request, context)
+    if not constant_time_compare(request.POST.get("confirm", ""), context["confirm"]):
+        context["error"] = "This form expired. Please confirm again."
+        return _link_page(request, context, status=403)
+    try:
+        task = services.decide_by_link(
+            token=token,
+            user=request.user,
+            outcome=request.POST.get("outcome", ""),
+            comment=request.POST.get("comment", ""),
+            remote_addr=_remote_addr(request),
+        )
+    except (links.LinkProblem, services.TaskError) as error:
+        context["error"] = str(error)
+        return _link_page(request, context, status=getattr(error, "status", 410))
+    return _link_page(request, {"task": task, "decided": True})
 
 
-def _no_referrer(response: HttpResponse) -> HttpResponse:
+def _confirmation(request: HttpRequest, link_id: Any) -> str:
+    """The email page's own CSRF token: bound to this link and this signed-in session.
+
+    Django's CSRF check refuses the page's POST, because a page served with
+    `Referrer-Policy: no-referrer` sends `Origin: null`. This token does the same
+    job: another site can neither read it nor, without the session, forge it.
+    """
+    session = request.session.session_key or ""
+    return salted_hmac("approvals.email-link.confirm", f"{link_id}:{session}").hexdigest()
+
+
+def _link_page(request: HttpRequest, context: dict[str, Any], status: int = 200) -> HttpResponse:
+    response = render(request, "approvals/email_link.html", context, status=status)
     response["Referrer-Policy"] = "no-referrer"
     return response
 

@@ -28,6 +28,13 @@ def link_for(manager_task):
     return make
 
 
+def confirm(client, url: str, **data: str):
+    """Open the link page signed in, then press its button, as the recipient would."""
+    page = client.get(url)
+    token = re.search(r'name="confirm" value="(\w+)"', page.text).group(1)
+    return client.post(url, {"confirm": token, **data})
+
+
 def problem_of(response) -> str:
     match = re.search(r'data-problem="(\w+)"', response.text)
     return match.group(1) if match else ""
@@ -77,7 +84,7 @@ class TestDecidingByLink:
         client.force_login(carol)
         url = link_for(carol)
 
-        response = client.post(url, {"outcome": "approved", "comment": "From my phone"})
+        response = confirm(client, url, outcome="approved", comment="From my phone")
         again = client.post(url, {"outcome": "approved"})
 
         manager_task.refresh_from_db()
@@ -92,7 +99,7 @@ class TestDecidingByLink:
     def test_rejecting_by_link_needs_a_reason(self, client, manager_task, link_for, carol):
         client.force_login(carol)
 
-        response = client.post(link_for(carol), {"outcome": "rejected", "comment": ""})
+        response = confirm(client, link_for(carol), outcome="rejected", comment="")
 
         manager_task.refresh_from_db()
         assert response.status_code == 422
@@ -102,6 +109,18 @@ class TestDecidingByLink:
 
 
 class TestRefusedLinks:
+    def test_a_post_without_the_pages_confirmation_is_refused(
+        self, client, manager_task, link_for, carol
+    ):
+        client.force_login(carol)
+
+        response = client.post(link_for(carol), {"outcome": "approved"})
+
+        manager_task.refresh_from_db()
+        assert response.status_code == 403
+        assert "Please confirm again" in response.text
+        assert manager_task.state == TaskState.CLAIMED
+
     def test_an_expired_link(self, client, link_for, carol):
         url = link_for(carol, now=timezone.now() - timedelta(days=4))
 
@@ -154,7 +173,7 @@ class TestEscalationEmail:
         path = re.search(r"http://[^/]+(/email/\S+/)", to_bob.body).group(1)
         client.force_login(bob)
 
-        response = client.post(path, {"outcome": "approved"})
+        response = confirm(client, path, outcome="approved")
 
         manager_task.refresh_from_db()
         assert "You approved" in response.text

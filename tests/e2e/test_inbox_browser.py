@@ -1,0 +1,192 @@
+"""Reviewers working the inbox in a real headless Chromium (Debian's), driven by Playwright.
+
+Each test checks what the reviewer sees and that the run moved on in the database.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from approvals.states import TaskState
+from workflows import engine
+from workflows.states import StepState
+
+pytestmark = pytest.mark.e2e
+
+CHROMIUM = os.environ.get("BATON_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SCREENSHOTS = Path(os.environ.get("BATON_SCREENSHOTS", "/tmp/baton-screenshots"))
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(
+            f"Browser tests need Debian's chromium at {CHROMIUM} (apt-get install chromium)"
+        )
+    # Playwright's sync API keeps an event loop in this thread; the test's own ORM
+    # calls are still plain synchronous code.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def sign_in(browser, live_server) -> Iterator:
+    contexts = []
+
+    def open_as(username: str) -> Page:
+        context = browser.new_context(base_url=live_server.url)
+        contexts.append(context)
+        page = context.new_page()
+        page.goto("/accounts/login/")
+        page.get_by_label("Username").fill(username)
+        page.get_by_label("Password").fill("baton-demo")
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.get_by_role("heading", name="Inbox")).to_be_visible()
+        return page
+
+    yield open_as
+    for context in contexts:
+        context.close()
+
+
+def shoot(page: Page, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+def step_state(run, node: str) -> str:
+    return run.steps.get(node=node, kind="forward").state
+
+
+class TestInbox:
+    def test_carol_filters_then_approves_from_the_list(self, sign_in, start_expense):
+        start_expense(title="Hotel in Paris")
+        run = start_expense(title="Train to Lyon")
+        page = sign_in("carol")
+        expect(page.get_by_role("row")).to_have_count(3)  # header + two tasks
+
+        page.get_by_label("Search titles").fill("lyon")
+        page.get_by_role("button", name="Filter").click()
+        expect(page.get_by_role("row")).to_have_count(2)
+        shoot(page, "inbox-filtered")
+        page.get_by_role("button", name=re.compile("Approve Expense: Train to Lyon")).click()
+
+        row = page.locator("tr", has_text="Train to Lyon")
+        expect(row.get_by_role("status")).to_have_text("Approved.")
+        expect(row).to_contain_text("Completed: approved")
+        assert step_state(run, "manager_approval") == StepState.SUCCEEDED
+        assert run.steps.filter(node="pay").exists()  # the run moved on to paying
+
+    def test_approving_with_the_keyboard(self, sign_in, start_expense):
+        run = start_expense()
+        page = sign_in("carol")
+
+        approve = page.get_by_role("button", name=re.compile("Approve Expense"))
+        approve.focus()
+        page.keyboard.press("Enter")
+
+        expect(page.get_by_role("status")).to_have_text("Approved.")
+        assert step_state(run, "manager_approval") == StepState.SUCCEEDED
+
+
+class TestTaskPage:
+    def test_rejecting_needs_a_reason_then_ends_the_expense_unpaid(self, sign_in, start_expense):
+        run = start_expense()
+        page = sign_in("carol")
+        page.get_by_role("link", name=re.compile("Expense: Train to Lyon")).click()
+
+        page.get_by_role("button", name="Reject").click()
+        expect(page.get_by_role("alert")).to_have_text(
+            "Say why you reject it: a reason is required."
+        )
+        assert step_state(run, "manager_approval") == StepState.WAITING
+
+        page.get_by_label("Reason for rejecting (required)").fill("Not in this year's budget")
+        page.get_by_role("button", name="Reject").click()
+
+        expect(page.get_by_role("status")).to_have_text("Rejected.")
+        expect(page.locator("#decision-panel")).to_contain_text("Rejected by Carol")
+        expect(page.locator("#task-details")).to_contain_text("rejected by carol via inbox")
+        shoot(page, "task-rejected")
+        assert step_state(run, "manager_approval") == StepState.SUCCEEDED
+        assert run.human_tasks.get().outcome == "rejected"
+
+    def test_carol_delegates_to_bob_who_approves(self, sign_in, start_expense):
+        run = start_expense()
+        carol = sign_in("carol")
+        carol.get_by_role("link", name=re.compile("Expense: Train to Lyon")).click()
+
+        carol.get_by_label("Delegate to (you stay the owner)").fill("bob")
+        carol.get_by_role("button", name="Delegate").click()
+        expect(carol.get_by_role("status")).to_contain_text("Delegated to bob")
+
+        bob = sign_in("bob")
+        row = bob.locator("tr", has_text="Train to Lyon")
+        expect(row).to_contain_text("delegated by carol")
+        row.get_by_role("button", name=re.compile("Approve")).click()
+        expect(row.get_by_role("status")).to_have_text("Approved.")
+
+        task = run.human_tasks.get()
+        assert (task.decided_by.username, task.owner.username) == ("bob", "carol")
+        assert step_state(run, "manager_approval") == StepState.SUCCEEDED
+
+    def test_carol_reassigns_to_bob_for_good(self, sign_in, start_expense):
+        run = start_expense()
+        page = sign_in("carol")
+        page.get_by_role("link", name=re.compile("Expense: Train to Lyon")).click()
+
+        page.get_by_label("Reassign to (for good)").fill("bob")
+        page.get_by_role("button", name="Reassign").click()
+
+        expect(page.get_by_role("status")).to_have_text("Reassigned to bob.")
+        expect(page.locator("#decision-panel")).to_contain_text("with Bob")
+        task = run.human_tasks.get()
+        assert (task.state, task.assignee.username) == (TaskState.CLAIMED, "bob")
+
+
+class TestEmailLink:
+    def test_following_an_escalation_link_through_login_to_a_decision(
+        self, browser, live_server, start_expense, mailoutbox, django_capture_on_commit_callbacks
+    ):
+        run = start_expense()
+        task = run.human_tasks.get()
+        with django_capture_on_commit_callbacks(execute=True):
+            engine.sweep(now=task.created_at + timedelta(hours=49))
+        message = next(m for m in mailoutbox if m.to == ["bob@example.com"])
+        path = re.search(r"http://[^/]+(/email/\S+/)", message.body).group(1)
+        page = browser.new_context(base_url=live_server.url).new_page()
+
+        page.goto(path)
+        expect(page.get_by_role("heading", name=task.title)).to_be_visible()
+        assert step_state(run, "manager_approval") == StepState.WAITING
+        page.get_by_role("link", name="Sign in to decide").click()
+        page.get_by_label("Username").fill("bob")
+        page.get_by_label("Password").fill("baton-demo")
+        page.get_by_role("button", name="Sign in").click()
+        page.get_by_role("button", name="Confirm: approve").click()
+
+        expect(page.get_by_role("status")).to_contain_text("You approved")
+        shoot(page, "email-link-decided")
+        task.refresh_from_db()
+        assert (task.decided_by.username, task.channel) == ("bob", "email")
+        assert step_state(run, "manager_approval") == StepState.SUCCEEDED
+        page.context.close()
