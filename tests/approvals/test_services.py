@@ -198,6 +198,18 @@ class TestDelegateAndReassign:
         with pytest.raises(services.NotAllowed):
             services.approve_human_task(task_id=task.pk, user=carol, channel=INBOX)
 
+    def test_the_groups_manager_reassigns_a_group_task(self, start_expense, carol, bob, drive):
+        run = start_expense(amount="5000.00")
+        services.approve_human_task(task_id=run.human_tasks.get().pk, user=carol, channel=INBOX)
+        finance = drive(run).human_tasks.get(node="finance_approval")
+        services.claim_human_task(task_id=finance.pk, user=bob, channel=INBOX)
+
+        task = services.reassign_human_task(
+            task_id=finance.pk, user=carol, to_username="alice", channel=INBOX
+        )
+
+        assert task.assignee.username == "alice"
+
     def test_a_reviewer_who_is_not_the_owner_cannot_reassign(self, manager_task, carol, bob):
         services.delegate_human_task(
             task_id=manager_task.pk, user=carol, to_username="bob", channel=INBOX

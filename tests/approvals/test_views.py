@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils import timezone
 
 from approvals.models import HumanTask
 from approvals.states import TaskState
@@ -225,3 +228,54 @@ class TestTaskPage:
         response = client.get(reverse("approvals:task", args=[manager_task.pk]))
 
         assert response.status_code == 404
+
+
+class TestSavedFiltersAndPicker:
+    def test_a_saved_filter_is_listed_and_reapplies_its_query(self, client, carol, manager_task):
+        client.force_login(carol)
+
+        client.post(reverse("approvals:save_filter"), {"name": "Trains", "query": "q=train"})
+        response = client.get(reverse("approvals:inbox"))
+
+        assert '<a href="?q=train">Trains</a>' in response.text
+
+    def test_the_user_picker_offers_matching_people_but_not_me(self, client, carol, people):
+        client.force_login(carol)
+
+        response = client.get(reverse("approvals:user_search"), {"to": "b"})
+
+        assert '<option value="bob">' in response.text
+        assert "carol" not in response.text
+
+
+class TestOutOfOffice:
+    def test_setting_a_substitute_sends_new_tasks_to_them(self, client, carol, start_expense):
+        client.force_login(carol)
+        today = timezone.localdate()
+
+        client.post(
+            reverse("approvals:away"),
+            {
+                "substitute": "bob",
+                "starts_at": (today - timedelta(days=1)).isoformat(),
+                "ends_at": (today + timedelta(days=2)).isoformat(),
+            },
+        )
+        task = start_expense().human_tasks.get()
+
+        assert (task.assignee.username, task.substitute_for.username) == ("bob", "carol")
+
+    def test_a_bad_substitute_is_named(self, client, carol):
+        client.force_login(carol)
+
+        response = client.post(
+            reverse("approvals:away"),
+            {
+                "substitute": "nobody",
+                "starts_at": "2026-12-01",
+                "ends_at": "2026-12-05",
+            },
+        )
+
+        assert response.status_code == 422
+        assert "no active user called" in response.text
