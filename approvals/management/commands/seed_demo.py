@@ -81,14 +81,14 @@ class Command(BaseCommand):
         if created:
             _decide(big, people["carol"], approve=True)
         shared, created = expense(
-            "demo-expense-3", "carol delegated it to bob", "alice", "Team dinner", "300.00"
+            "demo-expense-3", "carol delegated it to alice", "bob", "Team dinner", "300.00"
         )
         if created:
             task = shared.human_tasks.get()
             services.delegate_human_task(
                 task_id=task.pk,
                 user=people["carol"],
-                to_username="bob",
+                to_username="alice",
                 channel=Channel.INBOX,
                 comment="Can you check this one?",
             )
