@@ -1,4 +1,5 @@
-"""Plugs the approval node into the engine: entering it opens human tasks, leaving closes them."""
+"""Plugs approvals into the engine: approval nodes open and close human tasks, the sweep
+fires their escalations, and the runs API shows a run's open tasks to their reviewers."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ from workflows.dsl import Approval
 
 
 def register() -> None:
-    from approvals import services
+    from approvals import api, services
 
     registry.register_node_hooks(
         Approval, enter=services.open_tasks_for_step, leave=services.close_tasks_for_step
     )
     registry.sweeper(services.fire_due_human_tasks)
+    api.register()

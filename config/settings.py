@@ -78,6 +78,7 @@ INSTALLED_APPS = [
     "django_fsm",
     "django_celery_beat",
     "django_htmx",
+    "ninja",
     "template_partials",
     "auditlog",
     "workflows",
@@ -162,6 +163,9 @@ STORAGES = {
         else "whitenoise.storage.CompressedManifestStaticFilesStorage"
     },
 }
+
+# Request bodies past this are refused (the API answers 413).
+DATA_UPLOAD_MAX_MEMORY_SIZE = int(env_float("BATON_MAX_BODY_BYTES", 256 * 1024))
 
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "baton@localhost")

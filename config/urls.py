@@ -3,8 +3,11 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from config.api import api
+
 urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
+    path("api/v1/", api.urls),
     path("", include("approvals.urls")),
 ]

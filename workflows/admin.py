@@ -7,9 +7,11 @@ from collections.abc import Callable
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils import timezone
 
 from workflows import engine
-from workflows.models import Signal, StepEvent, StepRun, WorkflowRun
+from workflows.models import ApiToken, Signal, StepEvent, StepRun, WorkflowRun
+from workflows.tokens import issue_token
 
 
 class ReadOnlyInline(admin.TabularInline):
@@ -134,3 +136,32 @@ class StepEventAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Issue a token (its secret is shown once, in a message) and revoke it."""
+
+    list_display = ("prefix", "user", "name", "created_at", "last_used_at", "revoked_at")
+    list_filter = ("revoked_at",)
+    search_fields = ("user__username", "name", "prefix")
+    fields = ("user", "name", "revoked_at")
+    actions = ("revoke",)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> tuple:
+        return ("user",) if obj else ()
+
+    def save_model(self, request: HttpRequest, obj: ApiToken, form: object, change: bool) -> None:
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        token, secret = issue_token(user=obj.user, name=obj.name)
+        obj.pk = token.pk
+        self.message_user(
+            request, f"Copy this token now; it will not be shown again: {secret}", messages.WARNING
+        )
+
+    @admin.action(description="Revoke the selected tokens")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
+        count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+        self.message_user(request, f"Revoked {count} token(s).", messages.SUCCESS)

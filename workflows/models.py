@@ -350,3 +350,25 @@ class Signal(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.signal_id})"
+
+
+class ApiToken(models.Model):
+    """A per-user API token. Only its SHA-256 digest is stored; the token is shown once."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=100, blank=True)
+    # The public start of the token, to find its row without storing the secret.
+    prefix = models.CharField(max_length=12, unique=True, editable=False)
+    digest = models.CharField(max_length=64, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "API token"
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.user}{', revoked' if self.revoked_at else ''})"

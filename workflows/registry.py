@@ -33,6 +33,7 @@ class NodeHooks:
 
 _definitions: dict[str, dict[int, Workflow]] = {}
 _node_hooks: dict[type[Node], NodeHooks] = {}
+_run_views: list[RunView] = []
 # Extra work for the periodic sweep (e.g. human-task escalations); each returns a count.
 _sweepers: list[Callable[..., int]] = []
 
@@ -80,6 +81,28 @@ def node_hooks(node: Node) -> NodeHooks:
         if node_type in _node_hooks:
             return _node_hooks[node_type]
     return NodeHooks()
+
+
+@dataclass(frozen=True)
+class RunView:
+    """How another app widens who may see a run, and what it adds to a run's details.
+
+    `visible` returns a Q over WorkflowRun for the runs a user may also see (the
+    approvals app: runs with a task of theirs); `open_tasks` lists a run's open
+    human tasks as plain dicts for the API.
+    """
+
+    visible: Callable[[Any], Any]
+    open_tasks: Callable[[WorkflowRun], list[dict[str, Any]]]
+
+
+def register_run_view(view: RunView) -> None:
+    if view not in _run_views:
+        _run_views.append(view)
+
+
+def run_views() -> list[RunView]:
+    return list(_run_views)
 
 
 def sweeper(function: Callable[..., int]) -> Callable[..., int]:

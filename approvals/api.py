@@ -1,0 +1,235 @@
+"""REST API v1 for human tasks: the caller's inbox, and the same actions as the inbox page.
+
+Every action calls the same use case as the inbox with channel "api", so the
+rules, the audit entries and the errors are the same; a decision on a task
+already decided answers 409 naming who decided and when.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from django.db.models import Exists, OuterRef, Q
+from django.http import HttpRequest
+from django.utils import timezone
+from ninja import Field, Query, Router, Schema
+
+from approvals import selectors, services
+from approvals.escalation import sla
+from approvals.models import HumanTask
+from approvals.states import LIVE_TASK_STATES, Channel, Priority, Sla
+from workflows import registry
+from workflows.api import ERRORS, ApiProblem, not_found
+
+router = Router(tags=["tasks"])
+
+
+class TaskOut(Schema):
+    id: int
+    run_id: UUID
+    workflow_type: str
+    node: str
+    title: str
+    state: str
+    outcome: str
+    priority: int
+    sla: str
+    assignee: str | None
+    owner: str | None
+    substitute_for: str | None
+    due_at: datetime | None
+    escalation_level: int
+    version: int = Field(description="send it back to refuse acting on a stale view")
+    decided_by: str | None
+    decided_at: datetime | None
+    channel: str
+    comment: str
+    created_at: datetime
+
+
+class TaskPageOut(Schema):
+    items: list[TaskOut]
+    next_cursor: str | None
+
+
+class VersionIn(Schema):
+    version: int | None = Field(None, ge=1)
+
+
+class DecisionIn(VersionIn):
+    outcome: Literal["approve", "reject"]
+    comment: str = Field("", max_length=4000, description="required to reject")
+
+
+class HandOverIn(VersionIn):
+    to: str = Field(min_length=1, max_length=150, description="a username")
+    comment: str = Field("", max_length=4000)
+
+
+class InboxQuery(Schema):
+    tab: Literal["mine", "queue", "delegated"] = "mine"
+    type: str | None = Field(None, max_length=100)
+    priority: Priority | None = None
+    sla: Sla | None = None
+    q: str | None = Field(None, max_length=200)
+    sort: Literal["due", "priority"] = "due"
+    cursor: str | None = Field(None, max_length=500)
+
+
+def _name(user: Any) -> str | None:
+    return user.get_username() if user else None
+
+
+def task_out(task: HumanTask) -> dict[str, Any]:
+    return {
+        "id": task.pk,
+        "run_id": task.run_id,
+        "workflow_type": task.workflow_type,
+        "node": task.node,
+        "title": task.title,
+        "state": task.state,
+        "outcome": task.outcome,
+        "priority": task.priority,
+        "sla": sla(due_at=task.due_at, now=timezone.now()),
+        "assignee": _name(task.assignee),
+        "owner": _name(task.owner),
+        "substitute_for": _name(task.substitute_for),
+        "due_at": task.due_at,
+        "escalation_level": task.escalation_level,
+        "version": task.version,
+        "decided_by": _name(task.decided_by),
+        "decided_at": task.decided_at,
+        "channel": task.channel,
+        "comment": task.comment,
+        "created_at": task.created_at,
+    }
+
+
+@router.get("", response={200: TaskPageOut, **ERRORS}, summary="The caller's inbox")
+def list_tasks(request: HttpRequest, query: Query[InboxQuery]) -> dict[str, Any]:
+    filters = selectors.InboxFilters(
+        tab=query.tab,
+        workflow_type=query.type or "",
+        priority=query.priority,
+        sla=query.sla or "",
+        search=query.q or "",
+        sort=query.sort,
+        cursor=query.cursor or "",
+    )
+    page = selectors.inbox(user=request.user, filters=filters, now=timezone.now())
+    return {
+        "items": [task_out(task) for task in page.tasks],
+        "next_cursor": page.next_cursor or None,
+    }
+
+
+def _visible(request: HttpRequest, task_id: int) -> HumanTask:
+    try:
+        return services.visible_task(task_id=task_id, user=request.user)
+    except services.TaskNotFound:
+        raise not_found("such task") from None
+
+
+@router.get("/{task_id}", response={200: TaskOut, **ERRORS}, summary="Get a task")
+def get_task(request: HttpRequest, task_id: int) -> dict[str, Any]:
+    return task_out(_visible(request, task_id))
+
+
+def _act(request: HttpRequest, task_id: int, version: int | None, action: Callable) -> dict:
+    """Call one use case with the API's channel; map its refusals onto problems."""
+    try:
+        task = action(
+            task_id=task_id,
+            user=request.user,
+            channel=Channel.API,
+            expected_version=version,
+            remote_addr=request.META.get("REMOTE_ADDR"),
+        )
+    except services.TaskError as error:
+        title = {404: "Not found", 403: "Forbidden", 409: "Conflict", 422: "Invalid request"}
+        extra = {"state": error.task.outcome} if isinstance(error, services.AlreadyDecided) else {}
+        raise ApiProblem(
+            error.status, title.get(error.status, "Error"), str(error), **extra
+        ) from None
+    return task_out(_visible(request, task.pk))
+
+
+@router.post("/{task_id}/claim", response={200: TaskOut, **ERRORS}, summary="Claim a task")
+def claim_task(request: HttpRequest, task_id: int, body: VersionIn | None = None) -> dict:
+    return _act(request, task_id, body.version if body else None, services.claim_human_task)
+
+
+@router.post("/{task_id}/release", response={200: TaskOut, **ERRORS}, summary="Release a task")
+def release_task(request: HttpRequest, task_id: int, body: VersionIn | None = None) -> dict:
+    return _act(request, task_id, body.version if body else None, services.release_human_task)
+
+
+@router.post("/{task_id}/decision", response={200: TaskOut, **ERRORS}, summary="Decide a task")
+def decide_task(request: HttpRequest, task_id: int, body: DecisionIn) -> dict:
+    if body.outcome == "approve":
+
+        def action(**kwargs: Any) -> HumanTask:
+            return services.approve_human_task(comment=body.comment, **kwargs)
+    else:
+
+        def action(**kwargs: Any) -> HumanTask:
+            return services.reject_human_task(reason=body.comment, **kwargs)
+
+    return _act(request, task_id, body.version, action)
+
+
+@router.post("/{task_id}/delegate", response={200: TaskOut, **ERRORS}, summary="Delegate a task")
+def delegate_task(request: HttpRequest, task_id: int, body: HandOverIn) -> dict:
+    def action(**kwargs: Any) -> HumanTask:
+        return services.delegate_human_task(to_username=body.to, comment=body.comment, **kwargs)
+
+    return _act(request, task_id, body.version, action)
+
+
+@router.post("/{task_id}/reassign", response={200: TaskOut, **ERRORS}, summary="Reassign a task")
+def reassign_task(request: HttpRequest, task_id: int, body: HandOverIn) -> dict:
+    def action(**kwargs: Any) -> HumanTask:
+        return services.reassign_human_task(to_username=body.to, comment=body.comment, **kwargs)
+
+    return _act(request, task_id, body.version, action)
+
+
+# ---------------------------------------------------------------------------
+# What the workflows API shows of human tasks
+# ---------------------------------------------------------------------------
+
+
+def runs_with_my_tasks(user: Any) -> Q:
+    """Runs in which the user has a task they may see (so they may see the run too)."""
+    tasks = HumanTask.objects.filter(run_id=OuterRef("pk")).filter(
+        Q(assignee=user)
+        | Q(owner=user)
+        | Q(decided_by=user)
+        | Q(candidate_users=user)
+        | Q(candidate_groups__in=user.groups.all())
+    )
+    return Q(Exists(tasks))
+
+
+def open_tasks_of(run: Any) -> list[dict[str, Any]]:
+    tasks = HumanTask.objects.filter(run=run, state__in=LIVE_TASK_STATES).select_related("assignee")
+    return [
+        {
+            "id": task.pk,
+            "node": task.node,
+            "title": task.title,
+            "state": task.state,
+            "assignee": _name(task.assignee),
+            "due_at": task.due_at,
+        }
+        for task in tasks.order_by("id")
+    ]
+
+
+def register() -> None:
+    registry.register_run_view(
+        registry.RunView(visible=runs_with_my_tasks, open_tasks=open_tasks_of)
+    )

@@ -1,0 +1,110 @@
+"""The REST API v1: routers from the apps, authentication, and errors as problem+json.
+
+No anonymous access: a per-user Bearer token (see workflows.tokens) or the
+browser's session with its CSRF token. Every error is RFC 9457
+application/problem+json with a plain-words `detail`; nothing internal (stack
+traces, SQL) ever reaches a caller, and any 5xx is logged as a bug.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, HttpResponse
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.security import HttpBearer, django_auth
+
+from approvals.api import router as tasks_router
+from workflows.api import ApiProblem
+from workflows.api import router as workflows_router
+from workflows.tokens import user_for_token
+
+logger = logging.getLogger("baton.api")
+PROBLEM = "application/problem+json"
+
+
+class BearerToken(HttpBearer):
+    def authenticate(self, request: HttpRequest, token: str) -> Any:
+        user = user_for_token(token)
+        if user is not None:
+            request.user = user
+        return user
+
+
+class BatonAPI(NinjaAPI):
+    def get_openapi_schema(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """Document error bodies as application/problem+json, as they are sent."""
+        schema = super().get_openapi_schema(*args, **kwargs)
+        for operations in schema.get("paths", {}).values():
+            for operation in operations.values():
+                for status, response in operation.get("responses", {}).items():
+                    content = response.get("content", {})
+                    if str(status) >= "400" and "application/json" in content:
+                        response["content"] = {PROBLEM: content.pop("application/json")}
+        return schema
+
+
+api = BatonAPI(
+    title="Baton API",
+    version="1",
+    description="Start, query, signal and cancel workflow runs; work human tasks.",
+    urls_namespace="api",
+    auth=[BearerToken(), django_auth],
+)
+api.add_router("/workflows", workflows_router)
+api.add_router("/tasks", tasks_router)
+
+
+def problem(status: int, title: str, detail: str, **extra: Any) -> HttpResponse:
+    body = {"type": "about:blank", "title": title, "status": status, "detail": detail, **extra}
+    response = HttpResponse(json.dumps(body, default=str), status=status, content_type=PROBLEM)
+    if status == 401:
+        response["WWW-Authenticate"] = 'Bearer realm="baton"'
+    return response
+
+
+@api.exception_handler(ApiProblem)
+def on_problem(request: HttpRequest, error: ApiProblem) -> HttpResponse:
+    return problem(**error.body)
+
+
+@api.exception_handler(ValidationError)
+def on_invalid(request: HttpRequest, error: ValidationError) -> HttpResponse:
+    errors = [{"field": _field(item["loc"]), "message": item["msg"]} for item in error.errors]
+    return problem(422, "Invalid request", "The request does not fit the API.", errors=errors)
+
+
+def _field(location: tuple[Any, ...] | list[Any]) -> str:
+    """Name a field as the caller wrote it: ("body", "body", "type") reads "type"."""
+    parts = [str(part) for part in location]
+    source, rest = parts[0], parts[1:]
+    if rest and rest[0] in {"body", "query"}:
+        rest = rest[1:]
+    return ".".join(rest) or source
+
+
+@api.exception_handler(AuthenticationError)
+def on_unauthenticated(request: HttpRequest, error: AuthenticationError) -> HttpResponse:
+    return problem(
+        401, "Unauthorized", "Send 'Authorization: Bearer <token>' or sign in (with CSRF)."
+    )
+
+
+@api.exception_handler(HttpError)
+def on_http_error(request: HttpRequest, error: HttpError) -> HttpResponse:
+    return problem(error.status_code, "Error", str(error))
+
+
+@api.exception_handler(RequestDataTooBig)
+def on_too_big(request: HttpRequest, error: RequestDataTooBig) -> HttpResponse:
+    return problem(413, "Body too large", "The request body is larger than this API accepts.")
+
+
+@api.exception_handler(Exception)
+def on_bug(request: HttpRequest, error: Exception) -> HttpResponse:
+    logger.exception("api.unhandled_error", extra={"path": request.path})
+    return problem(500, "Internal error", "Something went wrong on our side; it has been logged.")

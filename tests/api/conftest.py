@@ -1,0 +1,40 @@
+"""API clients for the personas: each with a Bearer token of their own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from workflows.tokens import issue_token
+
+
+class ApiClient:
+    """A JSON client that speaks as one user through a Bearer token."""
+
+    def __init__(self, secret: str | None) -> None:
+        self.client = Client()
+        self.headers = {"Authorization": f"Bearer {secret}"} if secret else {}
+
+    def get(self, path: str, **params: Any):
+        return self.client.get(f"/api/v1{path}", params, headers=self.headers)
+
+    def post(self, path: str, body: Any = None, headers: dict[str, str] | None = None):
+        return self.client.post(
+            f"/api/v1{path}",
+            body if body is not None else {},
+            content_type="application/json",
+            headers={**self.headers, **(headers or {})},
+        )
+
+
+@pytest.fixture
+def api_as(people):
+    def client_for(username: str | None) -> ApiClient:
+        if username is None:
+            return ApiClient(None)
+        _, secret = issue_token(user=people[username])
+        return ApiClient(secret)
+
+    return client_for

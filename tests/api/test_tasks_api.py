@@ -1,0 +1,108 @@
+"""/api/v1/tasks: the same use cases as the inbox, with channel "api" and the same rules."""
+
+from __future__ import annotations
+
+import pytest
+from auditlog.models import LogEntry
+
+from approvals.states import TaskState
+
+pytestmark = pytest.mark.django_db
+
+
+class TestInbox:
+    def test_lists_the_callers_tasks(self, api_as, manager_task):
+        body = api_as("carol").get("/tasks").json()
+
+        assert [item["id"] for item in body["items"]] == [manager_task.pk]
+        assert body["items"][0]["assignee"] == "carol"
+        assert body["items"][0]["sla"] == "on_time"
+
+    def test_filters_like_the_inbox_page(self, api_as, start_expense):
+        start_expense(title="Hotel in Paris")
+        start_expense(title="Taxi")
+
+        body = api_as("carol").get("/tasks", q="hotel").json()
+
+        assert [item["title"] for item in body["items"]] == [
+            "Expense: Hotel in Paris — 120.00 EUR (alice)"
+        ]
+
+    def test_a_bad_filter_is_422(self, api_as):
+        assert api_as("carol").get("/tasks", tab="everything").status_code == 422
+
+    def test_a_task_you_may_not_see_is_404(self, api_as, manager_task):
+        assert api_as("eve").get(f"/tasks/{manager_task.pk}").status_code == 404
+
+
+class TestDecisions:
+    def test_approve_moves_the_run_on_and_is_audited_as_api(self, api_as, manager_task, drive):
+        response = api_as("carol").post(
+            f"/tasks/{manager_task.pk}/decision", {"outcome": "approve", "comment": "ok"}
+        )
+
+        assert response.status_code == 200
+        assert (response.json()["state"], response.json()["outcome"]) == ("completed", "approved")
+        entry = LogEntry.objects.get(additional_data__event="approved")
+        assert entry.additional_data["channel"] == "api"
+        assert drive(manager_task.run).state == "succeeded"
+
+    def test_a_second_decision_is_409_naming_who_and_when(self, api_as, manager_task, olga):
+        api_as("carol").post(f"/tasks/{manager_task.pk}/decision", {"outcome": "approve"})
+
+        response = api_as("olga").post(
+            f"/tasks/{manager_task.pk}/decision", {"outcome": "reject", "comment": "no"}
+        )
+
+        assert response.status_code == 409
+        assert response.json()["detail"].startswith("This task was already approved by Carol at")
+
+    def test_reject_needs_a_reason(self, api_as, manager_task):
+        response = api_as("carol").post(f"/tasks/{manager_task.pk}/decision", {"outcome": "reject"})
+
+        assert response.status_code == 422
+        assert "a reason is required" in response.json()["detail"]
+
+    def test_a_stale_version_is_409(self, api_as, manager_task):
+        response = api_as("carol").post(
+            f"/tasks/{manager_task.pk}/decision",
+            {"outcome": "approve", "version": manager_task.version + 1},
+        )
+
+        assert response.status_code == 409
+
+    def test_someone_who_may_see_but_not_act_gets_403(self, api_as, manager_task):
+        api_as("carol").post(f"/tasks/{manager_task.pk}/delegate", {"to": "bob"})
+
+        response = api_as("carol").post(
+            f"/tasks/{manager_task.pk}/decision", {"outcome": "approve"}
+        )
+
+        assert response.status_code == 403
+
+
+class TestHandOver:
+    def test_delegate_then_the_delegate_decides(self, api_as, manager_task):
+        delegated = api_as("carol").post(f"/tasks/{manager_task.pk}/delegate", {"to": "bob"})
+        decided = api_as("bob").post(f"/tasks/{manager_task.pk}/decision", {"outcome": "approve"})
+
+        assert (delegated.json()["state"], delegated.json()["owner"]) == ("delegated", "carol")
+        assert decided.json()["decided_by"] == "bob"
+
+    def test_reassign_to_an_unknown_user_is_422(self, api_as, manager_task):
+        response = api_as("carol").post(f"/tasks/{manager_task.pk}/reassign", {"to": "zed"})
+
+        assert response.status_code == 422
+        assert "no active user called 'zed'" in response.json()["detail"]
+
+    def test_claim_and_release_a_group_task(self, api_as, start_expense, drive):
+        run = start_expense(amount="5000.00")
+        api_as("carol").post(f"/tasks/{run.human_tasks.get().pk}/decision", {"outcome": "approve"})
+        finance = drive(run).human_tasks.get(node="finance_approval")
+        bob = api_as("bob")
+
+        claimed = bob.post(f"/tasks/{finance.pk}/claim")
+        released = bob.post(f"/tasks/{finance.pk}/release")
+
+        assert (claimed.json()["state"], claimed.json()["assignee"]) == ("claimed", "bob")
+        assert released.json()["state"] == TaskState.OPEN

@@ -1,0 +1,300 @@
+"""/api/v1/workflows: start, query, list, signal, cancel and retry, with their errors."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.db import connection
+
+from tests.workflows.test_engine import sweep_until_quiet
+from workflows.models import WorkflowRun
+from workflows.states import RunState
+
+pytestmark = pytest.mark.django_db
+
+PROBLEM = "application/problem+json"
+
+
+@pytest.fixture
+def operator_api(olga, api_as):
+    olga.user_permissions.add(
+        *Permission.objects.filter(codename__in=["view_workflowrun", "operate_workflowrun"])
+    )
+    return api_as("olga")
+
+
+def start_order(api, order_input, key: str | None = None, **overrides):
+    headers = {"Idempotency-Key": key} if key else {}
+    body = {"type": "order", "input": order_input(**overrides), "correlation_id": "shop-1"}
+    return api.post("/workflows", body, headers=headers)
+
+
+class TestStart:
+    def test_starts_a_run_and_returns_it(self, api_as, order_input):
+        response = start_order(api_as("alice"), order_input)
+
+        assert response.status_code == 201
+        run = response.json()
+        assert (run["type"], run["version"], run["state"]) == ("order", 1, "running")
+        assert run["steps"] == [
+            {
+                "node": "validate",
+                "kind": "forward",
+                "state": "scheduled",
+                "attempts": 0,
+                "last_error": None,
+                "started_at": None,
+                "finished_at": None,
+            }
+        ]
+        assert run["created_at"].endswith("Z") or "+00:00" in run["created_at"]
+        assert WorkflowRun.objects.get().started_by.username == "alice"
+
+    def test_the_same_idempotency_key_returns_the_same_run_with_200(self, api_as, order_input):
+        api = api_as("alice")
+        first = start_order(api, order_input, key="order-A-1")
+
+        second = start_order(api, order_input, key="order-A-1")
+
+        assert (first.status_code, second.status_code) == (201, 200)
+        assert first.json()["id"] == second.json()["id"]
+        assert WorkflowRun.objects.count() == 1
+
+    def test_an_unknown_type_is_404(self, api_as):
+        response = api_as("alice").post("/workflows", {"type": "nope", "input": {}})
+
+        assert response.status_code == 404
+        assert response["Content-Type"] == PROBLEM
+        assert "Unknown workflow type 'nope'" in response.json()["detail"]
+
+    def test_invalid_input_is_422_listing_each_field(self, api_as, order_input):
+        response = start_order(api_as("alice"), order_input, items=[], currency="euro")
+
+        assert response.status_code == 422
+        assert {e["field"] for e in response.json()["errors"]} == {"items", "currency"}
+        assert WorkflowRun.objects.count() == 0
+
+    def test_a_malformed_body_is_422_in_plain_words(self, api_as):
+        response = api_as("alice").post("/workflows", {"input": {}})
+
+        assert response.status_code == 422
+        assert response.json()["errors"] == [{"field": "type", "message": "Field required"}]
+
+    def test_a_body_too_large_is_413(self, api_as, order_input):
+        response = start_order(api_as("alice"), order_input, order_id="x" * 300_000)
+
+        assert response.status_code == 413
+        assert response["Content-Type"] == PROBLEM
+
+
+@pytest.mark.django_db(transaction=True)
+class TestConcurrentStart:
+    def test_two_requests_with_one_key_at_once_make_one_run(self, api_as, order_input):
+        api = api_as("alice")
+        barrier = threading.Barrier(2)
+        statuses = []
+
+        def post():
+            barrier.wait()
+            try:
+                statuses.append(start_order(api, order_input, key="same").status_code)
+            finally:
+                connection.close()
+
+        threads = [threading.Thread(target=post) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+        assert sorted(statuses) == [200, 201]
+        assert WorkflowRun.objects.count() == 1
+
+
+class TestQuery:
+    def test_get_shows_steps_tasks_and_compensation(self, api_as, start_expense):
+        run = start_expense()
+        run.started_by = run.human_tasks.get().assignee  # carol
+        run.save()
+
+        body = api_as("carol").get(f"/workflows/{run.pk}").json()
+
+        assert body["state"] == "waiting"
+        assert [s["node"] for s in body["steps"]] == ["submit", "manager_approval"]
+        assert body["open_human_tasks"][0]["assignee"] == "carol"
+        assert body["compensation"] == {
+            "state": "none",
+            "undone": [],
+            "in_progress": [],
+            "failed": [],
+        }
+
+    def test_a_reviewer_sees_the_run_of_their_task(self, api_as, start_expense):
+        run = start_expense()
+
+        assert api_as("carol").get(f"/workflows/{run.pk}").status_code == 200
+
+    def test_a_run_you_may_not_see_is_404(self, api_as, start_expense):
+        run = start_expense()
+
+        response = api_as("eve").get(f"/workflows/{run.pk}")
+
+        assert response.status_code == 404
+        assert response["Content-Type"] == PROBLEM
+
+    def test_compensation_progress_shows_what_was_undone(self, api_as, order_input, drive, start):
+        api = api_as("alice")
+        run_id = start_order(api, order_input, simulate={"payment": "decline"}).json()["id"]
+        drive(WorkflowRun.objects.get(pk=run_id))
+
+        body = api.get(f"/workflows/{run_id}").json()
+
+        assert body["state"] == "compensated"
+        assert body["compensation"]["undone"] == ["reserve_inventory"]
+        assert body["error"]["type"] == "PaymentDeclined"
+
+
+class TestList:
+    def test_lists_active_runs_newest_first_with_filters(self, api_as, order_input, drive):
+        api = api_as("alice")
+        done = start_order(api, order_input).json()["id"]
+        drive(WorkflowRun.objects.get(pk=done))
+        active = [start_order(api, order_input).json()["id"] for _ in range(3)]
+
+        default = api.get("/workflows").json()
+        succeeded = api.get("/workflows", state="succeeded").json()
+
+        assert [item["id"] for item in default["items"]] == active[::-1]
+        assert [item["id"] for item in succeeded["items"]] == [done]
+
+    def test_pages_by_cursor(self, api_as, order_input):
+        api = api_as("alice")
+        ids = [start_order(api, order_input).json()["id"] for _ in range(5)]
+
+        first = api.get("/workflows", limit=3).json()
+        second = api.get("/workflows", limit=3, cursor=first["next_cursor"]).json()
+
+        assert [i["id"] for i in first["items"] + second["items"]] == ids[::-1]
+        assert second["next_cursor"] is None
+
+    def test_an_unknown_state_or_a_bad_cursor_is_a_clear_error(self, api_as):
+        api = api_as("alice")
+
+        assert api.get("/workflows", state="sleepy").status_code == 422
+        assert api.get("/workflows", cursor="garbage").status_code == 400
+
+    def test_only_visible_runs_are_listed(self, api_as, order_input):
+        start_order(api_as("alice"), order_input)
+
+        assert api_as("eve").get("/workflows").json()["items"] == []
+
+
+class TestSignals:
+    def test_a_signal_is_accepted_once(self, api_as, start, drive, alice):
+        run = drive(start("test_signalled", {}, started_by=alice))
+        api = api_as("alice")
+
+        first = api.post(f"/workflows/{run.pk}/signals/go", {"id": "s-1", "payload": {"a": 1}})
+        again = api.post(f"/workflows/{run.pk}/signals/go", {"id": "s-1", "payload": {"a": 1}})
+
+        assert (first.status_code, again.status_code) == (202, 202)
+        assert (first.json()["duplicate"], again.json()["duplicate"]) == (False, True)
+        assert run.signals.count() == 1
+
+    def test_a_signal_to_an_ended_run_is_409_with_its_state(self, api_as, start, drive, alice):
+        run = drive(start("test_linear", {}, started_by=alice))
+
+        response = api_as("alice").post(f"/workflows/{run.pk}/signals/go", {"payload": {}})
+
+        assert response.status_code == 409
+        assert response.json()["state"] == "succeeded"
+
+
+class TestCancelAndRetry:
+    def test_cancel_is_accepted(self, api_as, order_input):
+        api = api_as("alice")
+        run_id = start_order(api, order_input).json()["id"]
+
+        response = api.post(f"/workflows/{run_id}/cancel")
+
+        assert response.status_code == 202
+        assert response.json()["state"] == "cancelled"
+
+    def test_cancelling_an_ended_run_is_409_naming_its_state(self, api_as, order_input, drive):
+        api = api_as("alice")
+        run_id = start_order(api, order_input).json()["id"]
+        drive(WorkflowRun.objects.get(pk=run_id))
+
+        response = api.post(f"/workflows/{run_id}/cancel")
+
+        assert response.status_code == 409
+        assert response.json()["state"] == "succeeded"
+        assert "already ended (succeeded)" in response.json()["detail"]
+
+    def test_a_reviewer_may_see_but_not_cancel_a_run_they_did_not_start(
+        self, api_as, start_expense
+    ):
+        run = start_expense()
+
+        assert api_as("carol").post(f"/workflows/{run.pk}/cancel").status_code == 403
+
+    def test_operators_retry_a_dead_letter(self, api_as, operator_api, order_input, drive):
+        run_id = start_order(
+            api_as("alice"), order_input, simulate={"shipping": "fail", "refund": "outage"}
+        ).json()["id"]
+        sweep_until_quiet(drive(WorkflowRun.objects.get(pk=run_id)), drive)
+
+        refused = api_as("alice").post(f"/workflows/{run_id}/retry")
+        accepted = operator_api.post(f"/workflows/{run_id}/retry")
+        again = operator_api.post(f"/workflows/{run_id}/retry")
+
+        assert refused.status_code == 403
+        assert (accepted.status_code, accepted.json()["state"]) == (202, RunState.COMPENSATING)
+        assert again.status_code == 409
+
+
+class TestAuthentication:
+    def test_anonymous_callers_get_401(self, api_as):
+        response = api_as(None).get("/workflows")
+
+        assert response.status_code == 401
+        assert response["WWW-Authenticate"].startswith("Bearer")
+
+    def test_a_revoked_token_stops_working(self, people):
+        from django.utils import timezone
+
+        from tests.api.conftest import ApiClient
+        from workflows.tokens import issue_token
+
+        token, secret = issue_token(user=people["alice"])
+        api = ApiClient(secret)
+        assert api.get("/workflows").status_code == 200
+
+        token.revoked_at = timezone.now()
+        token.save()
+
+        assert api.get("/workflows").status_code == 401
+
+    def test_tokens_are_stored_only_as_digests(self, people):
+        from workflows.tokens import issue_token
+
+        token, secret = issue_token(user=people["alice"])
+
+        assert secret not in (token.digest, token.prefix)
+        assert len(token.digest) == 64
+
+    def test_a_browser_session_needs_its_csrf_token(self, alice):
+        from django.test import Client
+
+        browser = Client(enforce_csrf_checks=True)
+        browser.force_login(alice)
+
+        reading = browser.get("/api/v1/workflows")
+        writing = browser.post(
+            "/api/v1/workflows", {"type": "order", "input": {}}, content_type="application/json"
+        )
+
+        assert reading.status_code == 200
+        assert writing.status_code in (401, 403)

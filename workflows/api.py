@@ -1,0 +1,373 @@
+"""REST API v1 for workflow runs: start, query, list, signal, cancel, retry.
+
+Endpoints translate HTTP into one engine call each. Errors are raised as
+`ApiProblem` and rendered as application/problem+json (RFC 9457) by the handlers
+in config/api.py; the schemas below are the contract other systems build on.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from django.db.models import Q, QuerySet
+from django.http import HttpRequest
+from ninja import Field, Header, Query, Router, Schema, Status
+
+from workflows import engine, registry
+from workflows.dsl import InvalidInput
+from workflows.models import StepRun, WorkflowRun
+from workflows.registry import UnknownWorkflow
+from workflows.states import LIVE_RUN_STATES, RunState, StepKind, StepState
+
+router = Router(tags=["workflows"])
+
+
+# ---------------------------------------------------------------------------
+# Problems (RFC 9457)
+# ---------------------------------------------------------------------------
+
+
+class FieldProblem(Schema):
+    field: str
+    message: str
+
+
+class Problem(Schema):
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str
+    errors: list[FieldProblem] | None = None
+    state: str | None = None
+
+
+class ApiProblem(Exception):
+    def __init__(self, status: int, title: str, detail: str, **extra: Any) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.body = {"title": title, "status": status, "detail": detail, **extra}
+
+
+def not_found(what: str) -> ApiProblem:
+    return ApiProblem(404, "Not found", f"No {what} (or it is not yours to see).")
+
+
+ERRORS = {
+    400: Problem,
+    401: Problem,
+    403: Problem,
+    404: Problem,
+    409: Problem,
+    413: Problem,
+    422: Problem,
+}
+
+
+# ---------------------------------------------------------------------------
+# Schemas
+# ---------------------------------------------------------------------------
+
+
+class StartWorkflowIn(Schema):
+    type: str = Field(min_length=1, max_length=100, description="a workflow type, e.g. order")
+    input: dict[str, Any] = Field(description="validated against the type's input schema")
+    correlation_id: str = Field("", max_length=200)
+
+
+class StepOut(Schema):
+    node: str
+    kind: str
+    state: str
+    attempts: int
+    last_error: dict[str, Any] | None
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class OpenTaskOut(Schema):
+    id: int
+    node: str
+    title: str
+    state: str
+    assignee: str | None
+    due_at: datetime | None
+
+
+class CompensationOut(Schema):
+    state: str = Field(description="none, in_progress, completed or dead_lettered")
+    undone: list[str]
+    in_progress: list[str]
+    failed: list[str]
+
+
+class RunSummaryOut(Schema):
+    id: UUID
+    type: str
+    version: int
+    state: str
+    correlation_id: str
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class RunOut(RunSummaryOut):
+    input: dict[str, Any]
+    result: Any = None
+    error: dict[str, Any] | None = None
+    idempotency_key: str
+    steps: list[StepOut]
+    open_human_tasks: list[OpenTaskOut]
+    compensation: CompensationOut
+
+
+class RunPageOut(Schema):
+    items: list[RunSummaryOut]
+    next_cursor: str | None
+
+
+class SignalIn(Schema):
+    id: str | None = Field(None, min_length=1, max_length=200, description="de-duplicates")
+    payload: dict[str, Any] = Field(default_factory=dict)
+
+
+class SignalOut(Schema):
+    signal_id: str
+    duplicate: bool
+
+
+class RunStateOut(Schema):
+    id: UUID
+    state: str
+
+
+# ---------------------------------------------------------------------------
+# Who may see and act on a run
+# ---------------------------------------------------------------------------
+
+
+def visible_runs(user: Any) -> QuerySet[WorkflowRun]:
+    """Runs the user started, runs other apps let them see, or all for operators."""
+    runs = WorkflowRun.objects.all()
+    if user.has_perm("workflows.view_workflowrun"):
+        return runs
+    visible = Q(started_by=user)
+    for view in registry.run_views():
+        visible |= view.visible(user)
+    return runs.filter(visible)
+
+
+def _run(request: HttpRequest, run_id: UUID) -> WorkflowRun:
+    run = visible_runs(request.user).filter(pk=run_id).first()
+    if run is None:
+        raise not_found("such workflow run")
+    return run
+
+
+def _may_act(request: HttpRequest, run: WorkflowRun) -> None:
+    if run.started_by_id != request.user.pk and not request.user.has_perm(
+        "workflows.operate_workflowrun"
+    ):
+        raise ApiProblem(
+            403, "Forbidden", "Only whoever started this run, or an operator, can do that."
+        )
+
+
+# ---------------------------------------------------------------------------
+# Representations
+# ---------------------------------------------------------------------------
+
+
+def summary(run: WorkflowRun) -> dict[str, Any]:
+    return {
+        "id": run.id,
+        "type": run.workflow_type,
+        "version": run.workflow_version,
+        "state": run.state,
+        "correlation_id": run.correlation_id,
+        "created_at": run.created_at,
+        "started_at": run.started_at,
+        "finished_at": run.finished_at,
+    }
+
+
+def details(run: WorkflowRun) -> dict[str, Any]:
+    steps = list(run.steps.order_by("id"))
+    return {
+        **summary(run),
+        "input": run.input,
+        "result": run.result,
+        "error": run.error,
+        "idempotency_key": run.idempotency_key,
+        "steps": [
+            {
+                "node": step.node,
+                "kind": step.kind,
+                "state": step.state,
+                "attempts": step.attempt,
+                "last_error": step.last_error,
+                "started_at": step.started_at,
+                "finished_at": step.finished_at,
+            }
+            for step in steps
+        ],
+        "open_human_tasks": [
+            task for view in registry.run_views() for task in view.open_tasks(run)
+        ],
+        "compensation": _compensation(run, steps),
+    }
+
+
+def _compensation(run: WorkflowRun, steps: list[StepRun]) -> dict[str, Any]:
+    undos = [step for step in steps if step.kind == StepKind.COMPENSATION]
+
+    def nodes(*states: str) -> list[str]:
+        return [step.node for step in undos if step.state in states]
+
+    if run.state == RunState.DEAD_LETTERED:
+        state = "dead_lettered"
+    elif run.state in (RunState.COMPENSATING, RunState.CANCELLING):
+        state = "in_progress"
+    elif undos:
+        state = "completed"
+    else:
+        state = "none"
+    return {
+        "state": state,
+        "undone": nodes(StepState.SUCCEEDED, StepState.SKIPPED),
+        "in_progress": nodes(StepState.SCHEDULED, StepState.RUNNING, StepState.RETRY_WAIT),
+        "failed": nodes(StepState.FAILED),
+    }
+
+
+# ---------------------------------------------------------------------------
+# Endpoints
+# ---------------------------------------------------------------------------
+
+
+@router.post("", response={200: RunOut, 201: RunOut, **ERRORS}, summary="Start a workflow run")
+def start_workflow(
+    request: HttpRequest,
+    body: StartWorkflowIn,
+    idempotency_key: str | None = Header(None, alias="Idempotency-Key", max_length=200),
+) -> Status:
+    """Start a run; the same Idempotency-Key again returns the first run (200), starts nothing."""
+    try:
+        run, created = engine.start_workflow(
+            workflow_type=body.type,
+            input=body.input,
+            idempotency_key=idempotency_key or "",
+            correlation_id=body.correlation_id,
+            started_by=request.user,
+        )
+    except UnknownWorkflow as error:
+        raise ApiProblem(404, "Unknown workflow type", str(error)) from None
+    except InvalidInput as error:
+        raise ApiProblem(
+            422,
+            "Invalid workflow input",
+            "The input does not fit the type's schema.",
+            errors=error.errors,
+        ) from None
+    return Status(201 if created else 200, details(run))
+
+
+@router.get("", response={200: RunPageOut, **ERRORS}, summary="List workflow runs")
+def list_workflows(
+    request: HttpRequest,
+    state: RunState | None = Query(None, description="default: the active states"),
+    type: str | None = Query(None, max_length=100),
+    correlation_id: str | None = Query(None, max_length=200),
+    started_after: datetime | None = None,
+    cursor: str | None = Query(None, max_length=200),
+    limit: int = Query(50, ge=1, le=200),
+) -> dict[str, Any]:
+    """List runs newest first, the active ones unless `state` says otherwise; page by cursor."""
+    runs = visible_runs(request.user)
+    runs = runs.filter(state=state) if state else runs.filter(state__in=LIVE_RUN_STATES)
+    if type:
+        runs = runs.filter(workflow_type=type)
+    if correlation_id:
+        runs = runs.filter(correlation_id=correlation_id)
+    if started_after:
+        runs = runs.filter(created_at__gt=started_after)
+    after = _decode_cursor(cursor)
+    if after is not None:
+        created_at, last_id = after
+        runs = runs.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=last_id))
+    page = list(runs.order_by("-created_at", "-id")[: limit + 1])
+    next_cursor = None
+    if len(page) > limit:
+        page = page[:limit]
+        next_cursor = _encode_cursor(page[-1])
+    return {"items": [summary(run) for run in page], "next_cursor": next_cursor}
+
+
+def _encode_cursor(run: WorkflowRun) -> str:
+    raw = json.dumps([run.created_at.isoformat(), str(run.id)])
+    return base64.urlsafe_b64encode(raw.encode()).decode()
+
+
+def _decode_cursor(cursor: str | None) -> tuple[datetime, UUID] | None:
+    if not cursor:
+        return None
+    try:
+        created_at, run_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        return datetime.fromisoformat(created_at), UUID(run_id)
+    except (ValueError, TypeError):
+        raise ApiProblem(400, "Bad cursor", "The cursor is not one this API gave out.") from None
+
+
+@router.get("/{run_id}", response={200: RunOut, **ERRORS}, summary="Get a workflow run")
+def get_workflow(request: HttpRequest, run_id: UUID) -> dict[str, Any]:
+    return details(_run(request, run_id))
+
+
+@router.post(
+    "/{run_id}/signals/{name}", response={202: SignalOut, **ERRORS}, summary="Signal a run"
+)
+def signal_workflow(
+    request: HttpRequest, run_id: UUID, name: str, body: SignalIn
+) -> Status:
+    """Deliver a durable signal; the same signal id twice is accepted once."""
+    run = _run(request, run_id)
+    _may_act(request, run)
+    if len(name) > 150:
+        raise ApiProblem(422, "Invalid signal", "A signal name has at most 150 characters.")
+    try:
+        signal, created = engine.signal_run(
+            run_id=run.pk, name=name, payload=body.payload, signal_id=body.id
+        )
+    except engine.RunAlreadyEnded as error:
+        raise ApiProblem(409, "Run has ended", str(error), state=error.state) from None
+    return Status(202, {"signal_id": signal.signal_id, "duplicate": not created})
+
+
+@router.post("/{run_id}/cancel", response={202: RunStateOut, **ERRORS}, summary="Cancel a run")
+def cancel_workflow(request: HttpRequest, run_id: UUID) -> Status:
+    run = _run(request, run_id)
+    _may_act(request, run)
+    try:
+        run = engine.cancel_run(run_id=run.pk)
+    except engine.RunAlreadyEnded as error:
+        raise ApiProblem(409, "Run has ended", str(error), state=error.state) from None
+    return Status(202, {"id": run.pk, "state": run.state})
+
+
+@router.post(
+    "/{run_id}/retry", response={202: RunStateOut, **ERRORS}, summary="Retry a dead-lettered run"
+)
+def retry_workflow(request: HttpRequest, run_id: UUID) -> Status:
+    """Try a dead-lettered run's failed step again (operators only)."""
+    run = _run(request, run_id)
+    if not request.user.has_perm("workflows.operate_workflowrun"):
+        raise ApiProblem(403, "Forbidden", "Only operators can retry a dead-lettered run.")
+    try:
+        run = engine.retry_dead_letter(run_id=run.pk)
+    except engine.IllegalRunOperation as error:
+        raise ApiProblem(409, "Not dead-lettered", str(error), state=run.state) from None
+    return Status(202, {"id": run.pk, "state": run.state})
