@@ -22,7 +22,7 @@ from approvals.escalation import sla
 from approvals.models import HumanTask
 from approvals.states import LIVE_TASK_STATES, Channel, Priority, Sla
 from workflows import registry
-from workflows.api import ERRORS, ApiProblem, not_found
+from workflows.api import ERRORS, ApiIn, ApiProblem, not_found
 
 router = Router(tags=["tasks"])
 
@@ -55,7 +55,7 @@ class TaskPageOut(Schema):
     next_cursor: str | None
 
 
-class VersionIn(Schema):
+class VersionIn(ApiIn):
     version: int | None = Field(None, ge=1)
 
 
@@ -69,7 +69,7 @@ class HandOverIn(VersionIn):
     comment: str = Field("", max_length=4000)
 
 
-class InboxQuery(Schema):
+class InboxQuery(ApiIn):
     tab: Literal["mine", "queue", "delegated"] = "mine"
     type: str | None = Field(None, max_length=100)
     priority: Priority | None = None

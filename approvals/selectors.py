@@ -46,6 +46,7 @@ class InboxFilters:
     @classmethod
     def from_query(cls, query: Any) -> InboxFilters:
         """Read filters from a QueryDict, ignoring values that make no sense."""
+        query = {key: value.replace("\x00", "") for key, value in query.items()}
         priority = query.get("priority", "")
         return cls(
             tab=query.get("tab") if query.get("tab") in TABS else "mine",

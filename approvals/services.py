@@ -193,8 +193,15 @@ def _audit(task: HumanTask, event: str, request: _Request, **extra: Any) -> None
     )
 
 
+def _text(value: str) -> str:
+    """Return text as stored: trimmed, and refused if PostgreSQL could not store it."""
+    if "\x00" in value:
+        raise InvalidRequest("Text must not contain NUL characters.")
+    return value.strip()
+
+
 def _user_named(username: str) -> Any:
-    user = User.objects.filter(username=username, is_active=True).first()
+    user = User.objects.filter(username=_text(username), is_active=True).first()
     if user is None:
         raise InvalidRequest(f"There is no active user called {username!r}.")
     return user
@@ -254,8 +261,9 @@ def approve_human_task(
     **extra: Any,
 ) -> HumanTask:
     request = _request(user, channel, now, **extra)
+    comment = _text(comment)
     with transaction.atomic():
-        return _decide(task_id, request, Outcome.APPROVED, comment.strip())
+        return _decide(task_id, request, Outcome.APPROVED, comment)
 
 
 def reject_human_task(
@@ -269,10 +277,11 @@ def reject_human_task(
 ) -> HumanTask:
     """Reject a task; the reason is required and becomes a comment in its timeline."""
     request = _request(user, channel, now, **extra)
-    if not reason.strip():
+    reason = _text(reason)
+    if not reason:
         raise InvalidRequest("Say why you reject it: a reason is required.")
     with transaction.atomic():
-        return _decide(task_id, request, Outcome.REJECTED, reason.strip())
+        return _decide(task_id, request, Outcome.REJECTED, reason)
 
 
 def _decide(task_id: int, request: _Request, outcome: Outcome, comment: str) -> HumanTask:
@@ -413,22 +422,21 @@ def comment_on_human_task(
     *, task_id: int, user: Any, body: str, channel: str, now: datetime | None = None, **extra: Any
 ) -> Comment:
     request = _request(user, channel, now, **extra)
-    if not body.strip():
+    body = _text(body)
+    if not body:
         raise InvalidRequest("A comment cannot be empty.")
     with transaction.atomic():
         task = _lock(task_id)
         if not permissions.can_comment(reviewer_for(user), facts_for(task)):
             raise TaskNotFound()
-        comment = Comment.objects.create(
-            task=task, author=user, body=body.strip(), created_at=request.now
-        )
-        _audit(task, "commented", request, comment=body.strip())
+        comment = Comment.objects.create(task=task, author=user, body=body, created_at=request.now)
+        _audit(task, "commented", request, comment=body)
     return comment
 
 
 def _comment_if_any(task: HumanTask, user: Any, body: str, now: datetime) -> None:
-    if body.strip():
-        Comment.objects.create(task=task, author=user, body=body.strip(), created_at=now)
+    if _text(body):
+        Comment.objects.create(task=task, author=user, body=_text(body), created_at=now)
 
 
 # ---------------------------------------------------------------------------

@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import base64
 import json
-from datetime import datetime
-from typing import Any
+import re
+from datetime import UTC, datetime
+from typing import Annotated, Any
 from uuid import UUID
 
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
+from django.utils import timezone
 from ninja import Field, Header, Query, Router, Schema, Status
+from pydantic import BeforeValidator, model_validator
 
 from workflows import engine, registry
-from workflows.dsl import InvalidInput
+from workflows.dsl import NUL_MESSAGE, InvalidInput, has_nul
 from workflows.models import StepRun, WorkflowRun
 from workflows.registry import UnknownWorkflow
 from workflows.states import LIVE_RUN_STATES, RunState, StepKind, StepState
@@ -72,7 +75,17 @@ ERRORS = {
 # ---------------------------------------------------------------------------
 
 
-class StartWorkflowIn(Schema):
+class ApiIn(Schema):
+    """What callers send: also refused if any text holds a NUL (PostgreSQL cannot store it)."""
+
+    @model_validator(mode="after")
+    def no_nul_characters(self) -> ApiIn:
+        if has_nul(self.model_dump(mode="json")):
+            raise ValueError(NUL_MESSAGE)
+        return self
+
+
+class StartWorkflowIn(ApiIn):
     type: str = Field(min_length=1, max_length=100, description="a workflow type, e.g. order")
     input: dict[str, Any] = Field(description="validated against the type's input schema")
     correlation_id: str = Field("", max_length=200)
@@ -130,7 +143,7 @@ class RunPageOut(Schema):
     next_cursor: str | None
 
 
-class SignalIn(Schema):
+class SignalIn(ApiIn):
     id: str | None = Field(None, min_length=1, max_length=200, description="de-duplicates")
     payload: dict[str, Any] = Field(default_factory=dict)
 
@@ -276,26 +289,39 @@ def start_workflow(
     return Status(201 if created else 200, details(run))
 
 
+def _iso_8601(value: Any) -> Any:
+    """Accept only ISO 8601 text (pydantic alone would read "0.5" as a Unix time)."""
+    if isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}([T ].+)?", value):
+        return value
+    raise ValueError("must be an ISO 8601 date-time, e.g. 2026-11-30T12:00:00Z")
+
+
+IsoDateTime = Annotated[datetime, BeforeValidator(_iso_8601)]
+
+
+class RunQuery(ApiIn):
+    state: RunState | None = Field(None, description="default: the active states")
+    type: str | None = Field(None, max_length=100)
+    correlation_id: str | None = Field(None, max_length=200)
+    started_after: IsoDateTime | None = Field(None, description="ISO 8601; UTC if no offset")
+    cursor: str | None = Field(None, max_length=200)
+    limit: int = Field(50, ge=1, le=200)
+
+
 @router.get("", response={200: RunPageOut, **ERRORS}, summary="List workflow runs")
-def list_workflows(
-    request: HttpRequest,
-    state: RunState | None = Query(None, description="default: the active states"),
-    type: str | None = Query(None, max_length=100),
-    correlation_id: str | None = Query(None, max_length=200),
-    started_after: datetime | None = None,
-    cursor: str | None = Query(None, max_length=200),
-    limit: int = Query(50, ge=1, le=200),
-) -> dict[str, Any]:
+def list_workflows(request: HttpRequest, query: Query[RunQuery]) -> dict[str, Any]:
     """List runs newest first, the active ones unless `state` says otherwise; page by cursor."""
     runs = visible_runs(request.user)
-    runs = runs.filter(state=state) if state else runs.filter(state__in=LIVE_RUN_STATES)
-    if type:
-        runs = runs.filter(workflow_type=type)
-    if correlation_id:
-        runs = runs.filter(correlation_id=correlation_id)
-    if started_after:
-        runs = runs.filter(created_at__gt=started_after)
-    after = _decode_cursor(cursor)
+    states = [query.state] if query.state else LIVE_RUN_STATES
+    runs = runs.filter(state__in=states)
+    if query.type:
+        runs = runs.filter(workflow_type=query.type)
+    if query.correlation_id:
+        runs = runs.filter(correlation_id=query.correlation_id)
+    if query.started_after:
+        runs = runs.filter(created_at__gt=_in_utc(query.started_after))
+    limit = query.limit
+    after = _decode_cursor(query.cursor)
     if after is not None:
         created_at, last_id = after
         runs = runs.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=last_id))
@@ -305,6 +331,13 @@ def list_workflows(
         page = page[:limit]
         next_cursor = _encode_cursor(page[-1])
     return {"items": [summary(run) for run in page], "next_cursor": next_cursor}
+
+
+def _in_utc(moment: datetime) -> datetime:
+    """Normalise to UTC: the database refuses offsets past ±16 hours, ISO 8601 allows them."""
+    if timezone.is_naive(moment):
+        return moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
 
 
 def _encode_cursor(run: WorkflowRun) -> str:
@@ -330,14 +363,14 @@ def get_workflow(request: HttpRequest, run_id: UUID) -> dict[str, Any]:
 @router.post(
     "/{run_id}/signals/{name}", response={202: SignalOut, **ERRORS}, summary="Signal a run"
 )
-def signal_workflow(
-    request: HttpRequest, run_id: UUID, name: str, body: SignalIn
-) -> Status:
+def signal_workflow(request: HttpRequest, run_id: UUID, name: str, body: SignalIn) -> Status:
     """Deliver a durable signal; the same signal id twice is accepted once."""
     run = _run(request, run_id)
     _may_act(request, run)
-    if len(name) > 150:
-        raise ApiProblem(422, "Invalid signal", "A signal name has at most 150 characters.")
+    if len(name) > 150 or has_nul(name):
+        raise ApiProblem(
+            422, "Invalid signal", f"A signal name has 1 to 150 characters; {NUL_MESSAGE}."
+        )
     try:
         signal, created = engine.signal_run(
             run_id=run.pk, name=name, payload=body.payload, signal_id=body.id

@@ -295,20 +295,36 @@ class Workflow:
         if self.input_schema is None:
             if not isinstance(data, dict):
                 raise InvalidInput([{"field": "input", "message": "must be a JSON object"}])
-            return data
-        try:
-            model = self.input_schema.model_validate(data)
-        except pydantic.ValidationError as error:
-            raise InvalidInput(
-                [
-                    {
-                        "field": ".".join(str(part) for part in problem["loc"]) or "input",
-                        "message": problem["msg"],
-                    }
-                    for problem in error.errors()
-                ]
-            ) from None
-        return model.model_dump(mode="json")
+        else:
+            try:
+                data = self.input_schema.model_validate(data).model_dump(mode="json")
+            except pydantic.ValidationError as error:
+                raise InvalidInput(
+                    [
+                        {
+                            "field": ".".join(str(part) for part in problem["loc"]) or "input",
+                            "message": problem["msg"],
+                        }
+                        for problem in error.errors()
+                    ]
+                ) from None
+        if has_nul(data):
+            raise InvalidInput([{"field": "input", "message": NUL_MESSAGE}])
+        return data
+
+
+NUL_MESSAGE = "text must not contain NUL characters"
+
+
+def has_nul(value: Any) -> bool:
+    """Tell whether any text in a JSON value holds a NUL, which PostgreSQL cannot store."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(has_nul(key) or has_nul(item) for key, item in value.items())
+    if isinstance(value, list):
+        return any(has_nul(item) for item in value)
+    return False
 
 
 def _reachable(workflow: Workflow, starts: tuple[str, ...], stop_at: str | None = None) -> set[str]:

@@ -298,3 +298,24 @@ class TestAuthentication:
 
         assert reading.status_code == 200
         assert writing.status_code in (401, 403)
+
+
+class TestFoundByFuzzing:
+    """Inputs schemathesis found that once reached the database and answered 500."""
+
+    def test_a_nul_character_in_input_is_422(self, api_as, order_input):
+        response = start_order(api_as("alice"), order_input, order_id="A\x00B")
+
+        assert response.status_code == 422
+        assert WorkflowRun.objects.count() == 0
+
+    def test_a_far_time_zone_offset_is_read_in_utc(self, api_as):
+        response = api_as("alice").get("/workflows", started_after="0103-02-17T15:12:16-20:25")
+
+        assert response.status_code == 200
+
+    def test_a_number_is_not_a_date(self, api_as):
+        response = api_as("alice").get("/workflows", started_after="0.5")
+
+        assert response.status_code == 422
+        assert "ISO 8601" in response.json()["errors"][0]["message"]

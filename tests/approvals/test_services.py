@@ -311,3 +311,14 @@ class TestRaceOfTwoDecisions:
         assert sorted(outcomes.values())[0].startswith("This task was already")
         assert list(outcomes.values()).count("decided") == 1
         assert events(task) == ["created", task.outcome]
+
+
+class TestText:
+    def test_a_comment_with_a_nul_character_is_refused(self, manager_task, carol):
+        with pytest.raises(services.InvalidRequest, match="NUL"):
+            services.approve_human_task(
+                task_id=manager_task.pk, user=carol, channel=INBOX, comment="ok\x00"
+            )
+
+        manager_task.refresh_from_db()
+        assert manager_task.state == TaskState.CLAIMED

@@ -141,3 +141,11 @@ class TestValidateInput:
         assert raised.value.errors == [
             {"field": "coupon", "message": "Extra inputs are not permitted"}
         ]
+
+    def test_text_with_a_nul_character_is_refused(self, order_input):
+        with pytest.raises(InvalidInput) as raised:
+            ORDER.validate_input(order_input(order_id="A\x00B"))
+
+        assert raised.value.errors == [
+            {"field": "input", "message": "text must not contain NUL characters"}
+        ]
