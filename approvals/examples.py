@@ -26,6 +26,7 @@ from workflows.dsl import (
     Workflow,
 )
 from workflows.examples import services
+from workflows.examples.fields import Amount, Currency, Email
 
 RETRY = RetryPolicy(max_attempts=4, initial_interval=timedelta(seconds=1))
 
@@ -39,16 +40,9 @@ class ExpenseInput(BaseModel):
 
     requester: str = Field(min_length=1, max_length=150, description="a username")
     title: str = Field(min_length=1, max_length=120)
-    amount: str = Field(pattern=r"^\d{1,10}(\.\d{1,2})?$", description="a decimal string")
-    currency: str = Field(pattern=r"^[A-Z]{3}$")
+    amount: Amount
+    currency: Currency
     description: str = Field(default="", max_length=2000)
-
-    @field_validator("amount")
-    @classmethod
-    def amount_is_positive(cls, value: str) -> str:
-        if Decimal(value) <= 0:
-            raise ValueError("must be greater than zero")
-        return value
 
     @field_validator("requester")
     @classmethod
@@ -177,7 +171,7 @@ class VendorInput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     vendor_name: str = Field(min_length=1, max_length=120)
-    contact_email: str = Field(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$", max_length=254)
+    contact_email: Email
     country: str = Field(default="", max_length=2, pattern=r"^([A-Z]{2})?$")
 
 

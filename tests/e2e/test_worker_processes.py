@@ -27,6 +27,17 @@ ORDER_EFFECTS = {
 }
 
 
+def wait_for_effect(run, action: str) -> None:
+    """Wait until a demo service applied `action` for the run (mid-activity, if slow)."""
+    wait_until(
+        lambda: ServiceEffect.objects.filter(
+            run_id=run.pk, action=action, applied_at__isnull=False
+        ).exists(),
+        timeout=60,
+        what=f"{action} to be applied",
+    )
+
+
 class TestOrderSaga:
     def test_happy_path_runs_end_to_end(self, workers, start, finished, order_input, effects):
         run = start("order", order_input())
@@ -104,13 +115,7 @@ class TestCrashRecovery:
     ):
         run = start("order", order_input(simulate={"shipping": "slow"}))
         # The slow shipping service applies its effect, then takes seconds to answer.
-        wait_until(
-            lambda: ServiceEffect.objects.filter(
-                run_id=run.pk, action="ship", applied_at__isnull=False
-            ).exists(),
-            timeout=60,
-            what="the shipment to be applied",
-        )
+        wait_for_effect(run, "ship")
 
         for name in ("worker-a", "worker-b"):
             workers.kill_worker(name)
@@ -161,13 +166,7 @@ class TestCancellation:
         self, workers, start, finished, order_input, effects
     ):
         run = start("order", order_input(simulate={"shipping": "slow"}))
-        wait_until(
-            lambda: ServiceEffect.objects.filter(
-                run_id=run.pk, action="ship", applied_at__isnull=False
-            ).exists(),
-            timeout=60,
-            what="the shipment to be applied",
-        )
+        wait_for_effect(run, "ship")
 
         engine.cancel_run(run_id=run.pk)
 

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from decimal import Decimal
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from workflows import registry
 from workflows.activity import ActivityContext, NonRetryableError
 from workflows.dsl import Activity, NoCompensation, RetryPolicy, Timeouts, Workflow
 from workflows.examples import services
+from workflows.examples.fields import Amount, Currency, Email
 
 Behaviour = Literal["flaky", "outage", "fail", "decline", "slow"]
 SimulatedService = Literal[
@@ -30,18 +30,11 @@ class OrderInput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     order_id: str = Field(min_length=1, max_length=100)
-    customer_email: str = Field(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$", max_length=254)
+    customer_email: Email
     items: list[OrderItem] = Field(min_length=1, max_length=100)
-    amount: str = Field(pattern=r"^\d{1,10}(\.\d{1,2})?$", description="a decimal string")
-    currency: str = Field(pattern=r"^[A-Z]{3}$", description="ISO 4217 code, e.g. EUR")
+    amount: Amount
+    currency: Currency
     simulate: dict[SimulatedService, Behaviour] = Field(default_factory=dict)
-
-    @field_validator("amount")
-    @classmethod
-    def amount_is_positive(cls, value: str) -> str:
-        if Decimal(value) <= 0:
-            raise ValueError("must be greater than zero")
-        return value
 
 
 class InvalidOrder(NonRetryableError):
