@@ -29,7 +29,7 @@ def send_escalation(*, task: HumanTask, recipients: list, now: datetime) -> int:
             "hours": settings.BATON_EMAIL_LINK_HOURS,
         }
         message = EmailMultiAlternatives(
-            subject=f"[Baton] Escalated to you: {task.title}",
+            subject=_subject(f"Escalated to you: {task.title}"),
             body=render_to_string("approvals/emails/escalation.txt", context),
             to=[recipient.email],
         )
@@ -49,8 +49,13 @@ def send_delegation_done(*, task: HumanTask) -> None:
         return
     context = {"task": task, "owner": owner}
     message = EmailMultiAlternatives(
-        subject=f"[Baton] {task.decided_by} {task.outcome} {task.title}",
+        subject=_subject(f"{task.decided_by} {task.outcome} {task.title}"),
         body=render_to_string("approvals/emails/delegation_done.txt", context),
         to=[owner.email],
     )
     transaction.on_commit(message.send, robust=True)
+
+
+def _subject(text: str) -> str:
+    """One line: a newline in a header would make Django refuse to send the mail."""
+    return "[Baton] " + " ".join(text.split())[:150]

@@ -19,7 +19,7 @@ from django.db.models.functions import Coalesce
 
 from approvals.escalation import DUE_SOON
 from approvals.models import HumanTask, Snooze
-from approvals.states import Priority, Sla, TaskState
+from approvals.states import LIVE_TASK_STATES, Priority, Sla, TaskState
 from workflows import registry
 from workflows.dsl import Approval
 
@@ -93,7 +93,8 @@ def tab_counts(*, user: Any, now: datetime) -> dict[str, int]:
     """Count each tab's tasks in one query."""
     group_ids = list(user.groups.values_list("id", flat=True))
     tabs = _tab_filters(user, group_ids)
-    counts = HumanTask.objects.filter(_not_snoozed(user, now)).aggregate(
+    live = HumanTask.objects.filter(state__in=LIVE_TASK_STATES)
+    counts = live.filter(_not_snoozed(user, now)).aggregate(
         **{name: Count("id", filter=condition) for name, condition in tabs.items()}
     )
     return {name: counts[name] for name in TABS}
@@ -159,7 +160,11 @@ def _decode(cursor: str, key: str) -> tuple[Any, int] | None:
         if not isinstance(last_id, int):
             return None
         if key == "due_sort":
-            return datetime.fromisoformat(value), last_id
+            # In UTC: the database refuses offsets past +-16 h, which Python accepts.
+            moment = datetime.fromisoformat(value)
+            return (
+                moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
+            ), last_id
         return (value, last_id) if isinstance(value, int) else None
     except (ValueError, TypeError):
         return None

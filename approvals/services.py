@@ -277,17 +277,17 @@ def reject_human_task(
 ) -> HumanTask:
     """Reject a task; the reason is required and becomes a comment in its timeline."""
     request = _request(user, channel, now, **extra)
-    reason = _text(reason)
-    if not reason:
-        raise InvalidRequest("Say why you reject it: a reason is required.")
     with transaction.atomic():
-        return _decide(task_id, request, Outcome.REJECTED, reason)
+        return _decide(task_id, request, Outcome.REJECTED, _text(reason))
 
 
 def _decide(task_id: int, request: _Request, outcome: Outcome, comment: str) -> HumanTask:
     task = _authorised(
         task_id, request, permissions.can_decide, "You are not a reviewer of this task."
     )
+    if outcome == Outcome.REJECTED and not comment:
+        raise InvalidRequest("Say why you reject it: a reason is required.")
+    _refuse_second_share(task, request.user)
     task.complete(
         outcome=outcome, by=request.user, channel=request.channel, comment=comment, now=request.now
     )
@@ -320,7 +320,8 @@ def _settle_approval(task: HumanTask, now: datetime) -> None:
     engine.signal_run(
         run_id=task.run_id,
         name=signal,
-        signal_id=f"approval-step-{task.step_id}",
+        signal_id=f"{engine.RESERVED_SIGNAL_ID_PREFIX}step-{task.step_id}",
+        from_human_task=True,
         payload={
             "outcome": signal.rsplit(".", 1)[1],
             "decisions": [
@@ -335,6 +336,17 @@ def _settle_approval(task: HumanTask, now: datetime) -> None:
         },
         now=now,
     )
+
+
+def _refuse_second_share(task: HumanTask, user: Any) -> None:
+    """N of M means N people: nobody decides two shares of one approval."""
+    if _approval_node(task).required <= 1:
+        return
+    already = HumanTask.objects.filter(step_id=task.step_id, decided_by=user).exclude(pk=task.pk)
+    if already.exists():
+        raise TaskConflict(
+            "You already decided another share of this approval; someone else must decide this one."
+        )
 
 
 def _approval_node(task: HumanTask) -> Approval:
@@ -361,13 +373,13 @@ def delegate_human_task(
 ) -> HumanTask:
     """Let someone else decide for you; you stay the owner and are told when it is done."""
     request = _request(user, channel, now, **extra)
-    delegate = _user_named(to_username)
-    if delegate.pk == user.pk:
-        raise InvalidRequest("You cannot delegate a task to yourself.")
     with transaction.atomic():
         task = _authorised(
             task_id, request, permissions.can_delegate, "Only this task's reviewer can delegate it."
         )
+        delegate = _user_named(to_username)
+        if delegate.pk == user.pk:
+            raise InvalidRequest("You cannot delegate a task to yourself.")
         task.delegate(owner=user, delegate=delegate)
         task.save()
         _comment_if_any(task, user, comment, request.now)
@@ -393,7 +405,6 @@ def reassign_human_task(
 ) -> HumanTask:
     """Hand the task to someone else for good (the owner, a group's manager or an operator)."""
     request = _request(user, channel, now, **extra)
-    new_assignee = _user_named(to_username)
     with transaction.atomic():
         task = _authorised(
             task_id,
@@ -401,6 +412,7 @@ def reassign_human_task(
             permissions.can_reassign,
             "Only the task's owner, its group's manager or an operator can reassign it.",
         )
+        new_assignee = _user_named(to_username)
         previous = task.assignee.get_username() if task.assignee else None
         if new_assignee.pk == task.assignee_id:
             raise InvalidRequest(f"The task is already with {to_username}.")
@@ -491,13 +503,26 @@ class BulkResult:
 
 
 def bulk_approve(
-    *, task_ids: list[int], user: Any, channel: str, now: datetime | None = None, **extra: Any
+    *,
+    selection: list[tuple[int, int | None]],
+    user: Any,
+    channel: str,
+    now: datetime | None = None,
+    **extra: Any,
 ) -> list[BulkResult]:
-    """Approve each task on its own: one decision, one audit entry, one transaction each."""
+    """Approve each (task id, version seen) on its own: one decision, one audit entry,
+    one transaction each; a task that changed since it was seen is refused as stale."""
     results = []
-    for task_id in task_ids:
+    for task_id, version in selection:
         try:
-            approve_human_task(task_id=task_id, user=user, channel=channel, now=now, **extra)
+            approve_human_task(
+                task_id=task_id,
+                user=user,
+                channel=channel,
+                now=now,
+                expected_version=version,
+                **extra,
+            )
         except TaskError as error:
             results.append(BulkResult(task_id=task_id, error=str(error)))
         else:
@@ -567,7 +592,7 @@ def _open_task(run, step, node, data, users, groups, now) -> HumanTask:
         step=step,
         node=node.name,
         workflow_type=run.workflow_type,
-        title=node.title_for(data)[:200],
+        title=" ".join(node.title_for(data).split())[:200],
         state=TaskState.CLAIMED if assignee else TaskState.OPEN,
         priority=node.priority,
         assignee=assignee,
@@ -621,14 +646,19 @@ def escalate_human_task(*, task_id: int, now: datetime) -> bool:
     return True
 
 
-def _escalate(task: HumanTask, node: Approval, now: datetime) -> None:
-    """Widen who may decide by the next level of the node's policy, reopen and email them."""
-    level = min(task.escalation_level, len(node.escalations) - 1)
-    policy = node.escalations[level] if node.escalations else None
+def _escalate(task: HumanTask, node: Approval, now: datetime) -> bool:
+    """Widen who may decide by the next level of the node's policy, reopen and email them.
+
+    Return False, changing nothing, once every level has been used: escalating
+    the same level again would only take the task from whoever holds it now.
+    """
+    if task.escalation_level >= len(node.escalations):
+        return False
+    policy = node.escalations[task.escalation_level]
     holders = [user for user in (task.assignee, task.owner) if user is not None]
-    new_groups = list(Group.objects.filter(name__in=policy.to_groups)) if policy else []
+    new_groups = list(Group.objects.filter(name__in=policy.to_groups))
     new_users = []
-    if policy and policy.to_manager:
+    if policy.to_manager:
         subjects = holders or list(task.candidate_users.all())
         new_users = [
             line.manager
@@ -659,6 +689,7 @@ def _escalate(task: HumanTask, node: Approval, now: datetime) -> None:
     for user in User.objects.filter(groups__in=new_groups, is_active=True).distinct():
         recipients[user.pk] = user
     emails.send_escalation(task=task, recipients=list(recipients.values()), now=now)
+    return True
 
 
 def handle_deadline(*, task_id: int, now: datetime) -> bool:
@@ -691,9 +722,17 @@ def handle_deadline(*, task_id: int, now: datetime) -> bool:
                 now=now,
             )
         else:
+            previous = task.due_at
             delay = node.deadline_delay()
             task.due_at = now + delay if delay else None
-            _escalate(task, node, now)
+            if not _escalate(task, node, now):
+                task.save(update_fields=["due_at"])
+                _audit(
+                    task,
+                    "deadline_extended",
+                    system,
+                    changes={"due_at": [previous.isoformat(), task.due_at.isoformat()]},
+                )
     return True
 
 

@@ -8,7 +8,8 @@ come back in plain words, inline, with the status the API would answer.
 from __future__ import annotations
 
 import json
-from datetime import datetime
+import re
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
@@ -22,6 +23,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare, salted_hmac
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import trigger_client_event
@@ -41,9 +43,12 @@ def _remote_addr(request: HttpRequest) -> str | None:
     return request.META.get("REMOTE_ADDR")
 
 
+_NUMBER = re.compile(r"[0-9]{1,9}")  # str.isdigit() would let "²" through to int()
+
+
 def _version(request: HttpRequest) -> int | None:
     raw = request.POST.get("version", "")
-    return int(raw) if raw.isdigit() else None
+    return int(raw) if _NUMBER.fullmatch(raw) else None
 
 
 # ---------------------------------------------------------------------------
@@ -340,9 +345,19 @@ def snooze(request: HttpRequest, task_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def bulk_approve(request: HttpRequest) -> HttpResponse:
-    ids = [int(value) for value in request.POST.getlist("task") if value.isdigit()]
+    # Each checkbox carries "id:version", so a task that changed since the list was
+    # shown is refused as stale rather than approved unseen.
+    selection = [
+        (int(task_id), int(version))
+        for task_id, _, version in (value.partition(":") for value in request.POST.getlist("task"))
+        if _NUMBER.fullmatch(task_id) and _NUMBER.fullmatch(version)
+    ]
+    ids = [task_id for task_id, _ in selection]
     results = services.bulk_approve(
-        task_ids=ids, user=request.user, channel=Channel.INBOX, remote_addr=_remote_addr(request)
+        selection=selection,
+        user=request.user,
+        channel=Channel.INBOX,
+        remote_addr=_remote_addr(request),
     )
     approved = sum(1 for result in results if not result.error)
     if approved:
@@ -353,7 +368,7 @@ def bulk_approve(request: HttpRequest) -> HttpResponse:
     if not ids:
         messages.error(request, "Select the tasks to approve first.")
     next_url = request.POST.get("next", "")
-    if not next_url.startswith("/"):
+    if not url_has_allowed_host_and_scheme(next_url, allowed_hosts={request.get_host()}):
         next_url = reverse("approvals:inbox")
     return redirect(next_url)
 
@@ -391,8 +406,7 @@ def email_link(request: HttpRequest, token: str) -> HttpResponse:
         if request.user.is_authenticated:
             links.check_recipient(link, request.user)
     except links.LinkProblem as problem:
-        gone = problem.kind in {"expired", "used", "stale"}
-        return _link_page(request, {"problem": problem}, status=410 if gone else 403)
+        return _link_page(request, {"problem": problem}, status=_link_status(problem))
     context = {
         "link": link,
         "task": link.task,
@@ -414,7 +428,8 @@ def email_link(request: HttpRequest, token: str) -> HttpResponse:
         )
     except (links.LinkProblem, services.TaskError) as error:
         context["error"] = str(error)
-        return _link_page(request, context, status=getattr(error, "status", 410))
+        status = _link_status(error) if isinstance(error, links.LinkProblem) else error.status
+        return _link_page(request, context, status=status)
     return _link_page(request, {"task": task, "decided": True})
 
 
@@ -429,6 +444,11 @@ def _confirmation(request: HttpRequest, link_id: Any) -> str:
     return salted_hmac("approvals.email-link.confirm", f"{link_id}:{session}").hexdigest()
 
 
+def _link_status(problem: links.LinkProblem) -> int:
+    """410 for a link that was good once (expired, used, stale); 403 for one never good."""
+    return 410 if problem.kind in {"expired", "used", "stale"} else 403
+
+
 def _link_page(request: HttpRequest, context: dict[str, Any], status: int = 200) -> HttpResponse:
     response = render(request, "approvals/email_link.html", context, status=status)
     response["Referrer-Policy"] = "no-referrer"
@@ -438,6 +458,13 @@ def _link_page(request: HttpRequest, context: dict[str, Any], status: int = 200)
 # ---------------------------------------------------------------------------
 # Out of office
 # ---------------------------------------------------------------------------
+
+
+def _aware(moment: datetime) -> datetime:
+    """In the site's time zone if naive; otherwise in UTC (the database refuses far offsets)."""
+    if timezone.is_naive(moment):
+        return timezone.make_aware(moment)
+    return moment.astimezone(UTC)
 
 
 @login_required
@@ -454,8 +481,8 @@ def away(request: HttpRequest) -> HttpResponse:
                 services.set_substitution(
                     user=request.user,
                     substitute_username=request.POST.get("substitute", "").strip(),
-                    starts_at=timezone.make_aware(starts) if timezone.is_naive(starts) else starts,
-                    ends_at=timezone.make_aware(ends) if timezone.is_naive(ends) else ends,
+                    starts_at=_aware(starts),
+                    ends_at=_aware(ends),
                 )
             except services.TaskError as problem:
                 error = str(problem)

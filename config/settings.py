@@ -96,7 +96,9 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    "auditlog.middleware.AuditlogMiddleware",
+    # No AuditlogMiddleware: approvals.audit passes actor and address itself, and
+    # the middleware would overwrite the address from X-Forwarded-For, which a
+    # client controls (and which would break the audit hash chain).
 ]
 
 ROOT_URLCONF = "config.urls"

@@ -377,6 +377,8 @@ def signal_workflow(request: HttpRequest, run_id: UUID, name: str, body: SignalI
         )
     except engine.RunAlreadyEnded as error:
         raise ApiProblem(409, "Run has ended", str(error), state=error.state) from None
+    except engine.IllegalRunOperation as error:
+        raise ApiProblem(403, "Reserved signal", str(error)) from None
     return Status(202, {"signal_id": signal.signal_id, "duplicate": not created})
 
 

@@ -28,6 +28,7 @@ from workflows.activity import ActivityCancelled, ActivityContext, LeaseLost
 from workflows.compensation import FinishedStep, plan_compensation
 from workflows.dsl import (
     Activity,
+    Approval,
     Branch,
     Join,
     Parallel,
@@ -707,16 +708,21 @@ def signal_run(
     payload: dict[str, Any] | None = None,
     signal_id: str | None = None,
     now: datetime | None = None,
+    from_human_task: bool = False,
 ) -> tuple[Signal, bool]:
     """Deliver a durable signal; return it and whether it was new (ids are de-duplicated).
 
     A wait for `name` resumes at once; with no such wait yet, the signal is kept
-    for the first wait that asks for it.
+    for the first wait that asks for it. An approval's outcome signals are
+    reserved for its human tasks (`from_human_task`): nobody else may send them,
+    or a run's starter could approve their own request.
     """
     now = now or timezone.now()
     outbox = _Outbox()
     with transaction.atomic():
         run = _lock_run(run_id)
+        if not from_human_task:
+            _refuse_reserved_signal(_definition_of(run), name, signal_id)
         existing = run.signals.filter(signal_id=signal_id).first() if signal_id else None
         if existing is not None:
             return existing, False
@@ -740,6 +746,21 @@ def signal_run(
                 break
         outbox.send_on_commit()
     return signal, True
+
+
+RESERVED_SIGNAL_ID_PREFIX = "approval-"
+
+
+def _refuse_reserved_signal(definition: Workflow, name: str, signal_id: str | None) -> None:
+    if (signal_id or "").startswith(RESERVED_SIGNAL_ID_PREFIX):
+        raise IllegalRunOperation(
+            f"Signal ids starting with {RESERVED_SIGNAL_ID_PREFIX!r} are reserved for approvals."
+        )
+    for node in definition.nodes:
+        if isinstance(node, Approval) and name in node.signals:
+            raise IllegalRunOperation(
+                f"{name!r} is decided by the human task of {node.name!r}, not by a signal."
+            )
 
 
 def _consume_signal(

@@ -236,7 +236,9 @@ class TestBulkApprove:
         tasks = [start_expense(title=f"Trip {n}").human_tasks.get() for n in range(3)]
         services.approve_human_task(task_id=tasks[1].pk, user=carol, channel=INBOX)
 
-        results = services.bulk_approve(task_ids=[t.pk for t in tasks], user=carol, channel=INBOX)
+        results = services.bulk_approve(
+            selection=[(t.pk, t.version) for t in tasks], user=carol, channel=INBOX
+        )
 
         assert [bool(result.error) for result in results] == [False, True, False]
         assert "already approved" in results[1].error

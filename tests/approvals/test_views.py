@@ -187,7 +187,9 @@ class TestDecidingFromTheInbox:
         client.force_login(carol)
 
         response = client.post(
-            reverse("approvals:bulk_approve"), {"task": [t.pk for t in tasks]}, follow=True
+            reverse("approvals:bulk_approve"),
+            {"task": [f"{t.pk}:{t.version}" for t in tasks]},
+            follow=True,
         )
 
         assert "Approved 3 tasks." in response.text
