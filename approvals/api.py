@@ -28,7 +28,7 @@ router = Router(tags=["tasks"])
 
 
 class TaskOut(Schema):
-    id: int
+    id: UUID
     run_id: UUID
     workflow_type: str
     node: str
@@ -126,7 +126,7 @@ def list_tasks(request: HttpRequest, query: Query[InboxQuery]) -> dict[str, Any]
     }
 
 
-def _visible(request: HttpRequest, task_id: int) -> HumanTask:
+def _visible(request: HttpRequest, task_id: UUID) -> HumanTask:
     try:
         return services.visible_task(task_id=task_id, user=request.user)
     except services.TaskNotFound:
@@ -134,11 +134,11 @@ def _visible(request: HttpRequest, task_id: int) -> HumanTask:
 
 
 @router.get("/{task_id}", response={200: TaskOut, **ERRORS}, summary="Get a task")
-def get_task(request: HttpRequest, task_id: int) -> dict[str, Any]:
+def get_task(request: HttpRequest, task_id: UUID) -> dict[str, Any]:
     return task_out(_visible(request, task_id))
 
 
-def _act(request: HttpRequest, task_id: int, version: int | None, action: Callable) -> dict:
+def _act(request: HttpRequest, task_id: UUID, version: int | None, action: Callable) -> dict:
     """Call one use case with the API's channel; map its refusals onto problems."""
     try:
         task = action(
@@ -158,17 +158,17 @@ def _act(request: HttpRequest, task_id: int, version: int | None, action: Callab
 
 
 @router.post("/{task_id}/claim", response={200: TaskOut, **ERRORS}, summary="Claim a task")
-def claim_task(request: HttpRequest, task_id: int, body: VersionIn | None = None) -> dict:
+def claim_task(request: HttpRequest, task_id: UUID, body: VersionIn | None = None) -> dict:
     return _act(request, task_id, body.version if body else None, services.claim_human_task)
 
 
 @router.post("/{task_id}/release", response={200: TaskOut, **ERRORS}, summary="Release a task")
-def release_task(request: HttpRequest, task_id: int, body: VersionIn | None = None) -> dict:
+def release_task(request: HttpRequest, task_id: UUID, body: VersionIn | None = None) -> dict:
     return _act(request, task_id, body.version if body else None, services.release_human_task)
 
 
 @router.post("/{task_id}/decision", response={200: TaskOut, **ERRORS}, summary="Decide a task")
-def decide_task(request: HttpRequest, task_id: int, body: DecisionIn) -> dict:
+def decide_task(request: HttpRequest, task_id: UUID, body: DecisionIn) -> dict:
     if body.outcome == "approve":
 
         def action(**kwargs: Any) -> HumanTask:
@@ -182,7 +182,7 @@ def decide_task(request: HttpRequest, task_id: int, body: DecisionIn) -> dict:
 
 
 @router.post("/{task_id}/delegate", response={200: TaskOut, **ERRORS}, summary="Delegate a task")
-def delegate_task(request: HttpRequest, task_id: int, body: HandOverIn) -> dict:
+def delegate_task(request: HttpRequest, task_id: UUID, body: HandOverIn) -> dict:
     def action(**kwargs: Any) -> HumanTask:
         return services.delegate_human_task(to_username=body.to, comment=body.comment, **kwargs)
 
@@ -190,7 +190,7 @@ def delegate_task(request: HttpRequest, task_id: int, body: HandOverIn) -> dict:
 
 
 @router.post("/{task_id}/reassign", response={200: TaskOut, **ERRORS}, summary="Reassign a task")
-def reassign_task(request: HttpRequest, task_id: int, body: HandOverIn) -> dict:
+def reassign_task(request: HttpRequest, task_id: UUID, body: HandOverIn) -> dict:
     def action(**kwargs: Any) -> HumanTask:
         return services.reassign_human_task(to_username=body.to, comment=body.comment, **kwargs)
 
@@ -225,7 +225,7 @@ def open_tasks_of(run: Any) -> list[dict[str, Any]]:
             "assignee": _name(task.assignee),
             "due_at": task.due_at,
         }
-        for task in tasks.order_by("id")
+        for task in tasks.order_by("created_at", "id")
     ]
 
 

@@ -25,6 +25,7 @@ _NOT_IN_ADMIN = {"admin": False}
 
 
 class HumanTask(fsm.ConcurrentTransitionMixin, models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     run = models.ForeignKey(WorkflowRun, on_delete=models.CASCADE, related_name="human_tasks")
     step = models.ForeignKey(StepRun, on_delete=models.CASCADE, related_name="human_tasks")
     node = models.CharField(max_length=100)

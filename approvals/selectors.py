@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from uuid import UUID
 
 from django.contrib.postgres.search import SearchQuery, SearchVector
 from django.db import connection
@@ -122,7 +123,7 @@ def inbox(*, user: Any, filters: InboxFilters, now: datetime, limit: int = PAGE_
         rows = rows[:limit]
         last = rows[-1]
         value = last.priority if key == "priority" else last.due_sort.isoformat()
-        next_cursor = _encode([value, last.pk])
+        next_cursor = _encode([value, str(last.pk)])
     return Page(tasks=rows, next_cursor=next_cursor, filters=filters)
 
 
@@ -151,14 +152,13 @@ def _encode(value: list[Any]) -> str:
     return base64.urlsafe_b64encode(json.dumps(value).encode()).decode()
 
 
-def _decode(cursor: str, key: str) -> tuple[Any, int] | None:
+def _decode(cursor: str, key: str) -> tuple[Any, UUID] | None:
     """Read a cursor made by `inbox`; a damaged one starts from the first page."""
     if not cursor:
         return None
     try:
         value, last_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-        if not isinstance(last_id, int):
-            return None
+        last_id = UUID(last_id)
         if key == "due_sort":
             # In UTC: the database refuses offsets past +-16 h, which Python accepts.
             moment = datetime.fromisoformat(value)
@@ -166,7 +166,7 @@ def _decode(cursor: str, key: str) -> tuple[Any, int] | None:
                 moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
             ), last_id
         return (value, last_id) if isinstance(value, int) else None
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, AttributeError):
         return None
 
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
@@ -119,7 +120,7 @@ def facts_for(task: HumanTask) -> permissions.TaskFacts:
     )
 
 
-def visible_task(*, task_id: int, user: Any) -> HumanTask:
+def visible_task(*, task_id: UUID, user: Any) -> HumanTask:
     """Return the task if `user` may see it; raise TaskNotFound otherwise (read side)."""
     task = (
         HumanTask.objects.select_related("run", "assignee", "owner", "decided_by")
@@ -146,7 +147,7 @@ def _request(user: Any, channel: str, now: datetime | None, **extra: Any) -> _Re
     return _Request(user=user, channel=channel, now=now or timezone.now(), **extra)
 
 
-def _lock(task_id: int) -> HumanTask:
+def _lock(task_id: UUID) -> HumanTask:
     """Lock the task's run, then the task: the engine's lock order."""
     run_id = HumanTask.objects.filter(pk=task_id).values_list("run_id", flat=True).first()
     if run_id is None:
@@ -160,7 +161,7 @@ def _lock(task_id: int) -> HumanTask:
 
 
 def _authorised(
-    task_id: int,
+    task_id: UUID,
     request: _Request,
     allowed: Callable[[permissions.Reviewer, permissions.TaskFacts], bool],
     refusal: str,
@@ -213,7 +214,7 @@ def _user_named(username: str) -> Any:
 
 
 def claim_human_task(
-    *, task_id: int, user: Any, channel: str, now: datetime | None = None, **extra: Any
+    *, task_id: UUID, user: Any, channel: str, now: datetime | None = None, **extra: Any
 ) -> HumanTask:
     """Take an open task so that only you work on it."""
     request = _request(user, channel, now, **extra)
@@ -228,7 +229,7 @@ def claim_human_task(
 
 
 def release_human_task(
-    *, task_id: int, user: Any, channel: str, now: datetime | None = None, **extra: Any
+    *, task_id: UUID, user: Any, channel: str, now: datetime | None = None, **extra: Any
 ) -> HumanTask:
     """Give a claimed group task back to its candidates."""
     request = _request(user, channel, now, **extra)
@@ -253,7 +254,7 @@ def release_human_task(
 
 def approve_human_task(
     *,
-    task_id: int,
+    task_id: UUID,
     user: Any,
     channel: str,
     comment: str = "",
@@ -268,7 +269,7 @@ def approve_human_task(
 
 def reject_human_task(
     *,
-    task_id: int,
+    task_id: UUID,
     user: Any,
     channel: str,
     reason: str,
@@ -281,7 +282,7 @@ def reject_human_task(
         return _decide(task_id, request, Outcome.REJECTED, _text(reason))
 
 
-def _decide(task_id: int, request: _Request, outcome: Outcome, comment: str) -> HumanTask:
+def _decide(task_id: UUID, request: _Request, outcome: Outcome, comment: str) -> HumanTask:
     task = _authorised(
         task_id, request, permissions.can_decide, "You are not a reviewer of this task."
     )
@@ -326,7 +327,7 @@ def _settle_approval(task: HumanTask, now: datetime) -> None:
             "outcome": signal.rsplit(".", 1)[1],
             "decisions": [
                 {
-                    "task": decision.pk,
+                    "task": str(decision.pk),
                     "outcome": decision.outcome,
                     "by": decision.decided_by.get_username(),
                     "comment": decision.comment,
@@ -363,7 +364,7 @@ def _approval_node(task: HumanTask) -> Approval:
 
 def delegate_human_task(
     *,
-    task_id: int,
+    task_id: UUID,
     user: Any,
     to_username: str,
     channel: str,
@@ -395,7 +396,7 @@ def delegate_human_task(
 
 def reassign_human_task(
     *,
-    task_id: int,
+    task_id: UUID,
     user: Any,
     to_username: str,
     channel: str,
@@ -431,7 +432,7 @@ def reassign_human_task(
 
 
 def comment_on_human_task(
-    *, task_id: int, user: Any, body: str, channel: str, now: datetime | None = None, **extra: Any
+    *, task_id: UUID, user: Any, body: str, channel: str, now: datetime | None = None, **extra: Any
 ) -> Comment:
     request = _request(user, channel, now, **extra)
     body = _text(body)
@@ -456,7 +457,7 @@ def _comment_if_any(task: HumanTask, user: Any, body: str, now: datetime) -> Non
 # ---------------------------------------------------------------------------
 
 
-def snooze_human_task(*, task_id: int, user: Any, until: datetime) -> Snooze:
+def snooze_human_task(*, task_id: UUID, user: Any, until: datetime) -> Snooze:
     """Hide a task from your lists until `until`; it comes back by itself."""
     visible_task(task_id=task_id, user=user)
     if until <= timezone.now():
@@ -498,13 +499,13 @@ def substitute_for(user: Any, now: datetime) -> Any | None:
 
 @dataclass(frozen=True)
 class BulkResult:
-    task_id: int
+    task_id: UUID
     error: str = ""
 
 
 def bulk_approve(
     *,
-    selection: list[tuple[int, int | None]],
+    selection: list[tuple[UUID, int | None]],
     user: Any,
     channel: str,
     now: datetime | None = None,
@@ -636,7 +637,7 @@ def close_tasks_for_step(run: WorkflowRun, step: StepRun, node: Approval) -> Non
 # ---------------------------------------------------------------------------
 
 
-def escalate_human_task(*, task_id: int, now: datetime) -> bool:
+def escalate_human_task(*, task_id: UUID, now: datetime) -> bool:
     """Escalate a task whose escalation time passed; return False if nothing was due."""
     with transaction.atomic():
         task = _lock(task_id)
@@ -692,7 +693,7 @@ def _escalate(task: HumanTask, node: Approval, now: datetime) -> bool:
     return True
 
 
-def handle_deadline(*, task_id: int, now: datetime) -> bool:
+def handle_deadline(*, task_id: UUID, now: datetime) -> bool:
     """Do what the node chose for a task past its final deadline; False if not due."""
     with transaction.atomic():
         task = _lock(task_id)

@@ -12,6 +12,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
+from uuid import UUID
 
 from django.conf import settings
 from django.contrib import messages
@@ -130,7 +131,7 @@ def delete_filter(request: HttpRequest, filter_id: int) -> HttpResponse:
 
 @login_required
 @require_GET
-def human_task(request: HttpRequest, task_id: int) -> HttpResponse:
+def human_task(request: HttpRequest, task_id: UUID) -> HttpResponse:
     try:
         task = services.visible_task(task_id=task_id, user=request.user)
     except services.TaskNotFound as error:
@@ -176,7 +177,7 @@ def _task_context(request: HttpRequest, task: HumanTask, error: str = "") -> dic
 # ---------------------------------------------------------------------------
 
 
-def _act(request: HttpRequest, task_id: int, action: Any, done: str) -> HttpResponse:
+def _act(request: HttpRequest, task_id: UUID, action: Any, done: str) -> HttpResponse:
     """Run `action`, then answer as the caller expects: a row, a panel, or a redirect."""
     try:
         action()
@@ -186,7 +187,7 @@ def _act(request: HttpRequest, task_id: int, action: Any, done: str) -> HttpResp
 
 
 def _after_action(
-    request: HttpRequest, task_id: int, *, done: str = "", error: str = "", status: int = 200
+    request: HttpRequest, task_id: UUID, *, done: str = "", error: str = "", status: int = 200
 ) -> HttpResponse:
     try:
         task = services.visible_task(task_id=task_id, user=request.user)
@@ -232,7 +233,7 @@ def _common(request: HttpRequest) -> dict[str, Any]:
 
 @login_required
 @require_POST
-def claim(request: HttpRequest, task_id: int) -> HttpResponse:
+def claim(request: HttpRequest, task_id: UUID) -> HttpResponse:
     return _act(
         request,
         task_id,
@@ -243,7 +244,7 @@ def claim(request: HttpRequest, task_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def release(request: HttpRequest, task_id: int) -> HttpResponse:
+def release(request: HttpRequest, task_id: UUID) -> HttpResponse:
     return _act(
         request,
         task_id,
@@ -254,7 +255,7 @@ def release(request: HttpRequest, task_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def approve(request: HttpRequest, task_id: int) -> HttpResponse:
+def approve(request: HttpRequest, task_id: UUID) -> HttpResponse:
     comment = request.POST.get("comment", "")
     return _act(
         request,
@@ -266,7 +267,7 @@ def approve(request: HttpRequest, task_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def reject(request: HttpRequest, task_id: int) -> HttpResponse:
+def reject(request: HttpRequest, task_id: UUID) -> HttpResponse:
     reason = request.POST.get("reason", "")
     return _act(
         request,
@@ -278,7 +279,7 @@ def reject(request: HttpRequest, task_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def delegate(request: HttpRequest, task_id: int) -> HttpResponse:
+def delegate(request: HttpRequest, task_id: UUID) -> HttpResponse:
     to = request.POST.get("to", "").strip()
     comment = request.POST.get("comment", "")
     return _act(
@@ -293,7 +294,7 @@ def delegate(request: HttpRequest, task_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def reassign(request: HttpRequest, task_id: int) -> HttpResponse:
+def reassign(request: HttpRequest, task_id: UUID) -> HttpResponse:
     to = request.POST.get("to", "").strip()
     comment = request.POST.get("comment", "")
     return _act(
@@ -308,7 +309,7 @@ def reassign(request: HttpRequest, task_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def comment(request: HttpRequest, task_id: int) -> HttpResponse:
+def comment(request: HttpRequest, task_id: UUID) -> HttpResponse:
     body = request.POST.get("body", "")
     return _act(
         request,
@@ -326,7 +327,7 @@ def comment(request: HttpRequest, task_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def snooze(request: HttpRequest, task_id: int) -> HttpResponse:
+def snooze(request: HttpRequest, task_id: UUID) -> HttpResponse:
     choices = selectors.snooze_choices(timezone.now())
     until = choices.get(request.POST.get("until", ""))
     try:
@@ -342,16 +343,21 @@ def snooze(request: HttpRequest, task_id: int) -> HttpResponse:
     return redirect("approvals:inbox")
 
 
+def _selected(value: str) -> tuple[UUID, int] | None:
+    """Read a checkbox's "task id:version"; anything else is ignored."""
+    task_id, _, version = value.partition(":")
+    try:
+        return UUID(task_id), int(version) if _NUMBER.fullmatch(version) else -1
+    except ValueError:
+        return None
+
+
 @login_required
 @require_POST
 def bulk_approve(request: HttpRequest) -> HttpResponse:
     # Each checkbox carries "id:version", so a task that changed since the list was
     # shown is refused as stale rather than approved unseen.
-    selection = [
-        (int(task_id), int(version))
-        for task_id, _, version in (value.partition(":") for value in request.POST.getlist("task"))
-        if _NUMBER.fullmatch(task_id) and _NUMBER.fullmatch(version)
-    ]
+    selection = [item for item in map(_selected, request.POST.getlist("task")) if item]
     ids = [task_id for task_id, _ in selection]
     results = services.bulk_approve(
         selection=selection,

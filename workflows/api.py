@@ -102,7 +102,7 @@ class StepOut(Schema):
 
 
 class OpenTaskOut(Schema):
-    id: int
+    id: UUID
     node: str
     title: str
     state: str

@@ -14,7 +14,7 @@ class TestInbox:
     def test_lists_the_callers_tasks(self, api_as, manager_task):
         body = api_as("carol").get("/tasks").json()
 
-        assert [item["id"] for item in body["items"]] == [manager_task.pk]
+        assert [item["id"] for item in body["items"]] == [str(manager_task.pk)]
         assert body["items"][0]["assignee"] == "carol"
         assert body["items"][0]["sla"] == "on_time"
 

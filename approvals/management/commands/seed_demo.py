@@ -170,7 +170,7 @@ def _run_ready_steps(run: WorkflowRun) -> None:
 
 
 def _decide(run: WorkflowRun, user: User, *, approve: bool, claim_first: bool = False) -> None:
-    task = HumanTask.objects.filter(run=run, state__in=["open", "claimed"]).latest("id")
+    task = HumanTask.objects.get(run=run, state__in=["open", "claimed"])
     if claim_first:
         services.claim_human_task(task_id=task.pk, user=user, channel=Channel.INBOX)
     if approve:
