@@ -170,6 +170,12 @@ STORAGES = {
 DATA_UPLOAD_MAX_MEMORY_SIZE = int(env_float("BATON_MAX_BODY_BYTES", 256 * 1024))
 
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+# For EMAIL_BACKEND=django.core.mail.backends.smtp.EmailBackend:
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = int(env_float("EMAIL_PORT", 25))
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", default=False)
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "baton@localhost")
 
 # ---------------------------------------------------------------------------
