@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 TEST_DATABASE_URL ?= $(or $(DATABASE_URL),postgres://postgres@127.0.0.1:5432/postgres)
 TEST_BROKER_URL ?= $(or $(CELERY_BROKER_URL),redis://127.0.0.1:6379/15)
 
-.PHONY: demo test lint format bench clean
+.PHONY: demo test chromium lint format clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +25,14 @@ demo: $(STAMP)
 	$(BIN)/python manage.py seed_demo
 	$(BIN)/honcho -f Procfile.demo start
 
-test: $(STAMP)
+# Browser tests drive Debian's Chromium (never a downloaded browser build).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+		echo "Installing Debian's chromium for the browser tests"; \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
+	}
+
+test: $(STAMP) chromium
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
 		$(BIN)/pytest $(PYTEST_ARGS)
 
