@@ -7,11 +7,13 @@ operator; eve is an outsider who may see nothing.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, Permission, User
+from django.db import connection
 
 import tests.workflows.definitions  # noqa: F401  (registers the test workflow types)
 from approvals.models import GroupManager, HumanTask, ReportingLine
@@ -87,6 +89,29 @@ def effects() -> Callable[..., dict[str, int]]:
         return counts
 
     return count
+
+
+def at_once(*calls: Callable[[], Any]) -> list[Any]:
+    """Run each call in its own thread, released together; return what each returned
+    (or the exception it raised). Each thread has, and then closes, its own connection."""
+    barrier = threading.Barrier(len(calls))
+    results: list[Any] = [None] * len(calls)
+
+    def run(index: int, call: Callable[[], Any]) -> None:
+        barrier.wait()
+        try:
+            results[index] = call()
+        except Exception as error:
+            results[index] = error
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=item) for item in enumerate(calls)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
 
 
 def steps_by_node(run: WorkflowRun) -> dict[str, StepRun]:

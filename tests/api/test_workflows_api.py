@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 from django.contrib.auth.models import Permission
-from django.db import connection
 
+from tests.conftest import at_once
 from tests.workflows.test_engine import sweep_until_quiet
 from workflows.models import WorkflowRun
 from workflows.states import RunState
@@ -93,21 +91,11 @@ class TestStart:
 class TestConcurrentStart:
     def test_two_requests_with_one_key_at_once_make_one_run(self, api_as, order_input):
         api = api_as("alice")
-        barrier = threading.Barrier(2)
-        statuses = []
 
         def post():
-            barrier.wait()
-            try:
-                statuses.append(start_order(api, order_input, key="same").status_code)
-            finally:
-                connection.close()
+            return start_order(api, order_input, key="same").status_code
 
-        threads = [threading.Thread(target=post) for _ in range(2)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        statuses = at_once(post, post)
 
         assert sorted(statuses) == [200, 201]
         assert WorkflowRun.objects.count() == 1

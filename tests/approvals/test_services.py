@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 
 import pytest
 from auditlog.models import LogEntry
-from django.db import connection
 from django.utils import timezone
 
 from approvals import services
 from approvals.models import Comment, HumanTask, Substitution
 from approvals.states import Channel, Outcome, TaskState
+from tests.conftest import at_once
 from workflows.examples.models import ServiceEffect
 from workflows.states import RunState
 
@@ -291,36 +290,19 @@ class TestRaceOfTwoDecisions:
     def test_exactly_one_decision_is_recorded(self, people, start, drive):
         run = drive(start("test_two_of_three", {}))
         task = run.human_tasks.get(state=TaskState.OPEN)  # the finance group's share
-        barrier = threading.Barrier(2)
-        outcomes = {}
 
-        def decide(name: str, approve: bool) -> None:
-            barrier.wait()
-            try:
-                if approve:
-                    services.approve_human_task(task_id=task.pk, user=people[name], channel=INBOX)
-                else:
-                    services.reject_human_task(
-                        task_id=task.pk, user=people[name], channel=INBOX, reason="no"
-                    )
-                outcomes[name] = "decided"
-            except services.AlreadyDecided as error:
-                outcomes[name] = str(error)
-            finally:
-                connection.close()
-
-        threads = [
-            threading.Thread(target=decide, args=("bob", True)),
-            threading.Thread(target=decide, args=("carol", False)),
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        outcomes = at_once(
+            lambda: services.approve_human_task(task_id=task.pk, user=people["bob"], channel=INBOX),
+            lambda: services.reject_human_task(
+                task_id=task.pk, user=people["carol"], channel=INBOX, reason="no"
+            ),
+        )
 
         task.refresh_from_db()
-        assert sorted(outcomes.values())[0].startswith("This task was already")
-        assert list(outcomes.values()).count("decided") == 1
+        refused = [o for o in outcomes if isinstance(o, services.AlreadyDecided)]
+        decided = [o for o in outcomes if isinstance(o, HumanTask)]
+        assert (len(decided), len(refused)) == (1, 1)
+        assert str(refused[0]).startswith("This task was already")
         assert events(task) == ["created", task.outcome]
 
 

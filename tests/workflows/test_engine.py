@@ -7,7 +7,6 @@ same behaviour with real worker processes over a real broker.
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 
 import pytest
@@ -15,7 +14,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from tests.conftest import steps_by_node
+from tests.conftest import at_once, steps_by_node
 from workflows import engine, registry
 from workflows.dsl import Activity, InvalidInput, NoCompensation, Workflow
 from workflows.examples.models import ServiceEffect
@@ -105,28 +104,16 @@ class TestStartWorkflow:
 @pytest.mark.django_db(transaction=True)
 class TestConcurrentStart:
     def test_two_starts_with_one_key_at_once_make_one_run(self, order_input):
-        barrier = threading.Barrier(2)
-        results = []
-
         def start_once():
-            barrier.wait()
-            try:
-                run, created = engine.start_workflow(
-                    workflow_type="order", input=order_input(), idempotency_key="same-key"
-                )
-                results.append((run.pk, created))
-            finally:
-                connection.close()
+            return engine.start_workflow(
+                workflow_type="order", input=order_input(), idempotency_key="same-key"
+            )
 
-        threads = [threading.Thread(target=start_once) for _ in range(2)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        results = at_once(start_once, start_once)
 
         assert WorkflowRun.objects.count() == 1
         assert sorted(created for _, created in results) == [False, True]
-        assert len({pk for pk, _ in results}) == 1
+        assert len({run.pk for run, _ in results}) == 1
 
 
 class TestExecuteStep:
@@ -537,21 +524,9 @@ class TestSweep:
 class TestConcurrentSweeps:
     def test_two_sweeps_at_once_fire_each_timer_once(self, start, drive, effects):
         runs = [drive(start("test_signalled", {})) for _ in range(6)]
-        barrier = threading.Barrier(2)
         when = later(301)
 
-        def sweep_once():
-            barrier.wait()
-            try:
-                engine.sweep(now=when)
-            finally:
-                connection.close()
-
-        threads = [threading.Thread(target=sweep_once) for _ in range(2)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        at_once(lambda: engine.sweep(now=when), lambda: engine.sweep(now=when))
 
         assert StepEvent.objects.filter(kind=EventKind.TIMED_OUT).count() == 6
         for run in runs:
