@@ -127,6 +127,10 @@ DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'baton.sqlite3'}")
 DATABASES = {
     "default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Every query here is short and index-driven; PostgreSQL's JIT only adds its
+    # compile time (seen at 177 ms on the inbox counts) to such queries.
+    DATABASES["default"].setdefault("OPTIONS", {})["options"] = "-c jit=off"
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
     # Web, worker and beat share one file: WAL lets readers run beside the writer,
