@@ -164,13 +164,17 @@ class Driver:
                     env = self.env(database=database, broker=broker, long_runs=name == "engine")
                     measured = self.group(name, env)
             except RuntimeError as error:
-                failures[name] = str(error).splitlines()[0]
+                failures[name] = _last_line(error)
                 say(f"  {error}")
                 continue
             for item in measured:
                 results[item["key"]] = report.Result(**item)
             say(f"  done in {time.monotonic() - started:.0f} s")
         return results, failures
+
+
+def _last_line(error: Exception) -> str:
+    return str(error).strip().splitlines()[-1].strip()[:80]
 
 
 def say(text: str) -> None:
@@ -211,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         results, failures = driver.run(groups)
     except RuntimeError as error:
-        failures = {name: str(error).splitlines()[0] for name in groups}
+        failures = {name: _last_line(error) for name in groups}
         say(str(error))
     finally:
         if args.cleanup:

@@ -48,6 +48,8 @@ class Spec:
     unit: str
     baseline_what: str = ""
     target: Target | None = None
+    # False where figure ÷ baseline means nothing (a count beside another count).
+    ratio: bool = True
 
 
 @dataclass
@@ -212,6 +214,7 @@ CATALOGUE: dict[str, Spec] = dict(
             "",
             "bare page's",
             Target(4),
+            ratio=False,
         ),
         _spec(
             "inbox_queries_deep",
@@ -220,6 +223,7 @@ CATALOGUE: dict[str, Spec] = dict(
             "",
             "bare page's",
             Target(4),
+            ratio=False,
         ),
         _spec(
             "inbox_queries_queue",
@@ -228,6 +232,7 @@ CATALOGUE: dict[str, Spec] = dict(
             "",
             "bare page's",
             Target(4),
+            ratio=False,
         ),
         # -- 8 reviewers decide one task at once ------------------------------
         _spec("decide_p50_ms", "decide", "8 reviewers deciding one task, latency p50", "ms"),
@@ -296,7 +301,7 @@ def rows(results: dict[str, Result], failures: dict[str, str]) -> list[Row]:
         result = results.get(key)
         value = result.value if result else None
         baseline = result.baseline if result else None
-        ratio = value / baseline if value is not None and baseline else None
+        ratio = value / baseline if value is not None and baseline and spec.ratio else None
         met = spec.target.met(value, ratio) if spec.target else None
         if result is None:
             figure = f"not measured: {failures.get(spec.group, 'not run')}"

@@ -213,7 +213,7 @@ def clone_tasks(
     whose task was approved and whose run succeeded.
     """
     task_id = uuid_of(f"task-{tag}")
-    due = f"{FAR_FUTURE} + ((g * 7919) % 100000) * interval '1 minute'"
+    due = f"{FAR_FUTURE} + mod(g * 7919, 100000) * interval '1 minute'"
     run_overrides: dict[str, str | None] = {}
     step_overrides: dict[str, str | None] = {}
     task_overrides: dict[str, str | None] = {
@@ -313,7 +313,7 @@ def seed(size: Seed, *, log: Any = print) -> dict[str, Any]:
         )
         base += REVIEWER_QUEUE
     others = max(0, size.tasks - REVIEWER_CLAIMED - REVIEWER_QUEUE - 2)
-    person = f"(%(people)s::bigint[])[1 + g % {len(people['others'])}]"
+    person = f"(%(people)s::bigint[])[1 + mod(g, {len(people['others'])})]"
     params = {"people": people["others"]}
     for first, last in _batches(others):
         with transaction.atomic():
@@ -326,7 +326,7 @@ def seed(size: Seed, *, log: Any = print) -> dict[str, Any]:
                 step_base=base,
                 finished=True,
                 person=person,
-                only="g % 20 <> 0",
+                only="mod(g, 20) <> 0",
                 params=params,
             )
             clone_tasks(
@@ -337,7 +337,7 @@ def seed(size: Seed, *, log: Any = print) -> dict[str, Any]:
                 last=last,
                 step_base=base,
                 person=person,
-                only="g % 40 = 0",
+                only="mod(g, 40) = 0",
                 params=params,
             )
             clone_tasks(
@@ -348,7 +348,7 @@ def seed(size: Seed, *, log: Any = print) -> dict[str, Any]:
                 last=last,
                 step_base=base,
                 group=people["others_group"],
-                only="g % 40 = 20",
+                only="mod(g, 40) = 20",
             )
         log(f"  other people's tasks: {last:,} of {others:,}")
     with connection.cursor() as cursor:
