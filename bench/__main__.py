@@ -29,7 +29,6 @@ DEFAULT_BROKER = "redis://127.0.0.1:6379/14"
 SHIPPED_MODULES = "workflows.examples.order,approvals.examples"
 # Bump when the seeder changes what it makes, so kept seeded databases are rebuilt.
 SEED_VERSION = 1
-OUT = ROOT / "var" / "bench"
 
 
 class Driver:
@@ -41,7 +40,8 @@ class Driver:
         self.base = args.database
         self.server = Server(self.server_url)
         self.stamp = time.strftime("%Y%m%d-%H%M%S")
-        self.logs = OUT / "logs" / self.stamp
+        self.out = Path(os.environ.get("BATON_VAR_DIR") or ROOT / "var") / "bench"
+        self.logs = self.out / "logs" / self.stamp
         self.logs.mkdir(parents=True, exist_ok=True)
         self.work = self.logs / "work"
         self.work.mkdir(exist_ok=True)
@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         "cpu_count": os.cpu_count(),
         "logs": str(driver.logs),
     }
-    paths = [OUT / f"results-{driver.stamp}.json", OUT / "latest.json"]
+    paths = [driver.out / f"results-{driver.stamp}.json", driver.out / "latest.json"]
     for path in [*paths, *([args.json] if args.json else [])]:
         report.write_json(path, table=table, meta=meta)
     say(f"\nwrote {paths[0]} and {paths[1]}")

@@ -1,4 +1,4 @@
-"""The long runs (200, 1,000 and 10,000 chained no-op activities), for the in-process driver only.
+"""The long runs (100, 1,000 and 10,000 chained no-op activities), for the in-process driver only.
 
 Registered through BATON_WORKFLOW_MODULES in the process that drives them and
 nowhere else: Django's system check walks a definition's graph recursively, so a
@@ -11,7 +11,7 @@ from __future__ import annotations
 from bench.definitions import chain
 from workflows import registry
 
-LENGTHS = (200, 1000, 10000)
+LENGTHS = (100, 1000, 10000)
 
 
 def name_for(steps: int) -> str:

@@ -154,7 +154,7 @@ def run(profile: Profile, *, logs: Path) -> list[Result]:
             tasks.done.apply_async(args=[completion.key, token])
             return (completion.chains_finished({token}) - started) / 1e6
 
-        for _ in range(5):  # warm both workers: imports, connections, caches
+        for _ in range(min(5, profile.ten_step_samples)):  # warm both workers up
             workflow(definitions.NOOP3)
             raw(3)
         results = [
