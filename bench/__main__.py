@@ -66,8 +66,13 @@ class Driver:
     def call(self, name: str, argv: list[str], env: dict[str, str]) -> None:
         """Run a child to its end, its output in the logs; on Ctrl-C let it clean up first."""
         with open(self.logs / f"{name}.log", "ab") as log:
-            child = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+            child = subprocess.Popen(
+                argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=log, text=True
+            )
             try:
+                # A group prints its progress (and nothing else) on stdout.
+                for line in child.stdout or ():
+                    say(f"  {line.rstrip()}")
                 code = child.wait()
             except KeyboardInterrupt:
                 child.send_signal(signal.SIGTERM)
@@ -174,7 +179,7 @@ class Driver:
 
 
 def _last_line(error: Exception) -> str:
-    return str(error).strip().splitlines()[-1].strip()[:80]
+    return str(error).strip().splitlines()[-1].strip()[:300]
 
 
 def say(text: str) -> None:
@@ -227,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{os.cpu_count()} cores, {seconds:.0f} s"
     )
     print()
-    print(report.render(table, header=header))
+    print(report.render(table, header=header, failures=failures))
     meta = {
         "profile": profile.as_dict(),
         "groups": groups,

@@ -87,12 +87,12 @@ def _stats(load: Load) -> dict[str, Any]:
     }
 
 
-def measure(database: str, profile: Profile, *, logs: Path, with_deep: bool) -> dict[str, Any]:
+def measure(database: str, profile: Profile, *, logs: Path, in_detail: bool) -> dict[str, Any]:
     server_url = os.environ["DATABASE_URL"]
     out: dict[str, Any] = {}
     with using_database(database):
         client, cookie = sign_in()
-        if with_deep:
+        if in_detail:
             deep, out["followed"] = deep_page(client, profile.deep_pages)
             out["queries"] = {
                 "bare": queries(client, BARE),
@@ -111,14 +111,14 @@ def measure(database: str, profile: Profile, *, logs: Path, with_deep: bool) -> 
         )
         out["bare"] = _stats(_load(port, BARE, cookie, profile.load_seconds))
         out["first"] = _stats(_load(port, FIRST, cookie, profile.load_seconds))
-        if with_deep:
+        if in_detail:
             out["deep"] = _stats(_load(port, deep, cookie, profile.load_seconds))
     return out
 
 
 def run(profile: Profile, *, databases: dict[str, dict[str, Any]], logs: Path) -> list[Result]:
-    small = measure(databases["small"]["name"], profile, logs=logs, with_deep=False)
-    large = measure(databases["large"]["name"], profile, logs=logs, with_deep=True)
+    small = measure(databases["small"]["name"], profile, logs=logs, in_detail=False)
+    large = measure(databases["large"]["name"], profile, logs=logs, in_detail=True)
     few, many = f"{profile.small.tasks:,} tasks", f"{profile.large.tasks:,} tasks"
     setup = (
         f"gunicorn {GUNICORN_WORKERS} workers x {GUNICORN_THREADS} threads, {CONNECTIONS} "

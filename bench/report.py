@@ -304,7 +304,7 @@ def rows(results: dict[str, Result], failures: dict[str, str]) -> list[Row]:
         ratio = value / baseline if value is not None and baseline and spec.ratio else None
         met = spec.target.met(value, ratio) if spec.target else None
         if result is None:
-            figure = f"not measured: {failures.get(spec.group, 'not run')}"
+            figure = "not measured" if spec.group in failures else "not run"
         else:
             figure = _with_unit(value, spec.unit)
         table.append(
@@ -335,7 +335,7 @@ def rows(results: dict[str, Result], failures: dict[str, str]) -> list[Row]:
     return table
 
 
-def render(table: list[Row], *, header: str = "") -> str:
+def render(table: list[Row], *, header: str = "", failures: dict[str, str] | None = None) -> str:
     """Return the table as aligned plain text, grouped, with each figure's notes below."""
     columns = ("what", "figure", "baseline", "ratio", "target", "met")
     cells = [[row.what, row.figure, row.baseline, row.ratio, row.target, row.met] for row in table]
@@ -360,6 +360,10 @@ def render(table: list[Row], *, header: str = "") -> str:
         out.append("")
         out.append("notes:")
         out += [f"- {what}: {note}" for what, note in notes]
+    if failures:
+        out.append("")
+        out.append("not measured (the logs say more):")
+        out += [f"- {group}: {reason}" for group, reason in failures.items()]
     return "\n".join(out)
 
 
