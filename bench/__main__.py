@@ -61,6 +61,8 @@ class Driver:
             "CELERY_BROKER_URL": broker,
             "BATON_WORKFLOW_MODULES": modules,
             "PYTHONUNBUFFERED": "1",
+            # A queue per base name: two runs on one broker never take each other's work.
+            "BENCH_QUEUE": f"bench.{self.base}",
         }
 
     def call(self, name: str, argv: list[str], env: dict[str, str]) -> None:
@@ -147,14 +149,20 @@ class Driver:
         failures: dict[str, str] = {}
         leaves = self.group("leaves", self.env(database=self.base))
         template = self.prepare_template(leaves)
-        seeds: dict[str, Any] = {}
         if {"sweep", "inbox"} & set(groups):
-            seeds = {
-                "small": self.seeded(self.profile.small, template, leaves),
-                "large": self.seeded(self.profile.large, template, leaves),
-            }
-            (self.work / "databases.json").write_text(json.dumps(seeds))
+            try:
+                seeds = {
+                    "small": self.seeded(self.profile.small, template, leaves),
+                    "large": self.seeded(self.profile.large, template, leaves),
+                }
+            except RuntimeError as error:
+                failures.update(sweep=_last_line(error), inbox=_last_line(error))
+                say(f"  {error}")
+            else:
+                (self.work / "databases.json").write_text(json.dumps(seeds))
         for name in groups:
+            if name in failures:
+                continue
             say(f"measuring {name}")
             started = time.monotonic()
             try:

@@ -118,7 +118,7 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         process.wait()
 
 
-def celery_worker(children: Children, name: str) -> None:
+def celery_worker(children: Children, name: str, *, queue: str) -> None:
     """Start one worker process of Baton's Celery app (one pool process), with the bench tasks."""
     offset = children.start(
         name,
@@ -131,7 +131,7 @@ def celery_worker(children: Children, name: str) -> None:
             f"{name}@%h",
             "--concurrency=1",
             "-Q",
-            "bench.steps",
+            queue,
             "--include",
             "bench.tasks",
             "--without-mingle",

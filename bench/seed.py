@@ -185,7 +185,7 @@ def clone_runs(
         where_value=step_id,
         first=first,
         last=last,
-        overrides={"id": f"{step_base} + g", "run": uuid_of(tag), **(step_overrides or {})},
+        overrides={"id": f"{step_base}::bigint + g", "run": uuid_of(tag), **(step_overrides or {})},
         only=only,
         params=params,
     )
@@ -213,13 +213,13 @@ def clone_tasks(
     whose task was approved and whose run succeeded.
     """
     task_id = uuid_of(f"task-{tag}")
-    due = f"{FAR_FUTURE} + mod(g * 7919, 100000) * interval '1 minute'"
+    due = f"{FAR_FUTURE} + mod(g::bigint * 7919, 100000) * interval '1 minute'"
     run_overrides: dict[str, str | None] = {}
     step_overrides: dict[str, str | None] = {}
     task_overrides: dict[str, str | None] = {
         "id": task_id,
         "run": uuid_of(tag),
-        "step": f"{step_base} + g",
+        "step": f"{step_base}::bigint + g",
         "due_at": due,
         "title": "t.title || ' #' || g",
     }

@@ -135,7 +135,7 @@ def run(profile: Profile, *, logs: Path) -> list[Result]:
         run_notifications() as listener,
     ):
         for name in ("bench-worker-1", "bench-worker-2"):
-            processes.celery_worker(children, name)
+            processes.celery_worker(children, name, queue=settings.CELERY_TASK_DEFAULT_QUEUE)
         completion = Completion(listener, broker)
 
         def workflow(workflow_type: str) -> float:
