@@ -36,7 +36,7 @@ class TestRows:
         table = rows({"step_via_celery_ms": Result("step_via_celery_ms", 2.4, 2.0)}, {})
 
         row = next(row for row in table if row.key == "step_via_celery_ms")
-        assert (row.ratio, row.target, row.met) == ("1.20x", "≤ 1.3x", "yes")
+        assert (row.ratio, row.target, row.met) == ("1.20x", "≤ 1.30x", "yes")
 
     def test_counts_beside_counts_show_no_ratio(self):
         table = rows({"inbox_queries_first": Result("inbox_queries_first", 5, 2)}, {})
