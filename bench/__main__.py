@@ -16,8 +16,11 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+import psycopg
 
 from bench import report
 from bench.databases import Server, url_for
@@ -29,6 +32,13 @@ DEFAULT_BROKER = "redis://127.0.0.1:6379/14"
 SHIPPED_MODULES = "workflows.examples.order,approvals.examples"
 # Bump when the seeder changes what it makes, so kept seeded databases are rebuilt.
 SEED_VERSION = 1
+
+
+T = TypeVar("T")
+
+
+class GroupFailed(Exception):
+    """A group (or the seeding it needs) failed twice; the message says why."""
 
 
 class Driver:
@@ -46,6 +56,7 @@ class Driver:
         self.work = self.logs / "work"
         self.work.mkdir(exist_ok=True)
         self.made: set[str] = set()
+        self.retried: dict[str, str] = {}
 
     # -- processes ---------------------------------------------------------
 
@@ -151,13 +162,15 @@ class Driver:
         template = self.prepare_template(leaves)
         if {"sweep", "inbox"} & set(groups):
             try:
-                seeds = {
-                    "small": self.seeded(self.profile.small, template, leaves),
-                    "large": self.seeded(self.profile.large, template, leaves),
-                }
-            except RuntimeError as error:
-                failures.update(sweep=_last_line(error), inbox=_last_line(error))
-                say(f"  {error}")
+                seeds = self.retrying(
+                    "seed",
+                    lambda: {
+                        "small": self.seeded(self.profile.small, template, leaves),
+                        "large": self.seeded(self.profile.large, template, leaves),
+                    },
+                )
+            except GroupFailed as error:
+                failures.update(sweep=str(error), inbox=str(error))
             else:
                 (self.work / "databases.json").write_text(json.dumps(seeds))
         for name in groups:
@@ -166,24 +179,38 @@ class Driver:
             say(f"measuring {name}")
             started = time.monotonic()
             try:
-                if name == "sweep" or name == "inbox":
-                    env = self.env(database=self.base)
-                    measured = self.group(
-                        name, env, "--databases", str(self.work / "databases.json")
-                    )
-                else:
-                    database = self.fresh(template)
-                    broker = self.broker_url if name == "celery" else "memory://"
-                    env = self.env(database=database, broker=broker, long_runs=name == "engine")
-                    measured = self.group(name, env)
-            except RuntimeError as error:
-                failures[name] = _last_line(error)
-                say(f"  {error}")
+                measured = self.retrying(name, lambda name=name: self.measure(name, template))
+            except GroupFailed as error:
+                failures[name] = str(error)
                 continue
             for item in measured:
                 results[item["key"]] = report.Result(**item)
             say(f"  done in {time.monotonic() - started:.0f} s")
         return results, failures
+
+    def measure(self, name: str, template: str) -> list[dict[str, Any]]:
+        if name in ("sweep", "inbox"):
+            seeded = str(self.work / "databases.json")
+            return self.group(name, self.env(database=self.base), "--databases", seeded)
+        database = self.fresh(template)
+        broker = self.broker_url if name == "celery" else "memory://"
+        env = self.env(database=database, broker=broker, long_runs=name == "engine")
+        return self.group(name, env)
+
+    def retrying(self, name: str, attempt: Callable[[], T]) -> T:
+        """Run `attempt`, once more if it fails (the server may have been restarted under
+        it on a shared machine); the retry is reported under the table."""
+        for number in (1, 2):
+            try:
+                return attempt()
+            except (RuntimeError, psycopg.Error) as error:
+                say(f"  {error}")
+                if number == 2:
+                    raise GroupFailed(_last_line(error)) from error
+                self.retried[name] = _last_line(error)
+                say(f"  trying {name} once more")
+                time.sleep(5)
+        raise AssertionError("unreachable")
 
 
 def _last_line(error: Exception) -> str:
@@ -227,24 +254,25 @@ def main(argv: list[str] | None = None) -> int:
     failures: dict[str, str] = {}
     try:
         results, failures = driver.run(groups)
-    except RuntimeError as error:
+    except (RuntimeError, psycopg.Error) as error:
         failures = {name: _last_line(error) for name in groups}
         say(str(error))
     finally:
         if args.cleanup:
             driver.cleanup()
-    table = [row for row in report.rows(results, failures) if row.group in groups]
+    table = [row for row in report.rows(results=results, failures=failures) if row.group in groups]
     seconds = time.monotonic() - started
     header = (
         f"Baton benchmarks, {profile.name} profile, {time.strftime('%Y-%m-%d %H:%M')}, "
         f"{os.cpu_count()} cores, {seconds:.0f} s"
     )
     print()
-    print(report.render(table, header=header, failures=failures))
+    print(report.render(table, header=header, failures=failures, retried=driver.retried))
     meta = {
         "profile": profile.as_dict(),
         "groups": groups,
         "failures": failures,
+        "retried": driver.retried,
         "seconds": round(seconds, 1),
         "started": driver.stamp,
         "cpu_count": os.cpu_count(),

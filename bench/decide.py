@@ -34,7 +34,7 @@ def _reviewers() -> list[User]:
     return people
 
 
-def one_round(people: list[User]) -> tuple[list[float], int, list[str]]:
+def one_round(*, people: list[User]) -> tuple[list[float], int, list[str]]:
     """Return each reviewer's latency (ms), how many won, and the refusals' messages."""
     run, _ = engine.start_workflow(
         workflow_type=definitions.APPROVAL_QUEUE, input={"title": "Decide me"}
@@ -67,7 +67,7 @@ def one_round(people: list[User]) -> tuple[list[float], int, list[str]]:
     return latencies, won, [message for message in refusals if message]
 
 
-def run(profile: Profile) -> list[Result]:
+def run(*, profile: Profile) -> list[Result]:
     people = _reviewers()
     rounds = max(2, min(10, profile.step_runs))
     latencies: list[float] = []
@@ -75,7 +75,7 @@ def run(profile: Profile) -> list[Result]:
     refused: list[int] = []
     sample = ""
     for _ in range(rounds):
-        times, won, messages = one_round(people)
+        times, won, messages = one_round(people=people)
         latencies += times
         winners.append(won)
         refused.append(len(messages))

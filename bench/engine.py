@@ -24,7 +24,7 @@ from workflows.states import StepState
 PROBE_TABLE = "bench_commit_probe"
 
 
-def commit_round_trip(samples: int) -> list[float]:
+def commit_round_trip(*, samples: int) -> list[float]:
     """Time `samples` one-row INSERTs, each committed on its own (milliseconds)."""
     with connection.cursor() as cursor:
         cursor.execute(
@@ -40,12 +40,12 @@ def commit_round_trip(samples: int) -> list[float]:
     return times
 
 
-def start(workflow_type: str) -> WorkflowRun:
+def start(*, workflow_type: str) -> WorkflowRun:
     run, _ = engine.start_workflow(workflow_type=workflow_type, input={})
     return run
 
 
-def next_step(run: WorkflowRun) -> int | None:
+def next_step(*, run: WorkflowRun) -> int | None:
     """Return the id of the run's next scheduled step (read outside any timed region)."""
     return (
         StepRun.objects.filter(run=run, state=StepState.SCHEDULED)
@@ -55,10 +55,10 @@ def next_step(run: WorkflowRun) -> int | None:
     )
 
 
-def drive(run: WorkflowRun, *, on_step: Callable[[int, float], None]) -> int:
+def drive(*, run: WorkflowRun, on_step: Callable[[int, float], None]) -> int:
     """Execute the run's steps one by one; call `on_step(number, milliseconds)` for each."""
     number = 0
-    while (step_id := next_step(run)) is not None:
+    while (step_id := next_step(run=run)) is not None:
         number += 1
         started = now_ns()
         engine.execute_step(step_id=step_id)
@@ -70,21 +70,21 @@ def _average(total: int, count: int) -> float:
     return total / count if count else float("nan")
 
 
-def run(profile: Profile) -> list[Result]:
+def run(*, profile: Profile) -> list[Result]:
     """Measure the in-process figures of the `engine` group."""
     results: list[Result] = []
-    commit = median(commit_round_trip(profile.commit_samples))
+    commit = median(commit_round_trip(samples=profile.commit_samples))
     results.append(Result("commit_round_trip_ms", commit, samples=profile.commit_samples))
 
     # Counts: a start, the steps of a remote run, and a local chain.
     with counting() as counts:
-        counted_run = start(definitions.NOOP10)
+        counted_run = start(workflow_type=definitions.NOOP10)
     results += [
         Result("commits_per_start", counts.commits, note="bench_noop10 (10 remote no-op steps)"),
         Result("statements_per_start", counts.statements),
     ]
     per_step: list[tuple[int, int]] = []
-    while (step_id := next_step(counted_run)) is not None:
+    while (step_id := next_step(run=counted_run)) is not None:
         with counting() as counts:
             engine.execute_step(step_id=step_id)
         per_step.append((counts.commits, counts.statements))
@@ -98,8 +98,8 @@ def run(profile: Profile) -> list[Result]:
         Result("commits_per_remote_step", _average(sum(commits), len(commits)), note=spread),
         Result("statements_per_remote_step", _average(sum(statements), len(statements))),
     ]
-    local_run = start(definitions.LOCAL10)
-    first = next_step(local_run)
+    local_run = start(workflow_type=definitions.LOCAL10)
+    first = next_step(run=local_run)
     with counting() as counts:
         engine.execute_step(step_id=first)  # type: ignore[arg-type]
     local_steps = StepRun.objects.filter(run=local_run, state=StepState.SUCCEEDED).count()
@@ -115,14 +115,17 @@ def run(profile: Profile) -> list[Result]:
     # Times.
     remote_times: list[float] = []
     for _ in range(profile.step_runs):
-        drive(start(definitions.NOOP10), on_step=lambda _number, ms: remote_times.append(ms))
+        drive(
+            run=start(workflow_type=definitions.NOOP10),
+            on_step=lambda _number, ms: remote_times.append(ms),
+        )
     results.append(
         Result("step_in_process_ms", median(remote_times), commit, samples=len(remote_times))
     )
     local_times: list[float] = []
     for _ in range(profile.step_runs):
-        chain_run = start(definitions.LOCAL10)
-        step_id = next_step(chain_run)
+        chain_run = start(workflow_type=definitions.LOCAL10)
+        step_id = next_step(run=chain_run)
         started = now_ns()
         engine.execute_step(step_id=step_id)  # type: ignore[arg-type]
         local_times.append((now_ns() - started) / 1e6 / 10)
@@ -138,18 +141,18 @@ def run(profile: Profile) -> list[Result]:
     start_times = []
     for _ in range(profile.start_samples):
         started = now_ns()
-        start(definitions.NOOP3)
+        start(workflow_type=definitions.NOOP3)
         start_times.append((now_ns() - started) / 1e6)
     results.append(Result("start_p50_ms", median(start_times), commit, samples=len(start_times)))
-    results.append(_long_run(profile.long_run_steps))
+    results.append(_long_run(steps=profile.long_run_steps))
     return results
 
 
-def _long_run(steps: int) -> Result:
+def _long_run(*, steps: int) -> Result:
     """Step cost near the start of one long run against near its end."""
-    long = start(long_chain.name_for(steps))
+    long = start(workflow_type=long_chain.name_for(steps))
     times: dict[int, float] = {}
-    driven = drive(long, on_step=lambda number, ms: times.__setitem__(number, ms))
+    driven = drive(run=long, on_step=lambda number, ms: times.__setitem__(number, ms))
     early = [times[number] for number in range(5, 16)]
     late = [times[number] for number in range(driven - 10, driven + 1)]
     long.refresh_from_db()

@@ -48,27 +48,27 @@ def main(argv: list[str] | None = None) -> int:
     elif args.name == "seed":
         from bench import seed
 
-        output = seed.seed(Seed(waiting_runs=args.waiting_runs, tasks=args.tasks))
+        output = seed.seed(size=Seed(waiting_runs=args.waiting_runs, tasks=args.tasks))
     elif args.name == "engine":
         from bench import engine
 
-        output = engine.run(profile)
+        output = engine.run(profile=profile)
     elif args.name == "celery":
         from bench import workers
 
-        output = workers.run(profile, logs=args.logs)
+        output = workers.run(profile=profile, logs=args.logs)
     elif args.name == "sweep":
         from bench import sweep
 
-        output = sweep.run(profile, databases=seeded)
+        output = sweep.run(profile=profile, seeded=seeded)
     elif args.name == "inbox":
         from bench import inbox
 
-        output = inbox.run(profile, databases=seeded, logs=args.logs)
+        output = inbox.run(profile=profile, seeded=seeded, logs=args.logs)
     else:
         from bench import decide
 
-        output = decide.run(profile)
+        output = decide.run(profile=profile)
     if isinstance(output, list) and output and hasattr(output[0], "key"):
         output = [asdict(result) for result in output]
     args.out.write_text(json.dumps(output, default=str))

@@ -48,7 +48,7 @@ def sign_in() -> tuple[Client, str]:
     return client, cookie
 
 
-def deep_page(client: Client, pages: int) -> tuple[str, int]:
+def deep_page(*, client: Client, pages: int) -> tuple[str, int]:
     """Follow "Next page" up to `pages` times from the first page; return the path and count."""
     path, followed = FIRST, 0
     for _ in range(pages):
@@ -61,7 +61,7 @@ def deep_page(client: Client, pages: int) -> tuple[str, int]:
     return path, followed
 
 
-def queries(client: Client, path: str) -> int:
+def queries(*, client: Client, path: str) -> int:
     with CaptureQueriesContext(connection) as captured:
         response = client.get(path)
     if response.status_code != 200:
@@ -87,18 +87,18 @@ def _stats(load: Load) -> dict[str, Any]:
     }
 
 
-def measure(database: str, profile: Profile, *, logs: Path, in_detail: bool) -> dict[str, Any]:
+def measure(*, database: str, profile: Profile, logs: Path, in_detail: bool) -> dict[str, Any]:
     server_url = os.environ["DATABASE_URL"]
     out: dict[str, Any] = {}
     with using_database(database):
         client, cookie = sign_in()
         if in_detail:
-            deep, out["followed"] = deep_page(client, profile.deep_pages)
+            deep, out["followed"] = deep_page(client=client, pages=profile.deep_pages)
             out["queries"] = {
-                "bare": queries(client, BARE),
-                "first": queries(client, FIRST),
-                "deep": queries(client, deep),
-                "queue": queries(client, QUEUE),
+                "bare": queries(client=client, path=BARE),
+                "first": queries(client=client, path=FIRST),
+                "deep": queries(client=client, path=deep),
+                "queue": queries(client=client, path=QUEUE),
             }
         connection.close()
     with processes.Children(env={**os.environ}, logs=logs) as children:
@@ -116,9 +116,9 @@ def measure(database: str, profile: Profile, *, logs: Path, in_detail: bool) -> 
     return out
 
 
-def run(profile: Profile, *, databases: dict[str, dict[str, Any]], logs: Path) -> list[Result]:
-    small = measure(databases["small"]["name"], profile, logs=logs, in_detail=False)
-    large = measure(databases["large"]["name"], profile, logs=logs, in_detail=True)
+def run(*, profile: Profile, seeded: dict[str, dict[str, Any]], logs: Path) -> list[Result]:
+    small = measure(database=seeded["small"]["name"], profile=profile, logs=logs, in_detail=False)
+    large = measure(database=seeded["large"]["name"], profile=profile, logs=logs, in_detail=True)
     few, many = f"{profile.small.tasks:,} tasks", f"{profile.large.tasks:,} tasks"
     setup = (
         f"gunicorn {GUNICORN_WORKERS} workers x {GUNICORN_THREADS} threads, {CONNECTIONS} "

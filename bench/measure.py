@@ -57,13 +57,6 @@ def now_ns() -> int:
     return time.perf_counter_ns()
 
 
-def timed(call: Callable[[], Any]) -> float:
-    """Return how long `call()` took, in milliseconds."""
-    started = time.perf_counter_ns()
-    call()
-    return (time.perf_counter_ns() - started) / 1e6
-
-
 def percentile(values: Sequence[float], fraction: float) -> float:
     """Return the nearest-rank percentile (`fraction` 0.5 is the median, 0.99 the p99)."""
     if not values:

@@ -294,7 +294,7 @@ class Row:
     extra: dict[str, Any]
 
 
-def rows(results: dict[str, Result], failures: dict[str, str]) -> list[Row]:
+def rows(*, results: dict[str, Result], failures: dict[str, str]) -> list[Row]:
     """Return one row per catalogued figure, in catalogue order."""
     table = []
     for key, spec in CATALOGUE.items():
@@ -335,7 +335,13 @@ def rows(results: dict[str, Result], failures: dict[str, str]) -> list[Row]:
     return table
 
 
-def render(table: list[Row], *, header: str = "", failures: dict[str, str] | None = None) -> str:
+def render(
+    table: list[Row],
+    *,
+    header: str = "",
+    failures: dict[str, str] | None = None,
+    retried: dict[str, str] | None = None,
+) -> str:
     """Return the table as aligned plain text, grouped, with each figure's notes below."""
     columns = ("what", "figure", "baseline", "ratio", "target", "met")
     cells = [[row.what, row.figure, row.baseline, row.ratio, row.target, row.met] for row in table]
@@ -364,6 +370,10 @@ def render(table: list[Row], *, header: str = "", failures: dict[str, str] | Non
         out.append("")
         out.append("not measured (the logs say more):")
         out += [f"- {group}: {reason}" for group, reason in failures.items()]
+    if retried:
+        out.append("")
+        out.append("measured on a second try, after:")
+        out += [f"- {group}: {reason}" for group, reason in retried.items()]
     return "\n".join(out)
 
 

@@ -81,7 +81,7 @@ def clone(
         return cursor.rowcount
 
 
-def reserve_ids(model: type[models.Model], count: int) -> int:
+def reserve_ids(model: type[models.Model], *, count: int) -> int:
     """Reserve `count` ids of an integer primary key; return the one before the block."""
     with connection.cursor() as cursor:
         cursor.execute(
@@ -273,11 +273,11 @@ def clone_tasks(
     return added
 
 
-def seed(size: Seed, *, log: Any = print) -> dict[str, Any]:
+def seed(*, size: Seed, log: Any = print) -> dict[str, Any]:
     """Fill an empty, migrated database to `size`; return the people and templates made."""
     people = ensure_people()
     templates = make_templates()
-    step_base = reserve_ids(StepRun, size.waiting_runs + size.tasks + 10)
+    step_base = reserve_ids(StepRun, count=size.waiting_runs + size.tasks + 10)
     for first, last in _batches(size.waiting_runs):
         with transaction.atomic():
             clone_runs(
@@ -358,7 +358,7 @@ def seed(size: Seed, *, log: Any = print) -> dict[str, Any]:
 
 def add_due_timers(*, templates: dict[str, Any], count: int, due_before: datetime, tag: str) -> int:
     """Add `count` sleeping runs whose timers are due at or before `due_before`."""
-    step_base = reserve_ids(StepRun, count + 1)
+    step_base = reserve_ids(StepRun, count=count + 1)
     with transaction.atomic():
         added = clone_runs(
             run_id=templates["sleep_run"],

@@ -34,7 +34,7 @@ def drain(*, now: Any) -> tuple[float, int, int]:
     return (now_ns() - started) / 1e9, fired, calls
 
 
-def measure(database: str, templates: dict[str, Any], count: int) -> tuple[float, int, int]:
+def measure(*, database: str, templates: dict[str, Any], count: int) -> tuple[float, int, int]:
     with using_database(database):
         drain(now=timezone.now())  # warm the connection; nothing of ours is due yet
         tag = f"bench-due-{os.getpid()}-{now_ns()}"
@@ -45,11 +45,15 @@ def measure(database: str, templates: dict[str, Any], count: int) -> tuple[float
             seed.remove_runs(tag=tag)
 
 
-def run(profile: Profile, *, databases: dict[str, dict[str, Any]]) -> list[Result]:
-    small, large = databases["small"], databases["large"]
+def run(*, profile: Profile, seeded: dict[str, dict[str, Any]]) -> list[Result]:
+    small, large = seeded["small"], seeded["large"]
     count = profile.due_timers
-    small_s, small_fired, small_calls = measure(small["name"], small["templates"], count)
-    large_s, large_fired, large_calls = measure(large["name"], large["templates"], count)
+    small_s, small_fired, small_calls = measure(
+        database=small["name"], templates=small["templates"], count=count
+    )
+    large_s, large_fired, large_calls = measure(
+        database=large["name"], templates=large["templates"], count=count
+    )
 
     def about(fired: int, calls: int, runs: int) -> str:
         return f"{fired:,} of {count:,} timers fired by {calls} sweeps; {runs:,} waiting runs"

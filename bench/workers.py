@@ -125,7 +125,7 @@ def _sample(count: int, once: Callable[[], float]) -> list[float]:
     return [once() for _ in range(count)]
 
 
-def run(profile: Profile, *, logs: Path) -> list[Result]:
+def run(*, profile: Profile, logs: Path) -> list[Result]:
     """Measure the `celery` group's figures with two worker processes."""
     current_app.control.purge()
     broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)

@@ -21,25 +21,29 @@ class TestTarget:
 
 class TestRows:
     def test_every_catalogued_figure_gets_a_row_in_order(self):
-        table = rows({}, {})
+        table = rows(results={}, failures={})
 
         assert [row.key for row in table] == list(CATALOGUE)
 
     def test_a_figure_of_a_failed_group_says_it_was_not_measured(self):
-        table = rows({}, {"sweep": "seed failed"})
+        table = rows(results={}, failures={"sweep": "seed failed"})
 
         sweep = next(row for row in table if row.key == "sweep_large_s")
         assert sweep.figure == "not measured"
         assert sweep.met == "—"
 
     def test_the_ratio_is_figure_over_baseline_and_judged_by_the_target(self):
-        table = rows({"step_via_celery_ms": Result("step_via_celery_ms", 2.4, 2.0)}, {})
+        table = rows(
+            results={"step_via_celery_ms": Result("step_via_celery_ms", 2.4, 2.0)}, failures={}
+        )
 
         row = next(row for row in table if row.key == "step_via_celery_ms")
         assert (row.ratio, row.target, row.met) == ("1.20x", "≤ 1.30x", "yes")
 
     def test_counts_beside_counts_show_no_ratio(self):
-        table = rows({"inbox_queries_first": Result("inbox_queries_first", 5, 2)}, {})
+        table = rows(
+            results={"inbox_queries_first": Result("inbox_queries_first", 5, 2)}, failures={}
+        )
 
         row = next(row for row in table if row.key == "inbox_queries_first")
         assert (row.ratio, row.met) == ("—", "NO")
@@ -49,12 +53,14 @@ class TestRender:
     def test_the_table_names_every_figure_and_each_note(self):
         results = {"commits_per_start": Result("commits_per_start", 1, note="one transaction")}
 
-        text = render(rows(results, {}), header="Baton benchmarks")
+        text = render(rows(results=results, failures={}), header="Baton benchmarks")
 
         assert all(spec.what in text for spec in CATALOGUE.values())
         assert "- commits per start: one transaction" in text
 
     def test_failures_are_explained_under_the_table(self):
-        text = render(rows({}, {"celery": "workers did not start"}), failures={"celery": "x"})
+        text = render(
+            rows(results={}, failures={"celery": "workers did not start"}), failures={"celery": "x"}
+        )
 
         assert "- celery: x" in text
