@@ -194,22 +194,27 @@ class Driver:
             return self.group(name, self.env(database=self.base), "--databases", seeded)
         database = self.fresh(template)
         broker = self.broker_url if name == "celery" else "memory://"
-        env = self.env(database=database, broker=broker, long_runs=name == "engine")
+        env = self.env(database=database, broker=broker, long_runs=name == "long")
         return self.group(name, env)
 
     def retrying(self, name: str, attempt: Callable[[], T]) -> T:
         """Run `attempt`, once more if it fails (the server may have been restarted under
         it on a shared machine); the retry is reported under the table."""
+        first_failure = ""
         for number in (1, 2):
             try:
-                return attempt()
+                value = attempt()
             except (RuntimeError, psycopg.Error) as error:
                 say(f"  {error}")
                 if number == 2:
                     raise GroupFailed(_last_line(error)) from error
-                self.retried[name] = _last_line(error)
+                first_failure = _last_line(error)
                 say(f"  trying {name} once more")
                 time.sleep(5)
+            else:
+                if first_failure:
+                    self.retried[name] = first_failure
+                return value
         raise AssertionError("unreachable")
 
 

@@ -9,11 +9,10 @@ committed through Django's connection, as every engine transaction is.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from django.db import connection, transaction
 
-from bench import definitions, long_chain
+from bench import definitions
 from bench.measure import counting, median, now_ns
 from bench.profiles import Profile
 from bench.report import Result
@@ -144,25 +143,4 @@ def run(*, profile: Profile) -> list[Result]:
         start(workflow_type=definitions.NOOP3)
         start_times.append((now_ns() - started) / 1e6)
     results.append(Result("start_p50_ms", median(start_times), commit, samples=len(start_times)))
-    results.append(_long_run(steps=profile.long_run_steps))
     return results
-
-
-def _long_run(*, steps: int) -> Result:
-    """Step cost near the start of one long run against near its end."""
-    long = start(workflow_type=long_chain.name_for(steps))
-    times: dict[int, float] = {}
-    driven = drive(run=long, on_step=lambda number, ms: times.__setitem__(number, ms))
-    early = [times[number] for number in range(5, 16)]
-    late = [times[number] for number in range(driven - 10, driven + 1)]
-    long.refresh_from_db()
-    extra: dict[str, Any] = {"steps": driven, "state": long.state}
-    return Result(
-        "long_run_step_ms",
-        median(late),
-        median(early),
-        note=f"one run of {driven:,} chained no-op steps; median of steps "
-        f"{driven - 10:,}-{driven:,} vs steps 5-15; the run ended {long.state}",
-        samples=driven,
-        extra=extra,
-    )

@@ -20,7 +20,8 @@ import django
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.group")
     parser.add_argument(
-        "name", choices=["engine", "celery", "sweep", "inbox", "decide", "seed", "leaves"]
+        "name",
+        choices=["engine", "long", "celery", "sweep", "inbox", "decide", "seed", "leaves"],
     )
     parser.add_argument("--profile", default="quick")
     parser.add_argument("--out", type=Path, required=True)
@@ -53,6 +54,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench import engine
 
         output = engine.run(profile=profile)
+    elif args.name == "long":
+        from bench import long_run
+
+        output = long_run.run(profile=profile)
     elif args.name == "celery":
         from bench import workers
 

@@ -100,8 +100,17 @@ class Children:
             _stop(process)
 
     def stop_all(self) -> None:
-        for name in list(self.processes):
-            self.stop(name)
+        # A second Ctrl-C or SIGTERM must not cut the clean-up short and orphan a child.
+        previous = {number: signal.signal(number, signal.SIG_IGN) for number in _STOP_SIGNALS}
+        try:
+            for name in list(self.processes):
+                self.stop(name)
+        finally:
+            for number, handler in previous.items():
+                signal.signal(number, handler)
+
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:

@@ -109,7 +109,7 @@ CATALOGUE: dict[str, Spec] = dict(
         ),
         _spec(
             "long_run_step_ms",
-            "engine",
+            "long",
             "step at the end of a long run vs at step 10",
             "ms",
             "step 10",
@@ -253,7 +253,7 @@ CATALOGUE: dict[str, Spec] = dict(
         ),
     ]
 )
-GROUPS = ("engine", "celery", "sweep", "inbox", "decide")
+GROUPS = ("engine", "long", "celery", "sweep", "inbox", "decide")
 
 
 def _number(value: float | None) -> str:
