@@ -74,7 +74,8 @@ def run(*, profile: Profile) -> list[Result]:
     long.refresh_from_db()
     early = [times[index] for index in range(5, 16) if index in times]
     late = [times[index] for index in range(number - 10, number + 1) if index in times]
-    lost = f"; resumed after {interruptions} lost connections" if interruptions else ""
+    plural = "s" if interruptions != 1 else ""
+    lost = f"; resumed after {interruptions} lost connection{plural}" if interruptions else ""
     return [
         Result(
             "long_run_step_ms",
