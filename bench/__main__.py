@@ -24,7 +24,7 @@ import psycopg
 
 from bench import report
 from bench.databases import Server, url_for
-from bench.processes import ROOT, stop_on_sigterm
+from bench.processes import ROOT, stop_on_signals
 from bench.profiles import PROFILES, Profile, Seed
 
 DEFAULT_SERVER = "postgres://postgres@127.0.0.1:5432/postgres"
@@ -249,7 +249,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    stop_on_sigterm()
+    stop_on_signals()
     profile = PROFILES["tiny" if args.tiny else "quick" if args.quick else "full"]
     groups = [name for name in report.GROUPS if not args.only or name in args.only]
     driver = Driver(args, profile)
@@ -291,4 +291,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        say("\ninterrupted: the workers and servers this run started are stopped")
+        sys.exit(130)

@@ -31,9 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", type=int, default=0)
     args = parser.parse_args(argv)
 
-    from bench.processes import stop_on_sigterm
+    from bench.processes import stop_on_signals
 
-    stop_on_sigterm()
+    stop_on_signals()
     django.setup()
     from bench.profiles import PROFILES, Seed
 

@@ -18,16 +18,22 @@ from pathlib import Path
 from types import TracebackType
 
 BIN = Path(sys.executable).parent
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def stop_on_sigterm() -> None:
-    """Turn SIGTERM into KeyboardInterrupt, so `finally` blocks stop the children."""
+def stop_on_signals() -> None:
+    """Turn SIGINT and SIGTERM into KeyboardInterrupt, so `finally` blocks stop the children.
+
+    SIGINT too, explicitly: a process started in the background by a shell without
+    job control inherits SIGINT ignored, and Python then installs no handler for it.
+    """
 
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 
-    signal.signal(signal.SIGTERM, interrupt)
+    for number in _STOP_SIGNALS:
+        signal.signal(number, interrupt)
 
 
 def free_port() -> int:
@@ -108,9 +114,6 @@ class Children:
         finally:
             for number, handler in previous.items():
                 signal.signal(number, handler)
-
-
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
