@@ -12,6 +12,7 @@ from workflows.models import WorkflowRun
 @pytest.mark.django_db(transaction=True)
 class TestReuseDatabaseConnections:
     def test_a_healthy_connection_is_kept_for_the_next_task(self) -> None:
+        connection.close()  # a fresh one, well within CONN_MAX_AGE
         WorkflowRun.objects.count()
         before = connection.connection
 

@@ -72,6 +72,22 @@ class TestSweepIsolation:
         assert queries_for_a_sweep() == few
 
 
+    def test_a_batch_of_due_timers_fires_in_one_transaction_of_constant_statements(
+        self, start, drive
+    ):
+        def statements_to_fire(timers: int) -> list[str]:
+            runs = [drive(start("test_sleeping", {})) for _ in range(timers)]
+            with CaptureQueriesContext(connection) as queries:
+                counts = engine.sweep(now=later(60))
+            assert counts["steps"] == timers
+            assert all(run.steps.get(node="nap").state == StepState.SUCCEEDED for run in runs)
+            return [q["sql"].split()[0] for q in queries if "SAVEPOINT" not in q["sql"]]
+
+        # The step they wake up to waits in the queue, so the sweep is the only writer.
+        few = statements_to_fire(2)
+        assert few == statements_to_fire(40)
+
+
 class TestPausedRuns:
     def test_a_paused_runs_last_step_finishes_the_run(self, start):
         run = start("test_linear", {})
