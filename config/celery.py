@@ -40,4 +40,7 @@ def reuse_database_connections(**kwargs: object) -> None:
     """
     from django.db import close_old_connections
 
+    task = kwargs.get("task")
+    if task is not None and getattr(task.request, "is_eager", False):
+        return  # run in the caller's process, inside the caller's transaction
     close_old_connections()
