@@ -242,7 +242,7 @@ BATON_WORKFLOW_MODULES = env_list(
 # seconds is re-sent by the sweep (its first message may have been lost).
 BATON_REDISPATCH_AFTER = env_float("BATON_REDISPATCH_AFTER", 30.0)
 # How many due rows one sweep handles per kind of work.
-BATON_SWEEP_BATCH = int(env_float("BATON_SWEEP_BATCH", 200))
+BATON_SWEEP_BATCH = int(env_float("BATON_SWEEP_BATCH", 1000))
 
 # ---------------------------------------------------------------------------
 # Human tasks
