@@ -11,7 +11,11 @@ STAMP := $(VENV)/.installed
 TEST_DATABASE_URL ?= $(or $(DATABASE_URL),postgres://postgres@127.0.0.1:5432/postgres)
 TEST_BROKER_URL ?= $(or $(CELERY_BROKER_URL),redis://127.0.0.1:6379/15)
 
-.PHONY: demo test chromium lint format clean
+# The benchmarks use the same server as the tests, in databases of their own
+# (baton_bench*), and Redis database 14 unless CELERY_BROKER_URL says otherwise.
+BENCH_BROKER_URL ?= $(or $(CELERY_BROKER_URL),redis://127.0.0.1:6379/14)
+
+.PHONY: demo test bench chromium lint format clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +39,12 @@ chromium:
 test: $(STAMP) chromium
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
 		$(BIN)/pytest $(PYTEST_ARGS)
+
+# The full benchmark suite takes minutes (it seeds a million rows once, then
+# reuses them); QUICK=1 runs smaller sizes in about a minute.
+bench: $(STAMP)
+	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(BENCH_BROKER_URL) \
+		$(BIN)/python -m bench $(if $(QUICK),--quick) $(BENCH_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -1,0 +1,84 @@
+"""The workflow types the benchmarks start (registered through BATON_WORKFLOW_MODULES).
+
+No-op activities, so a figure is the engine's own cost and nothing else's. The
+approval types make real human tasks, the templates the seeder clones.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from workflows import registry
+from workflows.activity import ActivityContext
+from workflows.dsl import Activity, Approval, Node, RunData, Sleep, Workflow
+
+NOOP3 = "bench_noop3"
+NOOP10 = "bench_noop10"
+LOCAL10 = "bench_local10"
+SLEEP = "bench_sleep"
+APPROVAL_MINE = "bench_approval_mine"
+APPROVAL_QUEUE = "bench_approval_queue"
+REVIEWERS_GROUP = "bench-reviewers"
+OTHERS_GROUP = "bench-others"
+
+
+def noop(context: ActivityContext) -> None:
+    """Do nothing: the step's cost is the engine's."""
+    return None
+
+
+def chain(name: str, steps: int, *, local: bool = False) -> Workflow:
+    """Return a workflow of `steps` no-op activities, one after another."""
+    names = [f"step_{index:05d}" for index in range(1, steps + 1)]
+    nodes: list[Node] = [
+        Activity(
+            name=node,
+            run=noop,
+            next=names[index + 1] if index + 1 < steps else None,
+            mutating=False,
+            local=local,
+        )
+        for index, node in enumerate(names)
+    ]
+    return Workflow(name=name, version=1, start=names[0], nodes=tuple(nodes))
+
+
+def _assignee(data: RunData) -> list[str]:
+    return [data.input["assignee"]]
+
+
+def _title(data: RunData) -> str:
+    return str(data.input.get("title", "Bench review"))
+
+
+def _register() -> None:
+    for workflow in (
+        chain(NOOP3, 3),
+        chain(NOOP10, 10),
+        chain(LOCAL10, 10, local=True),
+        Workflow(
+            name=SLEEP,
+            version=1,
+            start="nap",
+            nodes=(
+                Sleep(name="nap", duration=timedelta(days=36500), next="after_nap"),
+                Activity(name="after_nap", run=noop, mutating=False),
+            ),
+        ),
+        Workflow(
+            name=APPROVAL_MINE,
+            version=1,
+            start="review",
+            nodes=(Approval(name="review", title=_title, assignees=_assignee),),
+        ),
+        Workflow(
+            name=APPROVAL_QUEUE,
+            version=1,
+            start="review",
+            nodes=(Approval(name="review", title=_title, groups=(REVIEWERS_GROUP,)),),
+        ),
+    ):
+        registry.register(workflow)
+
+
+_register()

@@ -1,0 +1,168 @@
+"""The engine's hot path in-process, against Celery's memory:// broker (no broker server).
+
+Steps are driven as a worker would drive them, by `engine.execute_step(step_id=...)`,
+with the next step's id looked up outside the timed region; runs are started by
+`engine.start_workflow`. The baseline is a raw commit round trip: a small INSERT
+committed through Django's connection, as every engine transaction is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.db import connection, transaction
+
+from bench import definitions, long_chain
+from bench.measure import counting, median, now_ns
+from bench.profiles import Profile
+from bench.report import Result
+from workflows import engine
+from workflows.models import StepRun, WorkflowRun
+from workflows.states import StepState
+
+PROBE_TABLE = "bench_commit_probe"
+
+
+def commit_round_trip(*, samples: int) -> list[float]:
+    """Time `samples` one-row INSERTs, each committed on its own (milliseconds)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"CREATE TABLE IF NOT EXISTS {PROBE_TABLE} "
+            "(id bigserial PRIMARY KEY, at timestamptz NOT NULL DEFAULT now(), note text)"
+        )
+    times = []
+    for _ in range(samples):
+        started = now_ns()
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(f"INSERT INTO {PROBE_TABLE} (note) VALUES (%s)", ["probe"])
+        times.append((now_ns() - started) / 1e6)
+    return times
+
+
+def start(*, workflow_type: str) -> WorkflowRun:
+    run, _ = engine.start_workflow(workflow_type=workflow_type, input={})
+    return run
+
+
+def next_step(*, run: WorkflowRun) -> int | None:
+    """Return the id of the run's next scheduled step (read outside any timed region)."""
+    return (
+        StepRun.objects.filter(run=run, state=StepState.SCHEDULED)
+        .order_by("id")
+        .values_list("id", flat=True)
+        .first()
+    )
+
+
+def drive(*, run: WorkflowRun, on_step: Callable[[int, float], None]) -> int:
+    """Execute the run's steps one by one; call `on_step(number, milliseconds)` for each."""
+    number = 0
+    while (step_id := next_step(run=run)) is not None:
+        number += 1
+        started = now_ns()
+        engine.execute_step(step_id=step_id)
+        on_step(number, (now_ns() - started) / 1e6)
+    return number
+
+
+def _average(total: int, count: int) -> float:
+    return total / count if count else float("nan")
+
+
+def run(*, profile: Profile) -> list[Result]:
+    """Measure the in-process figures of the `engine` group."""
+    results: list[Result] = []
+    commit = median(commit_round_trip(samples=profile.commit_samples))
+    results.append(Result("commit_round_trip_ms", commit, samples=profile.commit_samples))
+
+    # Counts: a start, the steps of a remote run, and a local chain.
+    with counting() as counts:
+        counted_run = start(workflow_type=definitions.NOOP10)
+    results += [
+        Result("commits_per_start", counts.commits, note="bench_noop10 (10 remote no-op steps)"),
+        Result("statements_per_start", counts.statements),
+    ]
+    per_step: list[tuple[int, int]] = []
+    while (step_id := next_step(run=counted_run)) is not None:
+        with counting() as counts:
+            engine.execute_step(step_id=step_id)
+        per_step.append((counts.commits, counts.statements))
+    commits = [item[0] for item in per_step]
+    statements = [item[1] for item in per_step]
+    spread = (
+        f"mean of the 10 steps of one run; per step {min(statements)}-{max(statements)} "
+        f"statements, {min(commits)}-{max(commits)} commits (the last step also ends the run)"
+    )
+    results += [
+        Result("commits_per_remote_step", _average(sum(commits), len(commits)), note=spread),
+        Result("statements_per_remote_step", _average(sum(statements), len(statements))),
+    ]
+    local_run = start(workflow_type=definitions.LOCAL10)
+    first = next_step(run=local_run)
+    with counting() as counts:
+        engine.execute_step(step_id=first)  # type: ignore[arg-type]
+    local_steps = StepRun.objects.filter(run=local_run, state=StepState.SUCCEEDED).count()
+    results += [
+        Result(
+            "commits_per_local_step",
+            _average(counts.commits, local_steps),
+            note=f"one execute_step ran {local_steps} local steps; totals ÷ {local_steps}",
+        ),
+        Result("statements_per_local_step", _average(counts.statements, local_steps)),
+    ]
+
+    # Times.
+    remote_times: list[float] = []
+    for _ in range(profile.step_runs):
+        drive(
+            run=start(workflow_type=definitions.NOOP10),
+            on_step=lambda _number, ms: remote_times.append(ms),
+        )
+    results.append(
+        Result("step_in_process_ms", median(remote_times), commit, samples=len(remote_times))
+    )
+    local_times: list[float] = []
+    for _ in range(profile.step_runs):
+        chain_run = start(workflow_type=definitions.LOCAL10)
+        step_id = next_step(run=chain_run)
+        started = now_ns()
+        engine.execute_step(step_id=step_id)  # type: ignore[arg-type]
+        local_times.append((now_ns() - started) / 1e6 / 10)
+    results.append(
+        Result(
+            "local_step_in_process_ms",
+            median(local_times),
+            commit,
+            samples=len(local_times),
+            note="one execute_step runs the 10 local steps; its time ÷ 10",
+        )
+    )
+    start_times = []
+    for _ in range(profile.start_samples):
+        started = now_ns()
+        start(workflow_type=definitions.NOOP3)
+        start_times.append((now_ns() - started) / 1e6)
+    results.append(Result("start_p50_ms", median(start_times), commit, samples=len(start_times)))
+    results.append(_long_run(steps=profile.long_run_steps))
+    return results
+
+
+def _long_run(*, steps: int) -> Result:
+    """Step cost near the start of one long run against near its end."""
+    long = start(workflow_type=long_chain.name_for(steps))
+    times: dict[int, float] = {}
+    driven = drive(run=long, on_step=lambda number, ms: times.__setitem__(number, ms))
+    early = [times[number] for number in range(5, 16)]
+    late = [times[number] for number in range(driven - 10, driven + 1)]
+    long.refresh_from_db()
+    extra: dict[str, Any] = {"steps": driven, "state": long.state}
+    return Result(
+        "long_run_step_ms",
+        median(late),
+        median(early),
+        note=f"one run of {driven:,} chained no-op steps; median of steps "
+        f"{driven - 10:,}-{driven:,} vs steps 5-15; the run ended {long.state}",
+        samples=driven,
+        extra=extra,
+    )
