@@ -50,6 +50,7 @@ from workflows.states import (
 logger = logging.getLogger("baton.engine")
 
 EXECUTE_STEP_TASK = "baton.execute_step"
+EXECUTE_STEPS_TASK = "baton.execute_steps"
 _LIVE_FORWARD_RUN_STATES = (RunState.RUNNING, RunState.WAITING, RunState.PAUSED)
 _UNDOING_RUN_STATES = (RunState.COMPENSATING, RunState.CANCELLING)
 
@@ -175,8 +176,26 @@ def _steps(run: WorkflowRun, work: _UnitOfWork) -> QuerySet[StepRun]:
 
 
 def _send(step_ids: list[int]) -> None:
-    for step_id in step_ids:
-        current_app.send_task(EXECUTE_STEP_TASK, args=[step_id])
+    """Hand steps to workers: one message a step, or a few steps a message for a batch.
+
+    A sweep firing thousands of timers would spend most of its time publishing
+    messages, so past `_STEPS_SENT_ONE_BY_ONE` it sends `_STEPS_PER_MESSAGE` ids a
+    message (still spread over every worker). A message is a hint either way: a
+    step already done is refused at its claim, and a lost one is re-sent by the sweep.
+    """
+    # One producer for the whole batch, not one acquired per message.
+    with current_app.producer_or_acquire() as producer:
+        if len(step_ids) <= _STEPS_SENT_ONE_BY_ONE:
+            for step_id in step_ids:
+                current_app.send_task(EXECUTE_STEP_TASK, args=[step_id], producer=producer)
+            return
+        for start in range(0, len(step_ids), _STEPS_PER_MESSAGE):
+            chunk = step_ids[start : start + _STEPS_PER_MESSAGE]
+            current_app.send_task(EXECUTE_STEPS_TASK, args=[chunk], producer=producer)
+
+
+_STEPS_SENT_ONE_BY_ONE = 50
+_STEPS_PER_MESSAGE = 20
 
 
 # ---------------------------------------------------------------------------
