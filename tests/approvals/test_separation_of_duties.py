@@ -387,3 +387,72 @@ class TestEscalationsAndSubstitutes:
         task = start_expense(requester="alice").human_tasks.get()
 
         assert (task.assignee, task.substitute_for) == (carol, None)
+
+
+class TestPagesOfferOnlyWhatYouMayDo:
+    def test_the_requester_sees_their_task_in_the_queue_without_decisions(
+        self, client, bobs_finance_task, bob
+    ):
+        client.force_login(bob)
+
+        response = client.get(reverse("approvals:inbox"), {"tab": "queue"})
+
+        row = re.search(
+            rf'<tr id="row-{bobs_finance_task.pk}">.*?</tr>', response.text, flags=re.S
+        ).group(0)
+        assert bobs_finance_task.title in row
+        assert "You requested this expense, so you cannot decide it." in row
+        assert "Claim" not in row
+        assert "Approve" not in row
+        assert "Reject" not in row
+        assert 'type="checkbox"' not in row
+
+    def test_another_finance_member_is_offered_the_decision(self, client, finance_task_of, bob):
+        task = finance_task_of("alice")
+        client.force_login(bob)
+
+        response = client.get(reverse("approvals:inbox"), {"tab": "queue"})
+
+        row = re.search(rf'<tr id="row-{task.pk}">.*?</tr>', response.text, flags=re.S).group(0)
+        assert "Claim" in row
+        assert "Approve" in row
+
+    def test_the_task_page_shows_the_reason_instead_of_the_buttons(
+        self, client, bobs_finance_task, bob
+    ):
+        client.force_login(bob)
+
+        response = client.get(reverse("approvals:task", args=[bobs_finance_task.pk]))
+
+        assert response.status_code == 200
+        assert "You requested this expense, so you cannot decide it." in response.text
+        assert ">Approve<" not in response.text
+        assert ">Claim<" not in response.text
+        assert ">Delegate<" not in response.text
+
+    def test_the_manager_who_approved_sees_why_finance_is_not_theirs(
+        self, client, finance_task_of, carol
+    ):
+        task = finance_task_of("alice")
+        client.force_login(carol)
+
+        response = client.get(reverse("approvals:task", args=[task.pk]))
+
+        assert "You already approved this expense at its manager approval stage" in response.text
+        assert ">Approve<" not in response.text
+        assert ">Reassign<" in response.text  # as finance's manager she may hand it on
+
+    def test_the_email_link_page_offers_the_requester_no_decision(
+        self, client, bobs_finance_task, bob
+    ):
+        _, token = links.create_link(
+            task=bobs_finance_task, recipient=bob, now=bobs_finance_task.created_at
+        )
+        client.force_login(bob)
+
+        response = client.get(reverse("approvals:email_link", args=[token]))
+
+        assert response.status_code == 200
+        assert "You requested this expense, so you cannot decide it." in response.text
+        assert 'name="confirm"' not in response.text
+        assert "Confirm: approve" not in response.text
