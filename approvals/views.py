@@ -63,9 +63,10 @@ def inbox(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     filters = selectors.InboxFilters.from_query(request.GET)
     page = selectors.inbox(user=request.user, filters=filters, now=now)
+    barred = services.barred_on_page(tasks=page.tasks, user=request.user)
     context = {
         "page": page,
-        "rows": [_row(task, now) for task in page.tasks],
+        "rows": [_row(task, now, barred[task.pk]) for task in page.tasks],
         "filters": filters,
         "tabs": [
             (name, label, count)
@@ -98,8 +99,9 @@ def _query_without(query: QueryDict, *names: str) -> str:
     return urlencode(kept)
 
 
-def _row(task: HumanTask, now: datetime) -> dict[str, Any]:
-    return {"task": task, "sla": sla(due_at=task.due_at, now=now)}
+def _row(task: HumanTask, now: datetime, barred: str) -> dict[str, Any]:
+    """A row of the list; `barred` says why its decisions are not offered ("" if they are)."""
+    return {"task": task, "sla": sla(due_at=task.due_at, now=now), "barred": barred}
 
 
 @login_required
@@ -156,6 +158,7 @@ def _task_context(request: HttpRequest, task: HumanTask, error: str = "") -> dic
             "delegate": permissions.can_delegate(reviewer, facts),
             "reassign": permissions.can_reassign(reviewer, facts),
         },
+        "barred": services.why_barred(task=task, user=request.user) if task.is_live else "",
         "error": error,
         "run": run,
         "input_rows": [
@@ -207,7 +210,7 @@ def _after_action(
         )
     elif request.htmx.target and request.htmx.target.startswith("row-"):
         context = {
-            "row": _row(task, timezone.now()),
+            "row": _row(task, timezone.now(), services.why_barred(task=task, user=request.user)),
             "error": error,
             "done": done,
             "snooze_choices": selectors.snooze_choices(timezone.now()),
@@ -418,6 +421,11 @@ def email_link(request: HttpRequest, token: str) -> HttpResponse:
         "task": link.task,
         "signed_in": request.user.is_authenticated,
         "confirm": _confirmation(request, link.pk),
+        "barred": (
+            services.why_barred(task=link.task, user=request.user)
+            if request.user.is_authenticated
+            else ""
+        ),
     }
     if request.method == "GET":
         return _link_page(request, context)
