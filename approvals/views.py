@@ -60,37 +60,46 @@ def _version(request: HttpRequest) -> int | None:
 @login_required
 @require_GET
 def inbox(request: HttpRequest) -> HttpResponse:
+    """The inbox; htmx asks for just the list (polling) or just the tab counts (after a change),
+    and gets only what that part needs: one query for the list, one for the counts."""
     now = timezone.now()
     filters = selectors.InboxFilters.from_query(request.GET)
-    page = selectors.inbox(user=request.user, filters=filters, now=now)
-    context = {
-        "page": page,
-        "rows": [_row(task, now) for task in page.tasks],
+    target = request.htmx.target if request.htmx else None
+    context: dict[str, Any] = {
         "filters": filters,
-        "tabs": [
-            (name, label, count)
-            for (name, label), count in zip(
-                selectors.TABS.items(),
-                selectors.tab_counts(user=request.user, now=now).values(),
-                strict=True,
-            )
-        ],
-        "tab_label": selectors.TABS[filters.tab],
-        "poll_seconds": settings.BATON_INBOX_POLL_SECONDS,
-        "sorts": selectors.SORTS,
-        "priorities": Priority.choices,
-        "slas": Sla.choices,
-        "workflow_types": selectors.workflow_types(),
-        "saved_filters": SavedFilter.objects.filter(user=request.user),
-        "snooze_choices": selectors.snooze_choices(now),
         "query": _query_without(request.GET, "cursor"),
         "tab_query": _query_without(request.GET, "cursor", "tab"),
     }
-    if request.htmx and request.htmx.target == "task-list":
+    if target != "tab-counts":
+        page = selectors.inbox(user=request.user, filters=filters, now=now)
+        context.update(
+            page=page,
+            rows=[_row(task, now) for task in page.tasks],
+            tab_label=selectors.TABS[filters.tab],
+            poll_seconds=settings.BATON_INBOX_POLL_SECONDS,
+            snooze_choices=selectors.snooze_choices(now),
+        )
+    if target == "task-list":
         return render(request, "approvals/inbox.html#task-list", context)
-    if request.htmx and request.htmx.target == "tab-counts":
+    header = selectors.inbox_header(user=request.user, now=now)
+    context["tabs"] = [
+        (name, label, _count_label(header.counts[name])) for name, label in selectors.TABS.items()
+    ]
+    if target == "tab-counts":
         return render(request, "approvals/inbox.html#tab-counts", context)
+    context.update(
+        saved_filters=header.saved_filters,
+        sorts=selectors.SORTS,
+        priorities=Priority.choices,
+        slas=Sla.choices,
+        workflow_types=selectors.workflow_types(),
+    )
     return render(request, "approvals/inbox.html", context)
+
+
+def _count_label(count: int) -> str:
+    """A tab's count as shown: exact below the cap, "99+" at it."""
+    return f"{selectors.COUNT_CAP - 1}+" if count >= selectors.COUNT_CAP else str(count)
 
 
 def _query_without(query: QueryDict, *names: str) -> str:
