@@ -1,8 +1,8 @@
 """The inbox's read side against a plain restatement of its rules: every tab, filter and
 sort, paged through by keyset, lists exactly the tasks the rules give, once, in order.
 
-Tasks are made directly (not through runs) so that many varied ones are cheap; their
-entries come from `inbox_entries.refresh`, as the services make them.
+Tasks are made directly (`make_task`, not through runs) so that many varied ones are
+cheap; their entries come from `inbox_entries.refresh`, as the services make them.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from approvals import inbox_entries, selectors
+from approvals import selectors
 from approvals.models import HumanTask, Snooze
 from approvals.states import Sla, TaskState
 
@@ -24,26 +24,6 @@ pytestmark = pytest.mark.django_db
 
 NO_DUE_TIME = datetime(9999, 1, 1, tzinfo=UTC)
 WORDS = ("train", "hotel", "taxi", "dinner")
-
-
-@pytest.fixture
-def make_task(manager_task):
-    """Make a task on manager_task's run and step, with its inbox entries."""
-
-    def make(*, users=(), groups=(), **fields: Any) -> HumanTask:
-        task = HumanTask.objects.create(
-            run_id=manager_task.run_id,
-            step_id=manager_task.step_id,
-            node="manager_approval",
-            created_at=timezone.now(),
-            **{"workflow_type": "expense", "title": "A task", **fields},
-        )
-        task.candidate_users.set(users)
-        task.candidate_groups.set(groups)
-        inbox_entries.refresh(task)
-        return task
-
-    return make
 
 
 @pytest.fixture
