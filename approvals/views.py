@@ -74,7 +74,7 @@ def inbox(request: HttpRequest) -> HttpResponse:
         page = selectors.inbox(user=request.user, filters=filters, now=now)
         context.update(
             page=page,
-            rows=[_row(task, now) for task in page.tasks],
+            rows=_rows(page.tasks, now),
             tab_label=selectors.TABS[filters.tab],
             poll_seconds=settings.BATON_INBOX_POLL_SECONDS,
             snooze_choices=selectors.snooze_choices(now),
@@ -107,8 +107,24 @@ def _query_without(query: QueryDict, *names: str) -> str:
     return urlencode(kept)
 
 
-def _row(task: HumanTask, now: datetime) -> dict[str, Any]:
-    return {"task": task, "sla": sla(due_at=task.due_at, now=now)}
+_ROW_LINKS = ("task", "claim", "approve", "snooze")
+_ANY_TASK = UUID(int=0)
+
+
+def _rows(tasks: list[HumanTask], now: datetime) -> list[dict[str, Any]]:
+    """What each row shows beside its task, with the URLs it links to: reversed once and
+    filled in per row, since six {% url %} tags in each of 25 rows took a fifth of the page."""
+    links = {name: reverse(f"approvals:{name}", args=[_ANY_TASK]) for name in _ROW_LINKS}
+    return [
+        {
+            "task": task,
+            "sla": sla(due_at=task.due_at, now=now),
+            "urls": {
+                name: url.replace(str(_ANY_TASK), str(task.pk)) for name, url in links.items()
+            },
+        }
+        for task in tasks
+    ]
 
 
 @login_required
@@ -216,7 +232,7 @@ def _after_action(
         )
     elif request.htmx.target and request.htmx.target.startswith("row-"):
         context = {
-            "row": _row(task, timezone.now()),
+            "row": _rows([task], timezone.now())[0],
             "error": error,
             "done": done,
             "snooze_choices": selectors.snooze_choices(timezone.now()),
