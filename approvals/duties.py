@@ -9,8 +9,14 @@ kept from a task.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
 from uuid import UUID
 
+from django.contrib.postgres.expressions import ArraySubquery
+from django.db import connection
+from django.db.models import OuterRef, QuerySet
+from django.db.models.functions import JSONObject
 from django.utils import timezone
 
 from approvals.models import HumanTask
@@ -33,28 +39,67 @@ def duties_of(task: HumanTask) -> Duties:
 
 
 def duties_on_page(tasks: Sequence[HumanTask]) -> dict[UUID, Duties]:
-    """Return each task's duties in two queries, however many tasks there are."""
+    """Return each task's duties, in at most two queries however many tasks there are.
+
+    None when the page's own query brought the runs along (`select_related("run",
+    "run__started_by")`) and the viewer's decisions (`page_annotations(viewer)`), as
+    the inbox's does: those duties then answer for that viewer only.
+    """
     if not tasks:
         return {}
-    runs = {
-        run.pk: run
-        for run in WorkflowRun.objects.filter(pk__in={task.run_id for task in tasks})
-        .select_related("started_by")
-        # `state` too: django-fsm reads it when each row is loaded.
-        .only("id", "state", "workflow_type", "workflow_version", "input", "started_by__username")
-    }
+    runs = {task.run_id: task.run for task in tasks if HumanTask.run.is_cached(task)}
+    missing = {task.run_id for task in tasks} - runs.keys()
+    if missing:
+        runs.update(
+            (run.pk, run)
+            for run in WorkflowRun.objects.filter(pk__in=missing)
+            .select_related("started_by")
+            # `state` too: django-fsm reads it when each row is loaded.
+            .only(
+                "id", "state", "workflow_type", "workflow_version", "input", "started_by__username"
+            )
+        )
     definitions = {
         run_id: registry.get(run.workflow_type, run.workflow_version)
         for run_id, run in runs.items()
     }
-    distinct = [run_id for run_id, workflow in definitions.items() if workflow.distinct_approvers]
-    decisions = _decisions(distinct) if distinct else {}
+    distinct = {run_id for run_id, workflow in definitions.items() if workflow.distinct_approvers}
+    decisions: dict[UUID, tuple[StageDecision, ...]] = {}
+    for task in tasks:
+        if task.run_id in distinct and hasattr(task, "viewer_decisions"):
+            decisions[task.run_id] = tuple(_decision(row) for row in task.viewer_decisions or ())
+    if unread := distinct - decisions.keys():
+        decisions.update(_decisions(unread))
     return {
         task.pk: _duties(
             runs[task.run_id], definitions[task.run_id], task.node, decisions.get(task.run_id, ())
         )
         for task in tasks
     }
+
+
+def page_annotations(viewer: Any) -> dict[str, Any]:
+    """What a page of tasks can carry so `duties_on_page` needs no query for `viewer`:
+    the viewer's own decisions in each task's run, as JSON, read through the
+    `task_decided_idx` index (PostgreSQL; elsewhere they are asked for separately)."""
+    if connection.vendor != "postgresql":
+        return {}
+    mine = HumanTask.objects.filter(run_id=OuterRef("run_id"), decided_by=viewer)
+    decided = _decided(mine).values(
+        json=JSONObject(
+            node="node", outcome="outcome", decided_by_id="decided_by_id", decided_at="decided_at"
+        )
+    )
+    return {"viewer_decisions": ArraySubquery(decided)}
+
+
+def _decision(row: dict[str, Any]) -> StageDecision:
+    return StageDecision(
+        node=row["node"],
+        outcome=row["outcome"],
+        decided_by_id=row["decided_by_id"],
+        decided_at=datetime.fromisoformat(row["decided_at"]),
+    )
 
 
 def _duties(
@@ -69,13 +114,18 @@ def _duties(
     )
 
 
-def _decisions(run_ids: Iterable[UUID]) -> dict[UUID, tuple[StageDecision, ...]]:
-    """People's decisions in these runs (a deadline's automatic rejection is nobody's)."""
-    rows = (
-        HumanTask.objects.filter(run_id__in=list(run_ids), state=TaskState.COMPLETED)
+def _decided(tasks: QuerySet[HumanTask]) -> QuerySet[HumanTask]:
+    """People's decisions among `tasks` (a deadline's automatic rejection is nobody's)."""
+    return (
+        tasks.filter(state=TaskState.COMPLETED)
         .exclude(channel=Channel.SYSTEM)
         .order_by("decided_at", "id")
-        .values_list("run_id", "node", "outcome", "decided_by_id", "decided_at")
+    )
+
+
+def _decisions(run_ids: Iterable[UUID]) -> dict[UUID, tuple[StageDecision, ...]]:
+    rows = _decided(HumanTask.objects.filter(run_id__in=list(run_ids))).values_list(
+        "run_id", "node", "outcome", "decided_by_id", "decided_at"
     )
     found: dict[UUID, list[StageDecision]] = {}
     for run_id, node, outcome, decided_by_id, decided_at in rows:

@@ -4,6 +4,8 @@ Each is one transaction that locks the run row and then the task row (the same
 order the engine uses, so a decision and a timeout never deadlock), checks who
 may act, transitions, audits and, when a decision settles the approval node,
 signals the run. A replay is refused with a domain error, never a second effect.
+Whatever changes a task's state, holders, candidates, priority or due time also
+calls `inbox_entries.refresh(task)`, in the same transaction, so the inbox stays true.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 from django.utils import timezone
 
-from approvals import audit, duties, emails, escalation, links, permissions
+from approvals import audit, duties, emails, escalation, inbox_entries, links, permissions
 from approvals.models import (
     Comment,
     GroupManager,
@@ -303,6 +305,7 @@ def claim_human_task(
         )
         task.claim(user=user, now=request.now)
         task.save()
+        inbox_entries.refresh(task)
         _audit(task, "claimed", request, changes={"assignee": [None, user.get_username()]})
     return task
 
@@ -322,6 +325,7 @@ def release_human_task(
         previous = task.assignee.get_username()
         task.release()
         task.save()
+        inbox_entries.refresh(task)
         _audit(task, "released", request, changes={"assignee": [previous, None]})
     return task
 
@@ -376,6 +380,7 @@ def _decide(task_id: UUID, request: _Request, outcome: Outcome, comment: str) ->
         outcome=outcome, by=request.user, channel=request.channel, comment=comment, now=request.now
     )
     task.save()
+    inbox_entries.refresh(task)
     if comment:
         Comment.objects.create(task=task, author=request.user, body=comment, created_at=request.now)
     _audit(task, outcome, request, comment=comment, changes={"state": ["live", outcome]})
@@ -471,6 +476,7 @@ def delegate_human_task(
         _refuse_handing_to(task, delegate, "delegate")
         task.delegate(owner=user, delegate=delegate)
         task.save()
+        inbox_entries.refresh(task)
         _comment_if_any(task, user, comment, request.now)
         _audit(
             task,
@@ -510,6 +516,7 @@ def reassign_human_task(
         task.reassign(to=new_assignee, now=request.now)
         task.save()
         task.candidate_users.add(new_assignee)
+        inbox_entries.refresh(task)
         _comment_if_any(task, user, comment, request.now)
         _audit(
             task,
@@ -698,6 +705,7 @@ def _open_task(run, step, node, data, users, groups, now, task_duties) -> HumanT
     task.save()
     task.candidate_users.set(users if assignee is None else [assignee])
     task.candidate_groups.set(groups)
+    inbox_entries.refresh(task)
     audit.record(
         task=task,
         event="created",
@@ -715,6 +723,7 @@ def close_tasks_for_step(run: WorkflowRun, step: StepRun, node: Approval) -> Non
     for task in HumanTask.objects.select_for_update().filter(step=step, state__in=LIVE_TASK_STATES):
         task.cancel(now=now)
         task.save()
+        inbox_entries.refresh(task)
         audit.record(
             task=task,
             event="cancelled",
@@ -765,6 +774,7 @@ def _escalate(task: HumanTask, node: Approval, now: datetime) -> bool:
         )
     )
     task.save()
+    inbox_entries.refresh(task)
     system = audit.system_actor()
     audit.record(
         task=task,
@@ -805,11 +815,13 @@ def handle_deadline(*, task_id: UUID, now: datetime) -> bool:
                 now=now,
             )
             task.save()
+            inbox_entries.refresh(task)
             _audit(task, Outcome.REJECTED, system, comment="No decision by the deadline.")
             _settle_approval(task, now)
         elif node.on_deadline == "fail":
             task.expire(now=now)
             task.save()
+            inbox_entries.refresh(task)
             _audit(task, "expired", system)
             engine.fail_waiting_step(
                 run_id=task.run_id,
@@ -823,6 +835,7 @@ def handle_deadline(*, task_id: UUID, now: datetime) -> bool:
             task.due_at = now + delay if delay else None
             if not _escalate(task, node, now):
                 task.save(update_fields=["due_at"])
+                inbox_entries.refresh(task)
                 _audit(
                     task,
                     "deadline_extended",
