@@ -125,6 +125,10 @@ EXPENSE = Workflow(
     version=1,
     description="A manager approves, finance too above a threshold, then it is paid once.",
     input_schema=ExpenseInput,
+    # The requester never decides their own expense, and the manager who approved
+    # it cannot approve it again as finance.
+    requester_field="requester",
+    distinct_approvers=True,
     start="submit",
     nodes=(
         Activity("submit", run=submit_expense, next="manager_approval", mutating=False),

@@ -16,7 +16,7 @@ from django.contrib.auth.models import Group
 from django.db import models
 from django.db.models import Q
 
-from approvals.states import LIVE_TASK_STATES, Channel, Outcome, Priority, TaskState
+from approvals.states import LIVE_TASK_STATES, Channel, InboxTab, Outcome, Priority, TaskState
 from workflows.models import StepRun, WorkflowRun
 
 User = settings.AUTH_USER_MODEL
@@ -77,6 +77,12 @@ class HumanTask(fsm.ConcurrentTransitionMixin, models.Model):
                 name="task_deadline_due_idx",
             ),
             models.Index(fields=["assignee", "state", "due_at"], name="task_assignee_idx"),
+            # A person's decisions in a run (separation of duties, see approvals.duties).
+            models.Index(
+                fields=["run", "decided_by", "decided_at"],
+                condition=Q(state=TaskState.COMPLETED),
+                name="task_decided_idx",
+            ),
             models.Index(fields=["state", "due_at", "id"], name="task_state_due_idx"),
         ]
         permissions = [("operate_humantask", "Can act on any human task as an operator")]
@@ -183,6 +189,78 @@ class HumanTask(fsm.ConcurrentTransitionMixin, models.Model):
         self.completed_at = now
         self.escalate_at = None
         self._bump()
+
+
+class InboxEntry(models.Model):
+    """One line of someone's inbox: a live task, the tab it shows in, and whose tab.
+
+    A read model with one writer, `approvals.inbox_entries.refresh`, which the
+    services call whenever a task's state, holders, candidates, priority or due
+    time change. A user's row is theirs alone; a group's row (queue only) shows
+    to each of its members. It carries the task's sort keys, so each tab is read
+    as one range of an index in the order it is shown, whatever the number of
+    tasks in the system; finished tasks have no rows.
+    """
+
+    task = models.ForeignKey(HumanTask, on_delete=models.CASCADE, related_name="inbox_entries")
+    tab = models.CharField(max_length=20, choices=InboxTab.choices)
+    # The indexes below lead with these columns, so they need none of their own.
+    user = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    group = models.ForeignKey(
+        Group, null=True, blank=True, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    # The task's due time, or the far future when it has none: NULLs last, in an index.
+    sort_due = models.DateTimeField()
+    # The task's priority negated: ascending order puts the most urgent first.
+    sort_priority = models.SmallIntegerField()
+    workflow_type = models.CharField(max_length=100)
+
+    class Meta:
+        indexes = [
+            models.Index(
+                fields=["user", "tab", "sort_due", "task"],
+                condition=Q(user__isnull=False),
+                name="inbox_user_due_idx",
+            ),
+            models.Index(
+                fields=["user", "tab", "sort_priority", "sort_due", "task"],
+                condition=Q(user__isnull=False),
+                name="inbox_user_priority_idx",
+            ),
+            models.Index(
+                fields=["group", "sort_due", "task"],
+                condition=Q(group__isnull=False),
+                name="inbox_group_due_idx",
+            ),
+            models.Index(
+                fields=["group", "sort_priority", "sort_due", "task"],
+                condition=Q(group__isnull=False),
+                name="inbox_group_priority_idx",
+            ),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(user__isnull=False, group__isnull=True)
+                | Q(user__isnull=True, group__isnull=False, tab=InboxTab.QUEUE),
+                name="inbox_entry_one_user_or_a_queue_group",
+            ),
+            models.UniqueConstraint(
+                fields=["task", "tab", "user"],
+                condition=Q(user__isnull=False),
+                name="inbox_entry_unique_user",
+            ),
+            models.UniqueConstraint(
+                fields=["task", "group"],
+                condition=Q(group__isnull=False),
+                name="inbox_entry_unique_group",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        whose = f"user {self.user_id}" if self.user_id else f"group {self.group_id}"
+        return f"#{self.task_id} in {self.tab} of {whose}"
 
 
 class Comment(models.Model):

@@ -2,13 +2,22 @@
 
 The rule of thumb the views and the API follow: a task you may not see is a 404,
 a task you may see but not act on is a 403.
+
+Separation of duties sits above every other rule, operators included: nobody
+claims, decides or hands on a task of a run they requested, and, when the run's
+definition asks for distinct approvers, nobody decides two of its approval stages.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+from typing import Any
 
 from approvals.states import LIVE_TASK_STATES, TaskState
+from workflows.dsl import Workflow
 
 
 @dataclass(frozen=True)
@@ -17,6 +26,29 @@ class Reviewer:
     group_ids: frozenset[int]
     managed_group_ids: frozenset[int]
     is_operator: bool
+    username: str = ""
+
+
+@dataclass(frozen=True)
+class StageDecision:
+    """A person's decision at one approval stage (node) of a run."""
+
+    node: str
+    outcome: str
+    decided_by_id: int
+    decided_at: datetime
+
+
+@dataclass(frozen=True)
+class Duties:
+    """What separation of duties needs to know about a task and its run."""
+
+    node: str = ""
+    # Usernames of who asked for the run (see run_requesters).
+    requesters: frozenset[str] = frozenset()
+    distinct_approvers: bool = False
+    # People's decisions at the run's stages so far (system decisions left out).
+    decisions: tuple[StageDecision, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -27,6 +59,63 @@ class TaskFacts:
     decided_by_id: int | None
     candidate_user_ids: frozenset[int]
     candidate_group_ids: frozenset[int]
+    duties: Duties = field(default_factory=Duties)
+
+
+# ---------------------------------------------------------------------------
+# Separation of duties
+# ---------------------------------------------------------------------------
+
+
+def run_requesters(
+    *, workflow: Workflow, run_input: Mapping[str, Any], started_by: str | None
+) -> frozenset[str]:
+    """Return the usernames who asked for a run: whoever started it and, for a type that
+    runs on someone's behalf, the person its input names in `workflow.requester_field`."""
+    names: list[Any] = [started_by]
+    if workflow.requester_field:
+        names.append(run_input.get(workflow.requester_field))
+    return frozenset(name for name in names if isinstance(name, str) and name)
+
+
+class Conflict(Enum):
+    REQUESTER = "requester"
+    EARLIER_STAGE = "earlier_stage"
+
+
+@dataclass(frozen=True)
+class DutyConflict:
+    """Why a person may not decide a task: they requested its run, or decided another stage."""
+
+    kind: Conflict
+    earlier: StageDecision | None = None
+
+
+def duty_conflict(*, user_id: int, username: str, duties: Duties) -> DutyConflict | None:
+    """Return why this person may not claim, decide or be handed the task, or None."""
+    if username and username in duties.requesters:
+        return DutyConflict(Conflict.REQUESTER)
+    if duties.distinct_approvers:
+        for decision in duties.decisions:
+            if decision.decided_by_id == user_id and decision.node != duties.node:
+                return DutyConflict(Conflict.EARLIER_STAGE, earlier=decision)
+    return None
+
+
+def is_requester(reviewer: Reviewer, task: TaskFacts) -> bool:
+    return bool(reviewer.username) and reviewer.username in task.duties.requesters
+
+
+def _free_to_decide(reviewer: Reviewer, task: TaskFacts) -> bool:
+    conflict = duty_conflict(
+        user_id=reviewer.user_id, username=reviewer.username, duties=task.duties
+    )
+    return conflict is None
+
+
+# ---------------------------------------------------------------------------
+# Seeing and acting
+# ---------------------------------------------------------------------------
 
 
 def is_candidate(reviewer: Reviewer, task: TaskFacts) -> bool:
@@ -45,7 +134,11 @@ def can_see(reviewer: Reviewer, task: TaskFacts) -> bool:
 
 
 def can_claim(reviewer: Reviewer, task: TaskFacts) -> bool:
-    return task.state == TaskState.OPEN and (reviewer.is_operator or is_candidate(reviewer, task))
+    return (
+        task.state == TaskState.OPEN
+        and (reviewer.is_operator or is_candidate(reviewer, task))
+        and _free_to_decide(reviewer, task)
+    )
 
 
 def can_release(reviewer: Reviewer, task: TaskFacts) -> bool:
@@ -61,7 +154,7 @@ def can_release(reviewer: Reviewer, task: TaskFacts) -> bool:
 
 def can_decide(reviewer: Reviewer, task: TaskFacts) -> bool:
     """The assignee (the delegate, while delegated) decides; an open task, any candidate."""
-    if task.state not in LIVE_TASK_STATES:
+    if task.state not in LIVE_TASK_STATES or not _free_to_decide(reviewer, task):
         return False
     if reviewer.is_operator or reviewer.user_id == task.assignee_id:
         return True
@@ -73,8 +166,9 @@ def can_delegate(reviewer: Reviewer, task: TaskFacts) -> bool:
 
 
 def can_reassign(reviewer: Reviewer, task: TaskFacts) -> bool:
-    """The owner (who delegated it, or holds it), a candidate group's manager, an operator."""
-    if task.state not in LIVE_TASK_STATES:
+    """The owner (who delegated it, or holds it), a candidate group's manager, an operator;
+    never the requester, who would be choosing who decides their own request."""
+    if task.state not in LIVE_TASK_STATES or is_requester(reviewer, task):
         return False
     holder = task.owner_id if task.owner_id is not None else task.assignee_id
     return (

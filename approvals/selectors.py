@@ -1,7 +1,10 @@
 """The read side of the inbox: a reviewer's tabs, filtered, sorted and paged by keyset.
 
-Every list is one query over indexed columns whatever the number of tasks, and
-the three tab counts are one more; rows carry what they show (no query per row).
+Lists and counts read `InboxEntry`, whose indexes hold each person's and each
+group's tab in the order it is shown: a page is one short range of an index,
+whatever the number of tasks in the system or the depth of the page. The queue
+merges the reviewer's own stream with one stream per group of theirs, each cut
+at a page. A page costs one query; the tab counts and saved filters one more.
 """
 
 from __future__ import annotations
@@ -13,25 +16,32 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
+from django.contrib.auth import get_user_model
 from django.contrib.postgres.search import SearchQuery, SearchVector
 from django.db import connection
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Value
+from django.db.models import Exists, OuterRef, Q, QuerySet, Value
+from django.db.models.expressions import RawSQL
+from django.db.models.fields.tuple_lookups import Tuple, TupleGreaterThan
 from django.db.models.functions import Coalesce
 
+from approvals import duties
 from approvals.escalation import DUE_SOON
-from approvals.models import HumanTask, Snooze
-from approvals.states import LIVE_TASK_STATES, Priority, Sla, TaskState
+from approvals.inbox_entries import FAR_FUTURE, sort_due, sort_priority
+from approvals.models import HumanTask, InboxEntry, SavedFilter, Snooze
+from approvals.states import InboxTab, Priority, Sla
 from workflows import registry
 from workflows.dsl import Approval
 
-TABS = {
-    "mine": "My tasks",
-    "queue": "My groups' queue",
-    "delegated": "Delegated by me",
-}
+TABS = dict(InboxTab.choices)
 SORTS = {"due": "Due time", "priority": "Priority"}
 PAGE_SIZE = 25
-_FAR_FUTURE = datetime(9999, 1, 1, tzinfo=UTC)
+# Tab counts are exact below this; at it, the inbox shows "99+".
+COUNT_CAP = 100
+# The order of each sort, as InboxEntry columns (and so as its indexes hold them).
+_ENTRY_ORDER = {
+    "due": ("sort_due", "task_id"),
+    "priority": ("sort_priority", "sort_due", "task_id"),
+}
 
 
 @dataclass(frozen=True)
@@ -67,107 +77,167 @@ class Page:
     filters: InboxFilters = field(default_factory=InboxFilters)
 
 
-def _candidate(user: Any, group_ids: list[int]) -> Q:
-    through_users = HumanTask.candidate_users.through.objects.filter(
-        humantask_id=OuterRef("pk"), user_id=user.pk
-    )
-    through_groups = HumanTask.candidate_groups.through.objects.filter(
-        humantask_id=OuterRef("pk"), group_id__in=group_ids
-    )
-    return Q(Exists(through_users)) | Q(Exists(through_groups))
+@dataclass(frozen=True)
+class Header:
+    """What the inbox shows above the list: each tab's count, and the saved filters."""
 
-
-def _tab_filters(user: Any, group_ids: list[int]) -> dict[str, Q]:
-    return {
-        "mine": Q(assignee=user, state__in=[TaskState.CLAIMED, TaskState.DELEGATED]),
-        "queue": Q(state=TaskState.OPEN) & _candidate(user, group_ids),
-        "delegated": Q(owner=user, state=TaskState.DELEGATED),
-    }
-
-
-def _not_snoozed(user: Any, now: datetime) -> Q:
-    snoozed = Snooze.objects.filter(task_id=OuterRef("pk"), user=user, until__gt=now)
-    return ~Q(Exists(snoozed))
-
-
-def tab_counts(*, user: Any, now: datetime) -> dict[str, int]:
-    """Count each tab's tasks in one query."""
-    group_ids = list(user.groups.values_list("id", flat=True))
-    tabs = _tab_filters(user, group_ids)
-    live = HumanTask.objects.filter(state__in=LIVE_TASK_STATES)
-    counts = live.filter(_not_snoozed(user, now)).aggregate(
-        **{name: Count("id", filter=condition) for name, condition in tabs.items()}
-    )
-    return {name: counts[name] for name in TABS}
+    counts: dict[str, int]
+    saved_filters: list[SavedFilter]
 
 
 def inbox(*, user: Any, filters: InboxFilters, now: datetime, limit: int = PAGE_SIZE) -> Page:
     """Return one page of a tab, after `filters.cursor`, and the cursor of the next page."""
-    group_ids = list(user.groups.values_list("id", flat=True))
-    tasks = (
-        HumanTask.objects.filter(_tab_filters(user, group_ids)[filters.tab])
-        .filter(_not_snoozed(user, now))
-        .select_related("assignee", "owner", "substitute_for")
-        .annotate(due_sort=Coalesce("due_at", Value(_FAR_FUTURE)))
-    )
-    tasks = _filtered(tasks, filters, now)
-    key, descending = ("priority", True) if filters.sort == "priority" else ("due_sort", False)
-    after = _decode(filters.cursor, key)
+    order = _ENTRY_ORDER[filters.sort]
+    after = _decode(filters.cursor, filters.sort)
+    entries = _entries(filters, user=user, now=now)
     if after is not None:
-        value, last_id = after
-        beyond = Q(**{f"{key}__lt" if descending else f"{key}__gt": value})
-        tasks = tasks.filter(beyond | Q(**{key: value, "id__gt": last_id}))
-    rows = list(tasks.order_by(f"-{key}" if descending else key, "id")[: limit + 1])
+        entries = entries.filter(TupleGreaterThan(Tuple(*order), after))
+    page = _first_task_ids(entries, tab=filters.tab, user=user, limit=limit + 1, order=order)
+    tasks = (
+        HumanTask.objects.filter(pk__in=RawSQL(*page))
+        # The run and its decisions come along for separation of duties (approvals.duties).
+        .select_related("assignee", "owner", "substitute_for", "run", "run__started_by")
+        .annotate(**duties.page_annotations(user))
+        .order_by(*_task_order(filters.sort))
+    )
+    rows = list(tasks[: limit + 1])
     next_cursor = ""
     if len(rows) > limit:
         rows = rows[:limit]
-        last = rows[-1]
-        value = last.priority if key == "priority" else last.due_sort.isoformat()
-        next_cursor = _encode([value, str(last.pk)])
+        next_cursor = _encode(_cursor_of(rows[-1], filters.sort))
     return Page(tasks=rows, next_cursor=next_cursor, filters=filters)
 
 
-def _filtered(tasks: QuerySet[HumanTask], filters: InboxFilters, now: datetime) -> QuerySet:
+def inbox_header(*, user: Any, now: datetime) -> Header:
+    """Count each tab's tasks, up to COUNT_CAP, and read the saved filters: one query."""
+    counts, params = [], []
+    for tab in TABS:
+        entries = _entries(InboxFilters(tab=tab), user=user, now=now)
+        # In an index's order, so that PostgreSQL reads a range of it and stops at the
+        # cap, rather than trusting a sequential scan to come across the cap soon.
+        sql, tab_params = _first_task_ids(
+            entries, tab=tab, user=user, limit=COUNT_CAP, order=_ENTRY_ORDER["due"]
+        )
+        counts.append(f"(SELECT COUNT(*) FROM ({sql}) AS capped) AS {tab}")
+        params.extend(tab_params)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT counts.*, saved.id, saved.name, saved.query"
+            f" FROM (SELECT {', '.join(counts)}) AS counts"
+            f" LEFT JOIN {SavedFilter._meta.db_table} AS saved ON saved.user_id = %s"
+            f" ORDER BY saved.name",
+            [*params, user.pk],
+        )
+        rows = cursor.fetchall()
+    return Header(
+        counts=dict(zip(TABS, rows[0][: len(TABS)], strict=True)),
+        saved_filters=[
+            SavedFilter(id=saved_id, user=user, name=name, query=query)
+            for *_, saved_id, name, query in rows
+            if saved_id is not None
+        ],
+    )
+
+
+def _entries(filters: InboxFilters, *, user: Any, now: datetime) -> QuerySet[InboxEntry]:
+    """Entries of any person or group, as filtered, less those `user` snoozed."""
+    entries = InboxEntry.objects.all()
     if filters.workflow_type:
-        tasks = tasks.filter(workflow_type=filters.workflow_type)
+        entries = entries.filter(workflow_type=filters.workflow_type)
     if filters.priority is not None:
-        tasks = tasks.filter(priority=filters.priority)
+        entries = entries.filter(sort_priority=sort_priority(filters.priority))
     if filters.sla == Sla.OVERDUE:
-        tasks = tasks.filter(due_at__lte=now)
+        entries = entries.filter(sort_due__lte=now)
     elif filters.sla == Sla.DUE_SOON:
-        tasks = tasks.filter(due_at__gt=now, due_at__lte=now + DUE_SOON)
+        entries = entries.filter(sort_due__gt=now, sort_due__lte=now + DUE_SOON)
     elif filters.sla == Sla.ON_TIME:
-        tasks = tasks.filter(Q(due_at__isnull=True) | Q(due_at__gt=now + DUE_SOON))
+        entries = entries.filter(sort_due__gt=now + DUE_SOON)  # no due time sorts far ahead
     if filters.search:
         if connection.vendor == "postgresql":
-            tasks = tasks.annotate(search=SearchVector("title", config="simple")).filter(
+            entries = entries.annotate(search=SearchVector("task__title", config="simple")).filter(
                 search=SearchQuery(filters.search, config="simple", search_type="websearch")
             )
         else:
-            tasks = tasks.filter(title__icontains=filters.search)
-    return tasks
+            entries = entries.filter(task__title__icontains=filters.search)
+    snoozed = Snooze.objects.filter(task_id=OuterRef("task_id"), user=user, until__gt=now)
+    return entries.filter(~Exists(snoozed))
+
+
+def _first_task_ids(
+    entries: QuerySet[InboxEntry], *, tab: str, user: Any, limit: int, order: tuple[str, ...]
+) -> tuple[str, tuple[Any, ...]]:
+    """Return SQL and params selecting the ids of the first `limit` tasks among
+    `entries` in `user`'s tab, in `order` (InboxEntry columns ending with task_id).
+
+    "Mine" and "delegated" are one range of the user's index. The queue is the
+    user's range and one range per group of theirs; on PostgreSQL each range is
+    cut at `limit` before they are merged, which cannot lose a task of the merged
+    first `limit`: whatever comes before it in its own range comes before it in
+    the merge too. Elsewhere (SQLite, for the demo) one plain query does.
+    """
+    entries = entries.order_by(*order)
+    own = entries.filter(user=user, tab=tab)
+    if tab != InboxTab.QUEUE:
+        return own.values("task_id")[:limit].query.sql_with_params()
+    memberships = get_user_model().groups.through
+    if connection.vendor != "postgresql":
+        groups = memberships.objects.filter(user_id=user.pk).values("group_id")
+        queue = entries.filter(Q(user=user, tab=tab) | Q(group__in=groups))
+        sql, params = queue.values_list(*order).distinct()[:limit].query.sql_with_params()
+        return f"SELECT task_id FROM ({sql}) AS page", params
+    own_sql, own_params = own.values_list(*order)[:limit].query.sql_with_params()
+    group_sql, group_params = (
+        entries.filter(group_id=RawSQL("membership.group_id", ()))
+        .values_list(*order)[:limit]
+        .query.sql_with_params()
+    )
+    columns = ", ".join(order)
+    merged = (
+        f"SELECT DISTINCT {columns} FROM (({own_sql}) UNION ALL"
+        f" (SELECT streams.* FROM {memberships._meta.db_table} AS membership"
+        f" CROSS JOIN LATERAL ({group_sql}) AS streams WHERE membership.user_id = %s)"
+        f") AS candidates ORDER BY {columns} LIMIT %s"
+    )
+    return f"SELECT task_id FROM ({merged}) AS page", (*own_params, *group_params, user.pk, limit)
+
+
+def _task_order(sort: str) -> list[Any]:
+    """The shown order over HumanTask's own columns: the same as `_ENTRY_ORDER`."""
+    due = Coalesce("due_at", Value(FAR_FUTURE))
+    return ["-priority", due, "id"] if sort == "priority" else [due, "id"]
+
+
+def _cursor_of(task: HumanTask, sort: str) -> list[Any]:
+    due = sort_due(task.due_at).isoformat()
+    return [task.priority, due, str(task.pk)] if sort == "priority" else [due, str(task.pk)]
 
 
 def _encode(value: list[Any]) -> str:
     return base64.urlsafe_b64encode(json.dumps(value).encode()).decode()
 
 
-def _decode(cursor: str, key: str) -> tuple[Any, UUID] | None:
-    """Read a cursor made by `inbox`; a damaged one starts from the first page."""
+def _decode(cursor: str, sort: str) -> tuple[Any, ...] | None:
+    """Read a cursor made by `inbox` as InboxEntry sort keys; a damaged one reads as None,
+    which starts from the first page."""
     if not cursor:
         return None
     try:
-        value, last_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-        last_id = UUID(last_id)
-        if key == "due_sort":
-            # In UTC: the database refuses offsets past +-16 h, which Python accepts.
-            moment = datetime.fromisoformat(value)
-            return (
-                moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
-            ), last_id
-        return (value, last_id) if isinstance(value, int) else None
-    except (ValueError, TypeError, AttributeError):
+        value = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        if sort == "priority":
+            priority, due, last_id = value
+            if priority not in Priority.values or isinstance(priority, bool):
+                return None
+            return sort_priority(priority), _moment(due), UUID(last_id)
+        due, last_id = value
+        return _moment(due), UUID(last_id)
+    except (ValueError, TypeError, AttributeError, OverflowError):
         return None
+
+
+def _moment(value: str) -> datetime:
+    # In UTC: the database refuses offsets past +-16 h, which Python accepts.
+    moment = datetime.fromisoformat(value)
+    return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def workflow_types() -> list[str]:

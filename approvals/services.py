@@ -4,6 +4,8 @@ Each is one transaction that locks the run row and then the task row (the same
 order the engine uses, so a decision and a timeout never deadlock), checks who
 may act, transitions, audits and, when a decision settles the approval node,
 signals the run. A replay is refused with a domain error, never a second effect.
+Whatever changes a task's state, holders, candidates, priority or due time also
+calls `inbox_entries.refresh(task)`, in the same transaction, so the inbox stays true.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 from django.utils import timezone
 
-from approvals import audit, emails, escalation, links, permissions
+from approvals import audit, duties, emails, escalation, inbox_entries, links, permissions
 from approvals.models import (
     Comment,
     GroupManager,
@@ -54,6 +56,10 @@ class TaskNotFound(TaskError):
 
 class NotAllowed(TaskError):
     status = 403
+
+
+class ConflictOfDuty(NotAllowed):
+    """Separation of duties forbids it: a requester's own run, or a second stage."""
 
 
 class InvalidRequest(TaskError):
@@ -106,6 +112,7 @@ def reviewer_for(user: Any) -> permissions.Reviewer:
         group_ids=group_ids,
         managed_group_ids=managed,
         is_operator=user.has_perm("approvals.operate_humantask"),
+        username=user.get_username(),
     )
 
 
@@ -117,13 +124,14 @@ def facts_for(task: HumanTask) -> permissions.TaskFacts:
         decided_by_id=task.decided_by_id,
         candidate_user_ids=frozenset(task.candidate_users.values_list("id", flat=True)),
         candidate_group_ids=frozenset(task.candidate_groups.values_list("id", flat=True)),
+        duties=duties.duties_of(task),
     )
 
 
 def visible_task(*, task_id: UUID, user: Any) -> HumanTask:
     """Return the task if `user` may see it; raise TaskNotFound otherwise (read side)."""
     task = (
-        HumanTask.objects.select_related("run", "assignee", "owner", "decided_by")
+        HumanTask.objects.select_related("run__started_by", "assignee", "owner", "decided_by")
         .filter(pk=task_id)
         .first()
     )
@@ -155,7 +163,7 @@ def _lock(task_id: UUID) -> HumanTask:
     WorkflowRun.objects.select_for_update().filter(pk=run_id).first()
     return (
         HumanTask.objects.select_for_update(of=("self",))
-        .select_related("assignee", "owner", "decided_by", "substitute_for")
+        .select_related("run__started_by", "assignee", "owner", "decided_by", "substitute_for")
         .get(pk=task_id)
     )
 
@@ -165,6 +173,7 @@ def _authorised(
     request: _Request,
     allowed: Callable[[permissions.Reviewer, permissions.TaskFacts], bool],
     refusal: str,
+    action: str = "",
 ) -> HumanTask:
     task = _lock(task_id)
     reviewer = reviewer_for(request.user)
@@ -177,9 +186,77 @@ def _authorised(
         raise TaskClosed(task)
     if request.expected_version is not None and request.expected_version != task.version:
         raise StaleTask(task)
+    if action:
+        _refuse_conflict_of_duty(task, facts, reviewer, action)
     if not allowed(reviewer, facts):
         raise NotAllowed(refusal)
     return task
+
+
+def _refuse_conflict_of_duty(
+    task: HumanTask,
+    facts: permissions.TaskFacts,
+    reviewer: permissions.Reviewer,
+    action: str,
+) -> None:
+    """Refuse, saying why, whoever separation of duties keeps from `action` on this task.
+
+    Checked before who may act, so that an operator or a candidate hears the real
+    reason. Reassigning is refused only to a requester: a manager who decided one
+    stage may still hand another stage's task to someone else.
+    """
+    conflict = permissions.duty_conflict(
+        user_id=reviewer.user_id, username=reviewer.username, duties=facts.duties
+    )
+    if conflict is None or (
+        action == "reassign" and conflict.kind != permissions.Conflict.REQUESTER
+    ):
+        return
+    raise ConflictOfDuty(
+        duties.refusal_for_actor(conflict, workflow_type=task.workflow_type, action=action)
+    )
+
+
+def _refuse_handing_to(task: HumanTask, person: Any, action: str) -> None:
+    """Refuse to delegate or reassign a task to someone who may not decide it."""
+    conflict = _conflict_of(person, duties.duties_of(task))
+    if conflict is not None:
+        raise ConflictOfDuty(
+            duties.refusal_for_recipient(
+                conflict,
+                workflow_type=task.workflow_type,
+                action=action,
+                name=_display_name(person),
+            )
+        )
+
+
+def _conflict_of(user: Any, task_duties: permissions.Duties) -> permissions.DutyConflict | None:
+    return permissions.duty_conflict(
+        user_id=user.pk, username=user.get_username(), duties=task_duties
+    )
+
+
+def _may_decide(user: Any, task_duties: permissions.Duties) -> bool:
+    return _conflict_of(user, task_duties) is None
+
+
+def why_barred(*, task: HumanTask, user: Any) -> str:
+    """Return why separation of duties keeps `user` from claiming or deciding `task`, or ""."""
+    return _why(task, user, duties.duties_of(task))
+
+
+def barred_on_page(*, tasks: list[HumanTask], user: Any) -> dict[UUID, str]:
+    """Return, for each task of a page, why `user` may not decide it ("" if they may)."""
+    page = duties.duties_on_page(tasks)
+    return {task.pk: _why(task, user, page[task.pk]) for task in tasks}
+
+
+def _why(task: HumanTask, user: Any, task_duties: permissions.Duties) -> str:
+    conflict = _conflict_of(user, task_duties)
+    if conflict is None:
+        return ""
+    return duties.refusal_for_actor(conflict, workflow_type=task.workflow_type, action="decide")
 
 
 def _audit(task: HumanTask, event: str, request: _Request, **extra: Any) -> None:
@@ -220,10 +297,15 @@ def claim_human_task(
     request = _request(user, channel, now, **extra)
     with transaction.atomic():
         task = _authorised(
-            task_id, request, permissions.can_claim, "Only a candidate can claim this task."
+            task_id,
+            request,
+            permissions.can_claim,
+            "Only a candidate can claim this task.",
+            action="claim",
         )
         task.claim(user=user, now=request.now)
         task.save()
+        inbox_entries.refresh(task)
         _audit(task, "claimed", request, changes={"assignee": [None, user.get_username()]})
     return task
 
@@ -243,6 +325,7 @@ def release_human_task(
         previous = task.assignee.get_username()
         task.release()
         task.save()
+        inbox_entries.refresh(task)
         _audit(task, "released", request, changes={"assignee": [previous, None]})
     return task
 
@@ -284,7 +367,11 @@ def reject_human_task(
 
 def _decide(task_id: UUID, request: _Request, outcome: Outcome, comment: str) -> HumanTask:
     task = _authorised(
-        task_id, request, permissions.can_decide, "You are not a reviewer of this task."
+        task_id,
+        request,
+        permissions.can_decide,
+        "You are not a reviewer of this task.",
+        action="decide",
     )
     if outcome == Outcome.REJECTED and not comment:
         raise InvalidRequest("Say why you reject it: a reason is required.")
@@ -293,6 +380,7 @@ def _decide(task_id: UUID, request: _Request, outcome: Outcome, comment: str) ->
         outcome=outcome, by=request.user, channel=request.channel, comment=comment, now=request.now
     )
     task.save()
+    inbox_entries.refresh(task)
     if comment:
         Comment.objects.create(task=task, author=request.user, body=comment, created_at=request.now)
     _audit(task, outcome, request, comment=comment, changes={"state": ["live", outcome]})
@@ -376,13 +464,19 @@ def delegate_human_task(
     request = _request(user, channel, now, **extra)
     with transaction.atomic():
         task = _authorised(
-            task_id, request, permissions.can_delegate, "Only this task's reviewer can delegate it."
+            task_id,
+            request,
+            permissions.can_delegate,
+            "Only this task's reviewer can delegate it.",
+            action="delegate",
         )
         delegate = _user_named(to_username)
         if delegate.pk == user.pk:
             raise InvalidRequest("You cannot delegate a task to yourself.")
+        _refuse_handing_to(task, delegate, "delegate")
         task.delegate(owner=user, delegate=delegate)
         task.save()
+        inbox_entries.refresh(task)
         _comment_if_any(task, user, comment, request.now)
         _audit(
             task,
@@ -412,14 +506,17 @@ def reassign_human_task(
             request,
             permissions.can_reassign,
             "Only the task's owner, its group's manager or an operator can reassign it.",
+            action="reassign",
         )
         new_assignee = _user_named(to_username)
         previous = task.assignee.get_username() if task.assignee else None
         if new_assignee.pk == task.assignee_id:
             raise InvalidRequest(f"The task is already with {to_username}.")
+        _refuse_handing_to(task, new_assignee, "reassign")
         task.reassign(to=new_assignee, now=request.now)
         task.save()
         task.candidate_users.add(new_assignee)
+        inbox_entries.refresh(task)
         _comment_if_any(task, user, comment, request.now)
         _audit(
             task,
@@ -575,18 +672,20 @@ def open_tasks_for_step(run: WorkflowRun, step: StepRun, node: Approval) -> list
         shares = [([user], []) for user in users] + [([], [group]) for group in groups]
     else:
         shares = [(users, groups)]
+    task_duties = duties.duties_for(run, node.name)
     return [
-        _open_task(run, step, node, data, share_users, share_groups, now)
+        _open_task(run, step, node, data, share_users, share_groups, now, task_duties)
         for share_users, share_groups in shares
     ]
 
 
-def _open_task(run, step, node, data, users, groups, now) -> HumanTask:
+def _open_task(run, step, node, data, users, groups, now, task_duties) -> HumanTask:
     assignee = substitute = None
     if len(users) == 1 and not groups:
         assignee = users[0]
         stand_in = substitute_for(assignee, now)
-        if stand_in is not None:
+        # A stand-in who may not decide this task (say, the requester) is passed over.
+        if stand_in is not None and _may_decide(stand_in, task_duties):
             assignee, substitute = stand_in, assignee
     task = HumanTask(
         run=run,
@@ -606,6 +705,7 @@ def _open_task(run, step, node, data, users, groups, now) -> HumanTask:
     task.save()
     task.candidate_users.set(users if assignee is None else [assignee])
     task.candidate_groups.set(groups)
+    inbox_entries.refresh(task)
     audit.record(
         task=task,
         event="created",
@@ -623,6 +723,7 @@ def close_tasks_for_step(run: WorkflowRun, step: StepRun, node: Approval) -> Non
     for task in HumanTask.objects.select_for_update().filter(step=step, state__in=LIVE_TASK_STATES):
         task.cancel(now=now)
         task.save()
+        inbox_entries.refresh(task)
         audit.record(
             task=task,
             event="cancelled",
@@ -673,6 +774,7 @@ def _escalate(task: HumanTask, node: Approval, now: datetime) -> bool:
         )
     )
     task.save()
+    inbox_entries.refresh(task)
     system = audit.system_actor()
     audit.record(
         task=task,
@@ -689,7 +791,10 @@ def _escalate(task: HumanTask, node: Approval, now: datetime) -> bool:
     recipients = {user.pk: user for user in new_users}
     for user in User.objects.filter(groups__in=new_groups, is_active=True).distinct():
         recipients[user.pk] = user
-    emails.send_escalation(task=task, recipients=list(recipients.values()), now=now)
+    # No decision link for someone who may not decide (the requester in the finance group).
+    task_duties = duties.duties_of(task)
+    allowed = [user for user in recipients.values() if _may_decide(user, task_duties)]
+    emails.send_escalation(task=task, recipients=allowed, now=now)
     return True
 
 
@@ -710,11 +815,13 @@ def handle_deadline(*, task_id: UUID, now: datetime) -> bool:
                 now=now,
             )
             task.save()
+            inbox_entries.refresh(task)
             _audit(task, Outcome.REJECTED, system, comment="No decision by the deadline.")
             _settle_approval(task, now)
         elif node.on_deadline == "fail":
             task.expire(now=now)
             task.save()
+            inbox_entries.refresh(task)
             _audit(task, "expired", system)
             engine.fail_waiting_step(
                 run_id=task.run_id,
@@ -728,6 +835,7 @@ def handle_deadline(*, task_id: UUID, now: datetime) -> bool:
             task.due_at = now + delay if delay else None
             if not _escalate(task, node, now):
                 task.save(update_fields=["due_at"])
+                inbox_entries.refresh(task)
                 _audit(
                     task,
                     "deadline_extended",

@@ -34,6 +34,14 @@ class Priority(models.IntegerChoices):
     URGENT = 4
 
 
+class InboxTab(models.TextChoices):
+    """The lists of a reviewer's inbox."""
+
+    MINE = "mine", "My tasks"
+    QUEUE = "queue", "My groups' queue"
+    DELEGATED = "delegated", "Delegated by me"
+
+
 class Sla(models.TextChoices):
     """How a task stands against its due time (derived, never stored)."""
 

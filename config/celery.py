@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from celery import Celery
-from celery.signals import beat_init, worker_init
+from celery.signals import beat_init, task_postrun, task_prerun, worker_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -24,3 +24,23 @@ def run_system_checks(**kwargs: object) -> None:
     errors = [message for message in checks.run_checks() if message.is_serious()]
     if errors:
         raise SystemCheckError("\n".join(str(message) for message in errors))
+
+
+@task_prerun.connect
+@task_postrun.connect
+def reuse_database_connections(**kwargs: object) -> None:
+    """Treat each task as Django treats a request: keep a healthy connection open.
+
+    Celery's Django fix-up closes the connection around every task unless
+    CELERY_DB_REUSE_MAX is set, which cost each step a new PostgreSQL session
+    (about 2.4 ms, a quarter of a step). With reuse allowed, Django's own rules
+    apply here instead: drop a connection past CONN_MAX_AGE, one left inside a
+    transaction (none leaks into the next task), and one that fails its health
+    check after a database restart.
+    """
+    from django.db import close_old_connections
+
+    task = kwargs.get("task")
+    if task is not None and getattr(task.request, "is_eager", False):
+        return  # run in the caller's process, inside the caller's transaction
+    close_old_connections()

@@ -212,6 +212,9 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
+# Keep worker connections across tasks (see config.celery.reuse_database_connections);
+# Celery's fix-up still closes them every this many tasks.
+CELERY_DB_REUSE_MAX = 1000
 CELERY_TASK_DEFAULT_QUEUE = "baton.steps"
 CELERY_TASK_ROUTES = {"baton.sweep": {"queue": "baton.sweep"}}
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
@@ -239,7 +242,7 @@ BATON_WORKFLOW_MODULES = env_list(
 # seconds is re-sent by the sweep (its first message may have been lost).
 BATON_REDISPATCH_AFTER = env_float("BATON_REDISPATCH_AFTER", 30.0)
 # How many due rows one sweep handles per kind of work.
-BATON_SWEEP_BATCH = int(env_float("BATON_SWEEP_BATCH", 200))
+BATON_SWEEP_BATCH = int(env_float("BATON_SWEEP_BATCH", 1000))
 
 # ---------------------------------------------------------------------------
 # Human tasks

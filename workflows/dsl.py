@@ -264,6 +264,13 @@ class Workflow:
     # Runs of this type allowed to be live at once; more wait in `pending`.
     concurrency_limit: int | None = None
     max_parallel_branches: int = 16
+    # Separation of duties, enforced by the approvals app. Whoever started a run never
+    # decides its approvals; nor does the person named (by username) in the input
+    # field `requester_field`, for a type that runs on someone's behalf (an expense).
+    requester_field: str | None = None
+    # One person decides at most one approval node of a run (a manager who approved
+    # an expense cannot approve it again as finance).
+    distinct_approvers: bool = False
 
     def __str__(self) -> str:
         return f"{self.name} v{self.version}"
@@ -369,6 +376,13 @@ def check_definition(workflow: Workflow) -> list[str]:
             )
         if isinstance(node, Parallel):
             problems.extend(_parallel_problems(workflow, node))
+
+    schema = workflow.input_schema
+    if workflow.requester_field and schema and workflow.requester_field not in schema.model_fields:
+        # A misspelt field would quietly let the requester decide their own request.
+        problems.append(
+            f"requester_field {workflow.requester_field!r} is not a field of the input schema"
+        )
 
     unreachable = set(names) - _reachable(workflow, (workflow.start,))
     problems.extend(f"node {name!r} is unreachable from the start" for name in sorted(unreachable))

@@ -9,6 +9,7 @@ a save fail if the state changed underneath anyway.
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import datetime
 from typing import Any
@@ -17,8 +18,10 @@ import django_fsm as fsm
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from workflows.dsl import RunData
+from workflows.results import RunResults
 from workflows.states import (
     FINAL_RUN_STATES,
     LIVE_STEP_STATES,
@@ -31,7 +34,108 @@ from workflows.states import (
 _MOVING = [RunState.RUNNING, RunState.WAITING]
 
 
-class WorkflowRun(fsm.ConcurrentTransitionMixin, models.Model):
+class SavesChanges(models.Model):
+    """Remember the values a row was loaded or saved with, so `save_changes` writes only
+    the fields a transition changed (a step's UPDATE stays small, a run's is skipped
+    when nothing changed). Compares by identity then equality: reassign JSON values,
+    never mutate them in place."""
+
+    class Meta:
+        abstract = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._remember()
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        super().save(*args, **kwargs)
+        self._remember()
+
+    def refresh_from_db(self, *args: Any, **kwargs: Any) -> None:
+        super().refresh_from_db(*args, **kwargs)
+        self._remember()
+
+    def _remember(self) -> None:
+        # Read __dict__, not attributes: a deferred field must not be loaded here.
+        loaded = self.__dict__
+        self._saved_values = {
+            field.attname: loaded[field.attname]
+            for field in self._meta.concrete_fields
+            if field.attname in loaded
+        }
+
+    def changed_fields(self) -> list[str]:
+        loaded = self.__dict__
+        return [
+            name
+            for name, saved in self._saved_values.items()
+            if (value := loaded.get(name)) is not saved and value != saved
+        ]
+
+    def save_changes(self) -> bool:
+        """Save the changed fields (and `auto_now` ones with them); return whether any were."""
+        changed = self.changed_fields()
+        if not changed:
+            return False
+        self.save(update_fields=[*changed, *_auto_now_fields(type(self))])
+        return True
+
+    def mark_saved(self) -> None:
+        """The row was written in bulk: what it holds now is what the database holds."""
+        self._remember()
+        if isinstance(self, fsm.ConcurrentTransitionMixin):
+            self._update_initial_state()
+
+
+def _auto_now_fields(model: type[models.Model]) -> list[str]:
+    return [f.name for f in model._meta.concrete_fields if getattr(f, "auto_now", False)]
+
+
+def save_changes(model: type[SavesChanges], rows: list[SavesChanges]) -> None:
+    """Write each row's changed fields, one UPDATE per set of rows changed alike.
+
+    Rows that a transition moved from the same state to the same values (a batch of
+    timers firing at one `now`) share one `UPDATE ... WHERE id IN (...) AND state =
+    <their state before>`. Fenced like ConcurrentTransitionMixin: if a row is no
+    longer in the state it was read in, nothing is written and ConcurrentTransition
+    is raised (the caller holds the rows' locks, so this is a second fence).
+    """
+    if len(rows) == 1:
+        rows[0].save_changes()
+        return
+    auto_now = _auto_now_fields(model)
+    state_fields = [f.attname for f in model._meta.concrete_fields if isinstance(f, fsm.FSMField)]
+    alike: dict[tuple[Any, ...], tuple[dict[str, Any], dict[str, Any], list[Any]]] = {}
+    for row in rows:
+        changes = {name: row.__dict__[name] for name in row.changed_fields()}
+        if not changes:
+            continue
+        before = {name: row._saved_values[name] for name in state_fields}
+        key = (_hashable(changes), _hashable(before))
+        alike.setdefault(key, (changes, before, []))[2].append(row)
+    now = timezone.now()
+    for changes, before, group in alike.values():
+        written = model.objects.filter(pk__in=[row.pk for row in group], **before).update(
+            **changes, **dict.fromkeys(auto_now, now)
+        )
+        if written != len(group):
+            raise fsm.ConcurrentTransition(
+                f"{len(group) - written} of {len(group)} {model.__name__} rows changed state "
+                "since they were read"
+            )
+        for row in group:
+            for name in auto_now:
+                setattr(row, name, now)
+            row.mark_saved()
+
+
+def _hashable(values: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    return tuple(
+        (name, json.dumps(value, sort_keys=True, default=str)) for name, value in values.items()
+    )
+
+
+class WorkflowRun(fsm.ConcurrentTransitionMixin, SavesChanges, models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     workflow_type = models.CharField(max_length=100)
     workflow_version = models.PositiveIntegerField()
@@ -39,8 +143,9 @@ class WorkflowRun(fsm.ConcurrentTransitionMixin, models.Model):
         choices=RunState.choices, default=RunState.PENDING, protected=True, max_length=20
     )
     input = models.JSONField()
-    # Each finished forward step's result, by node name: what later steps and branches read.
-    results = models.JSONField(default=dict)
+    # The result of the run's last step. Each step's result lives on its own row
+    # (see `results`), so recording a step never rewrites a document that grows
+    # with the run.
     result = models.JSONField(null=True, blank=True)
     # Why the run did not succeed: the failed node, its error, what was undone.
     error = models.JSONField(null=True, blank=True)
@@ -82,6 +187,11 @@ class WorkflowRun(fsm.ConcurrentTransitionMixin, models.Model):
 
     def __str__(self) -> str:
         return f"{self.workflow_type} {self.id} ({self.state})"
+
+    @property
+    def results(self) -> RunResults:
+        """Finished steps' results by node, read from their rows when asked."""
+        return RunResults(self.pk)
 
     @property
     def data(self) -> RunData:
@@ -170,7 +280,7 @@ class WorkflowRun(fsm.ConcurrentTransitionMixin, models.Model):
         return RunState.CANCELLING if self.cancel_requested_at else RunState.COMPENSATING
 
 
-class StepRun(fsm.ConcurrentTransitionMixin, models.Model):
+class StepRun(fsm.ConcurrentTransitionMixin, SavesChanges, models.Model):
     """One node of one run (or the compensation of one), with its attempts and due time."""
 
     run = models.ForeignKey(WorkflowRun, on_delete=models.CASCADE, related_name="steps")

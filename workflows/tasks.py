@@ -2,15 +2,32 @@
 
 from __future__ import annotations
 
+import logging
+
 from celery import Task, shared_task
 
 from workflows import engine
+
+logger = logging.getLogger("baton.engine")
 
 
 @shared_task(name=engine.EXECUTE_STEP_TASK, acks_late=True, reject_on_worker_lost=True)
 def execute_step(step_id: int) -> None:
     """Run one step if it still needs running (a redelivered message is a no-op)."""
     engine.execute_step(step_id=step_id)
+
+
+@shared_task(name=engine.EXECUTE_STEPS_TASK, acks_late=True, reject_on_worker_lost=True)
+def execute_steps(step_ids: list[int]) -> None:
+    """Run a batch of steps the sweep handed over together, each as `execute_step` does.
+
+    A step that raises is logged and left to the sweep; the others still run.
+    """
+    for step_id in step_ids:
+        try:
+            engine.execute_step(step_id=step_id)
+        except Exception:
+            logger.exception("step.execute_failed", extra={"step_id": step_id})
 
 
 @shared_task(name="baton.sweep", acks_late=True, ignore_result=True)

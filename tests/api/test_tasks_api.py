@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from auditlog.models import LogEntry
 
+from approvals.models import HumanTask
 from approvals.states import TaskState
 
 pytestmark = pytest.mark.django_db
@@ -106,3 +107,34 @@ class TestHandOver:
 
         assert (claimed.json()["state"], claimed.json()["assignee"]) == ("claimed", "bob")
         assert released.json()["state"] == TaskState.OPEN
+
+
+class TestSeparationOfDuties:
+    """The API obeys the services' rule: nobody decides their own request."""
+
+    @pytest.fixture
+    def bobs_finance_task(self, api_as, start_expense, drive):
+        run = start_expense(amount="5000.00", requester="bob")
+        api_as("carol").post(f"/tasks/{run.human_tasks.get().pk}/decision", {"outcome": "approve"})
+        return drive(run).human_tasks.get(node="finance_approval")
+
+    def test_a_decision_on_your_own_request_is_403_problem_json(self, api_as, bobs_finance_task):
+        entries = LogEntry.objects.get_for_object(bobs_finance_task).count()
+
+        response = api_as("bob").post(
+            f"/tasks/{bobs_finance_task.pk}/decision", {"outcome": "approve"}
+        )
+
+        assert response.status_code == 403
+        assert response["Content-Type"] == "application/problem+json"
+        assert response.json()["detail"] == "You requested this expense, so you cannot decide it."
+        task = HumanTask.objects.get(pk=bobs_finance_task.pk)
+        assert (task.state, task.version) == (TaskState.OPEN, bobs_finance_task.version)
+        assert LogEntry.objects.get_for_object(task).count() == entries
+
+    def test_reassigning_to_the_requester_is_403(self, api_as, manager_task):
+        response = api_as("carol").post(f"/tasks/{manager_task.pk}/reassign", {"to": "alice"})
+
+        assert response.status_code == 403
+        assert "Alice requested this expense" in response.json()["detail"]
+        assert HumanTask.objects.get(pk=manager_task.pk).assignee.username == "carol"

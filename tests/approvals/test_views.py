@@ -281,3 +281,51 @@ class TestOutOfOffice:
 
         assert response.status_code == 422
         assert "no active user called" in response.text
+
+
+class TestQueriesPerPage:
+    """Session, user, list, counts: the same four whatever the tab, filter, sort or size."""
+
+    @pytest.mark.parametrize(
+        "query",
+        [
+            {},
+            {"tab": "queue"},
+            {"tab": "delegated", "sort": "priority"},
+            {"tab": "queue", "sort": "priority", "priority": "3", "sla": "on_time"},
+            {"tab": "mine", "type": "expense", "q": "trip", "sla": "overdue"},
+        ],
+    )
+    def test_a_page_costs_four_queries_and_each_htmx_part_three_at_any_size(
+        self, client, bob, alice, groups, make_task, django_assert_num_queries, query
+    ):
+        client.force_login(bob)
+        url = reverse("approvals:inbox")
+        sizes = []
+        for size in (1, 40):
+            while HumanTask.objects.filter(title="Trip").count() < size * 3:
+                make_task(title="Trip", state="claimed", assignee=bob)
+                make_task(title="Trip", state="delegated", assignee=alice, owner=bob)
+                make_task(title="Trip", state="open", groups=[groups["finance"]], users=[bob])
+
+            with django_assert_num_queries(4):
+                page = client.get(url, query)
+            with django_assert_num_queries(3):
+                client.get(url, query, **htmx_target("task-list"))
+            with django_assert_num_queries(3):
+                client.get(url, query, **htmx_target("tab-counts"))
+            sizes.append(len(page.context["page"].tasks))
+
+        assert page.status_code == 200
+        if set(query) <= {"tab", "sort"}:
+            assert sizes == [1, 25]
+
+    def test_tab_counts_stop_at_99_plus(self, client, bob, make_task):
+        for _ in range(100):
+            make_task(state="claimed", assignee=bob)
+        client.force_login(bob)
+
+        response = client.get(reverse("approvals:inbox"), **htmx_target("tab-counts"))
+
+        assert 'aria-label="99+ tasks">99+</span>' in response.text
+        assert 'aria-label="0 tasks">0</span>' in response.text

@@ -216,3 +216,12 @@ class TestGraph:
             run = finished(run, RunState.SUCCEEDED)
             assert run.events.filter(node="nap", kind=EventKind.COMPLETED).count() == 1
             assert effects(run) == {"test.wake_up": 1}
+
+    def test_a_batch_of_timers_is_handed_over_a_few_steps_a_message(
+        self, workers, start, finished, effects
+    ):
+        runs = [start("test_sleeping", {}) for _ in range(engine._STEPS_SENT_ONE_BY_ONE + 10)]
+
+        for run in runs:
+            run = finished(run, RunState.SUCCEEDED)
+            assert effects(run) == {"test.wake_up": 1}

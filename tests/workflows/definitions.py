@@ -272,3 +272,25 @@ DEADLINE_WAITS = Workflow(
 
 for workflow in (DEADLINE_FAILS, DEADLINE_WAITS):
     registry.register(workflow)
+
+
+def answer(value: str):
+    """A read-only activity that touches nothing and returns `value`."""
+
+    def activity(context: ActivityContext) -> str:
+        return value
+
+    activity.__name__ = f"answer_{value}"
+    return activity
+
+
+REMOTE_THEN_LOCAL = Workflow(
+    name="remote_then_local",
+    version=1,
+    start="remote",
+    nodes=(
+        Activity("remote", run=answer("remote"), mutating=False, next="local"),
+        Activity("local", run=answer("local"), mutating=False, local=True),
+    ),
+)
+registry.register(REMOTE_THEN_LOCAL)

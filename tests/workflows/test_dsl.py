@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pydantic
 import pytest
 
 from workflows import registry
@@ -118,6 +119,23 @@ class TestCheckDefinition:
 
         assert [(error.id, error.msg) for error in errors] == [
             ("workflows.E001", "node 'b' is unreachable from the start")
+        ]
+
+    def test_a_requester_field_must_be_a_field_of_the_input(self):
+        class Input(pydantic.BaseModel):
+            requester: str
+
+        misspelt = Workflow(
+            name="check_me",
+            version=1,
+            start="a",
+            nodes=(read_only("a"),),
+            input_schema=Input,
+            requester_field="requestor",
+        )
+
+        assert check_definition(misspelt) == [
+            "requester_field 'requestor' is not a field of the input schema"
         ]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from celery import current_app
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -13,7 +14,9 @@ from tests.conftest import steps_by_node
 from tests.workflows.test_engine import later
 from workflows import engine
 from workflows.dsl import Activity, Branch, Join, Parallel, Workflow, check_definition
+from workflows.models import WorkflowRun
 from workflows.states import EventKind, RunState, StepKind, StepState
+from workflows.tasks import execute_steps
 
 pytestmark = pytest.mark.django_db
 
@@ -70,6 +73,45 @@ class TestSweepIsolation:
             drive(start("test_signalled", {}))
 
         assert queries_for_a_sweep() == few
+
+    def test_a_batch_of_due_timers_fires_in_one_transaction_of_constant_statements(
+        self, start, drive
+    ):
+        def statements_to_fire(timers: int) -> list[str]:
+            runs = [drive(start("test_sleeping", {})) for _ in range(timers)]
+            with CaptureQueriesContext(connection) as queries:
+                counts = engine.sweep(now=later(60))
+            assert counts["steps"] == timers
+            assert all(run.steps.get(node="nap").state == StepState.SUCCEEDED for run in runs)
+            return [q["sql"].split()[0] for q in queries if "SAVEPOINT" not in q["sql"]]
+
+        # The step they wake up to waits in the queue, so the sweep is the only writer.
+        few = statements_to_fire(2)
+        assert few == statements_to_fire(40)
+
+    def test_a_large_batch_is_sent_a_few_steps_a_message(
+        self, start, drive, monkeypatch, django_capture_on_commit_callbacks
+    ):
+        runs = [drive(start("test_sleeping", {})) for _ in range(engine._STEPS_SENT_ONE_BY_ONE + 1)]
+        sent = []
+        monkeypatch.setattr(
+            current_app, "send_task", lambda name, args, **options: sent.append((name, args))
+        )
+
+        with django_capture_on_commit_callbacks(execute=True):
+            engine.sweep(now=later(60))
+
+        woken = sorted(run.steps.get(node="wake_up").pk for run in runs)
+        assert {name for name, _ in sent} == {engine.EXECUTE_STEPS_TASK}
+        assert sorted(step for _, (chunk,) in sent for step in chunk) == woken
+        assert max(len(chunk) for _, (chunk,) in sent) == engine._STEPS_PER_MESSAGE
+
+    def test_a_batch_message_runs_each_of_its_steps(self, start):
+        runs = [start("remote_then_local") for _ in range(3)]
+
+        execute_steps([run.steps.get().pk for run in runs])
+
+        assert all(WorkflowRun.objects.get(pk=run.pk).state == RunState.SUCCEEDED for run in runs)
 
 
 class TestPausedRuns:

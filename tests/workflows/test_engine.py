@@ -25,6 +25,10 @@ from workflows.states import EventKind, RunState, StepKind, StepState
 pytestmark = pytest.mark.django_db
 
 
+def _statements(queries: CaptureQueriesContext) -> list[str]:
+    return [q["sql"].split()[0] for q in queries if "SAVEPOINT" not in q["sql"]]
+
+
 def later(seconds: float = 3600) -> timezone.datetime:
     return timezone.now() + timedelta(seconds=seconds)
 
@@ -175,20 +179,43 @@ class TestExecuteStep:
         assert run.state == RunState.SUCCEEDED
         assert run.steps.get(node="notify_customer").state == StepState.SUCCEEDED
 
-    def test_completing_a_step_costs_a_constant_number_of_queries(self, start, order_input):
+    def test_a_local_step_is_claimed_inside_the_record_of_the_step_before_it(self, start):
+        run = start("remote_then_local")
+        remote = run.steps.get()
+
+        with CaptureQueriesContext(connection) as queries:
+            engine.execute_step(step_id=remote.pk)
+
+        # remote: its claim, then a record that also inserts `local` already running;
+        # local: no claim of its own, only its record (which ends the run).
+        assert _statements(queries) == [
+            *["SELECT", "UPDATE"],
+            *["SELECT", "INSERT", "UPDATE", "INSERT"],
+            *["SELECT", "UPDATE", "UPDATE", "INSERT"],
+        ]
+        local = run.steps.get(node="local")
+        assert (local.state, local.attempt, local.result) == (StepState.SUCCEEDED, 1, "local")
+        assert list(local.events.values_list("kind", flat=True)) == [
+            EventKind.STARTED,
+            EventKind.COMPLETED,
+        ]
+
+    def test_a_step_costs_two_statements_to_claim_and_four_to_record(self, start, order_input):
         run = start("order", order_input())
         engine.execute_step(step_id=run.steps.get().pk)
         step = run.steps.get(node="reserve_inventory")
-        claim = engine._claim(step.pk, now=timezone.now())
-        outcome = engine._Outcome(result={"reserved": True})
 
-        with CaptureQueriesContext(connection) as queries:
-            engine._record(claim, outcome, now=timezone.now())
+        with CaptureQueriesContext(connection) as claiming:
+            claim = engine._claim(step.pk, now=timezone.now())
+        with CaptureQueriesContext(connection) as recording:
+            engine._record(claim, engine._Outcome(result={"reserved": True}), now=timezone.now())
 
-        # lock run, read step, update step, event, insert next step, update run
-        # (+ savepoint and release around the nested atomic in this test's transaction)
-        statements = [q["sql"] for q in queries if "SAVEPOINT" not in q["sql"]]
-        assert len(statements) == 6, statements
+        # Claim: read the step with its run (locking the run), start the step.
+        # Record: lock the run and read the step, insert the next step, finish this
+        # one, insert its events in one statement. The run row is not rewritten.
+        # (Savepoints come from this test's own transaction.)
+        assert _statements(claiming) == ["SELECT", "UPDATE"]
+        assert _statements(recording) == ["SELECT", "INSERT", "UPDATE", "INSERT"]
 
     def test_a_result_after_the_lease_was_lost_is_not_recorded(self, start, order_input):
         run = start("order", order_input())

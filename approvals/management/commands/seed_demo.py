@@ -71,10 +71,12 @@ class Command(BaseCommand):
             )
 
         expense("demo-expense-1", "waits for carol", "alice", "Train to Lyon", "120.00")
+        # alice's, not bob's: bob is the finance group's only member who may decide it
+        # (carol approved it as manager, and nobody decides their own request).
         big, created = expense(
             "demo-expense-2",
             "carol approved; finance decides",
-            "bob",
+            "alice",
             "Conference ticket",
             "1800.00",
         )
@@ -93,7 +95,7 @@ class Command(BaseCommand):
                 comment="Can you check this one?",
             )
         paid, created = expense(
-            "demo-expense-4", "approved twice and paid", "bob", "Laptop", "2400.00"
+            "demo-expense-4", "approved twice and paid", "alice", "Laptop", "2400.00"
         )
         if created:
             _decide(paid, people["carol"], approve=True)

@@ -1,0 +1,188 @@
+"""Separation of duties, read from the database and put in words.
+
+The rules are pure, in `approvals.permissions`; this module gathers their facts
+(who asked for a run, who decided its stages) for one task, or for a page of
+tasks in a constant number of queries, and says in plain words why someone is
+kept from a task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from django.contrib.postgres.expressions import ArraySubquery
+from django.db import connection
+from django.db.models import OuterRef, QuerySet
+from django.db.models.functions import JSONObject
+from django.utils import timezone
+
+from approvals.models import HumanTask
+from approvals.permissions import Conflict, Duties, DutyConflict, StageDecision, run_requesters
+from approvals.states import Channel, TaskState
+from workflows import registry
+from workflows.dsl import Workflow
+from workflows.models import WorkflowRun
+
+
+def duties_for(run: WorkflowRun, node: str) -> Duties:
+    """Return the duties of `node`'s tasks in `run` (the run's requesters, its decisions)."""
+    definition = registry.get(run.workflow_type, run.workflow_version)
+    decisions = _decisions([run.pk]) if definition.distinct_approvers else {}
+    return _duties(run, definition, node, decisions.get(run.pk, ()))
+
+
+def duties_of(task: HumanTask) -> Duties:
+    return duties_for(task.run, task.node)
+
+
+def duties_on_page(tasks: Sequence[HumanTask]) -> dict[UUID, Duties]:
+    """Return each task's duties, in at most two queries however many tasks there are.
+
+    None when the page's own query brought the runs along (`select_related("run",
+    "run__started_by")`) and the viewer's decisions (`page_annotations(viewer)`), as
+    the inbox's does: those duties then answer for that viewer only.
+    """
+    if not tasks:
+        return {}
+    runs = {task.run_id: task.run for task in tasks if HumanTask.run.is_cached(task)}
+    missing = {task.run_id for task in tasks} - runs.keys()
+    if missing:
+        runs.update(
+            (run.pk, run)
+            for run in WorkflowRun.objects.filter(pk__in=missing)
+            .select_related("started_by")
+            # `state` too: django-fsm reads it when each row is loaded.
+            .only(
+                "id", "state", "workflow_type", "workflow_version", "input", "started_by__username"
+            )
+        )
+    definitions = {
+        run_id: registry.get(run.workflow_type, run.workflow_version)
+        for run_id, run in runs.items()
+    }
+    distinct = {run_id for run_id, workflow in definitions.items() if workflow.distinct_approvers}
+    decisions: dict[UUID, tuple[StageDecision, ...]] = {}
+    for task in tasks:
+        if task.run_id in distinct and hasattr(task, "viewer_decisions"):
+            decisions[task.run_id] = tuple(_decision(row) for row in task.viewer_decisions or ())
+    if unread := distinct - decisions.keys():
+        decisions.update(_decisions(unread))
+    return {
+        task.pk: _duties(
+            runs[task.run_id], definitions[task.run_id], task.node, decisions.get(task.run_id, ())
+        )
+        for task in tasks
+    }
+
+
+def page_annotations(viewer: Any) -> dict[str, Any]:
+    """What a page of tasks can carry so `duties_on_page` needs no query for `viewer`:
+    the viewer's own decisions in each task's run, as JSON, read through the
+    `task_decided_idx` index (PostgreSQL; elsewhere they are asked for separately)."""
+    if connection.vendor != "postgresql":
+        return {}
+    mine = HumanTask.objects.filter(run_id=OuterRef("run_id"), decided_by=viewer)
+    decided = _decided(mine).values(
+        json=JSONObject(
+            node="node", outcome="outcome", decided_by_id="decided_by_id", decided_at="decided_at"
+        )
+    )
+    return {"viewer_decisions": ArraySubquery(decided)}
+
+
+def _decision(row: dict[str, Any]) -> StageDecision:
+    return StageDecision(
+        node=row["node"],
+        outcome=row["outcome"],
+        decided_by_id=row["decided_by_id"],
+        decided_at=datetime.fromisoformat(row["decided_at"]),
+    )
+
+
+def _duties(
+    run: WorkflowRun, definition: Workflow, node: str, decisions: tuple[StageDecision, ...]
+) -> Duties:
+    started_by = run.started_by.get_username() if run.started_by_id else None
+    return Duties(
+        node=node,
+        requesters=run_requesters(workflow=definition, run_input=run.input, started_by=started_by),
+        distinct_approvers=definition.distinct_approvers,
+        decisions=decisions,
+    )
+
+
+def _decided(tasks: QuerySet[HumanTask]) -> QuerySet[HumanTask]:
+    """People's decisions among `tasks` (a deadline's automatic rejection is nobody's)."""
+    return (
+        tasks.filter(state=TaskState.COMPLETED)
+        .exclude(channel=Channel.SYSTEM)
+        .order_by("decided_at", "id")
+    )
+
+
+def _decisions(run_ids: Iterable[UUID]) -> dict[UUID, tuple[StageDecision, ...]]:
+    rows = _decided(HumanTask.objects.filter(run_id__in=list(run_ids))).values_list(
+        "run_id", "node", "outcome", "decided_by_id", "decided_at"
+    )
+    found: dict[UUID, list[StageDecision]] = {}
+    for run_id, node, outcome, decided_by_id, decided_at in rows:
+        found.setdefault(run_id, []).append(
+            StageDecision(
+                node=node, outcome=outcome, decided_by_id=decided_by_id, decided_at=decided_at
+            )
+        )
+    return {run_id: tuple(decisions) for run_id, decisions in found.items()}
+
+
+# ---------------------------------------------------------------------------
+# In words
+# ---------------------------------------------------------------------------
+
+# What a refused person was trying to do, as the end of "so you cannot ... it".
+ACTING = {
+    "claim": "claim",
+    "decide": "decide",
+    "delegate": "choose who decides",
+    "reassign": "choose who decides",
+}
+# How a task would have gone to someone else: "it cannot be ... to Alice".
+HANDING = {"delegate": "delegated", "reassign": "reassigned"}
+
+
+def _kind(workflow_type: str) -> str:
+    return workflow_type.replace("_", " ")
+
+
+def _stage(decision: StageDecision) -> str:
+    when = timezone.localtime(decision.decided_at).strftime("%Y-%m-%d %H:%M %Z")
+    return f"at its {decision.node.replace('_', ' ')} stage on {when}"
+
+
+def refusal_for_actor(conflict: DutyConflict, *, workflow_type: str, action: str) -> str:
+    """Say why the person acting may not claim, decide or hand on this task."""
+    kind = _kind(workflow_type)
+    if conflict.kind == Conflict.REQUESTER:
+        return f"You requested this {kind}, so you cannot {ACTING[action]} it."
+    assert conflict.earlier is not None
+    return (
+        f"You already {conflict.earlier.outcome} this {kind} {_stage(conflict.earlier)}; "
+        "one person decides at most one of its stages, so someone else must decide this one."
+    )
+
+
+def refusal_for_recipient(
+    conflict: DutyConflict, *, workflow_type: str, action: str, name: str
+) -> str:
+    """Say why this task may not be delegated or reassigned to `name`."""
+    kind = _kind(workflow_type)
+    handed = f"it cannot be {HANDING[action]} to {name}"
+    if conflict.kind == Conflict.REQUESTER:
+        return f"{name} requested this {kind}, so {handed}: nobody decides their own request."
+    assert conflict.earlier is not None
+    return (
+        f"{name} already {conflict.earlier.outcome} this {kind} {_stage(conflict.earlier)}; "
+        f"one person decides at most one of its stages, so {handed}."
+    )

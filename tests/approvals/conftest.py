@@ -1,0 +1,32 @@
+"""Fixtures for the inbox's tests: tasks made directly, many and cheaply."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from approvals import inbox_entries
+from approvals.models import HumanTask
+
+
+@pytest.fixture
+def make_task(manager_task):
+    """Make a task on manager_task's run and step, with the inbox entries the services
+    would give it (any state, holders and candidates; no audit, no signal)."""
+
+    def make(*, users=(), groups=(), **fields: Any) -> HumanTask:
+        task = HumanTask.objects.create(
+            run_id=manager_task.run_id,
+            step_id=manager_task.step_id,
+            node="manager_approval",
+            created_at=timezone.now(),
+            **{"workflow_type": "expense", "title": "A task", **fields},
+        )
+        task.candidate_users.set(users)
+        task.candidate_groups.set(groups)
+        inbox_entries.refresh(task)
+        return task
+
+    return make

@@ -1,0 +1,206 @@
+"""The inbox's read model stays true: after every use case, each task's entries are exactly
+the tabs and people the rules give, with the task's current sort keys.
+
+The rules are written out again here, from the task row and its candidates, so that
+a mistake in `approvals.inbox_entries` cannot confirm itself.
+"""
+
+from __future__ import annotations
+
+import importlib
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.apps import apps as django_apps
+from django.db import connection
+
+from approvals import services
+from approvals.models import HumanTask, InboxEntry
+from approvals.states import Channel, TaskState
+from workflows import engine
+
+pytestmark = pytest.mark.django_db
+
+INBOX = Channel.INBOX
+NO_DUE_TIME = datetime(9999, 1, 1, tzinfo=UTC)
+
+
+def expected_entries(task: HumanTask) -> set[tuple]:
+    keys = (task.due_at or NO_DUE_TIME, -task.priority, task.workflow_type)
+    if task.state == TaskState.OPEN:
+        return {("queue", user.pk, None, *keys) for user in task.candidate_users.all()} | {
+            ("queue", None, group.pk, *keys) for group in task.candidate_groups.all()
+        }
+    if task.state == TaskState.CLAIMED:
+        return {("mine", task.assignee_id, None, *keys)}
+    if task.state == TaskState.DELEGATED:
+        return {("mine", task.assignee_id, None, *keys), ("delegated", task.owner_id, None, *keys)}
+    return set()
+
+
+def stored_entries(task: HumanTask) -> set[tuple]:
+    rows = InboxEntry.objects.filter(task=task).values_list(
+        "tab", "user_id", "group_id", "sort_due", "sort_priority", "workflow_type"
+    )
+    assert len(rows) == len(set(rows)), "an entry is stored twice"
+    return set(rows)
+
+
+def assert_in_step() -> None:
+    """Every task in the database has exactly the entries the rules give it."""
+    for task in HumanTask.objects.all():
+        assert stored_entries(task) == expected_entries(task), f"{task.title} ({task.state})"
+
+
+def tabs_of(task: HumanTask) -> set[tuple]:
+    return {entry[:3] for entry in stored_entries(task)}
+
+
+class TestOpening:
+    def test_a_task_for_one_person_is_in_their_tab(self, manager_task, carol):
+        assert tabs_of(manager_task) == {("mine", carol.pk, None)}
+        assert_in_step()
+
+    def test_a_task_for_a_group_is_in_the_groups_queue(self, bob, carol, start_expense, drive):
+        run = start_expense(amount="5000.00")
+        services.approve_human_task(task_id=run.human_tasks.get().pk, user=carol, channel=INBOX)
+
+        drive(run)
+
+        finance = run.human_tasks.get(node="finance_approval")
+        assert finance.state == TaskState.OPEN
+        assert tabs_of(finance) == {
+            ("queue", None, group.pk) for group in finance.candidate_groups.all()
+        }
+        assert_in_step()
+
+    def test_each_share_of_an_n_of_m_approval_has_its_own_entry(self, people, start, drive):
+        run = drive(start("test_two_of_three", {}))
+
+        assert run.human_tasks.count() == 3
+        assert_in_step()
+
+
+class TestChanges:
+    def test_claim_and_release_move_the_task_between_queue_and_mine(
+        self, bob, carol, start_expense, drive
+    ):
+        run = start_expense(amount="5000.00")
+        services.approve_human_task(task_id=run.human_tasks.get().pk, user=carol, channel=INBOX)
+        drive(run)
+        task = run.human_tasks.get(node="finance_approval")
+
+        services.claim_human_task(task_id=task.pk, user=bob, channel=INBOX)
+        claimed = tabs_of(task)
+        assert_in_step()
+        services.release_human_task(task_id=task.pk, user=bob, channel=INBOX)
+
+        assert claimed == {("mine", bob.pk, None)}
+        assert {tab for tab, *_ in tabs_of(task)} == {"queue"}
+        assert_in_step()
+
+    def test_delegation_shows_in_the_delegates_tab_and_the_owners_delegated_tab(
+        self, manager_task, carol, bob
+    ):
+        services.delegate_human_task(
+            task_id=manager_task.pk, user=carol, to_username="bob", channel=INBOX
+        )
+
+        assert tabs_of(manager_task) == {("mine", bob.pk, None), ("delegated", carol.pk, None)}
+        assert_in_step()
+
+    def test_reassignment_leaves_only_the_new_assignee(self, manager_task, carol, olga, bob):
+        services.delegate_human_task(
+            task_id=manager_task.pk, user=carol, to_username="bob", channel=INBOX
+        )
+
+        services.reassign_human_task(
+            task_id=manager_task.pk, user=olga, to_username="carol", channel=INBOX
+        )
+
+        assert tabs_of(manager_task) == {("mine", carol.pk, None)}
+        assert_in_step()
+
+    def test_escalation_reopens_the_task_to_its_widened_candidates(self, manager_task, carol):
+        engine.sweep(now=manager_task.created_at + timedelta(hours=48, minutes=1))
+
+        manager_task.refresh_from_db()
+        assert manager_task.state == TaskState.OPEN
+        assert ("queue", carol.pk, None) in tabs_of(manager_task)
+        assert any(group for _, _, group in tabs_of(manager_task))
+        assert_in_step()
+
+    def test_a_deadline_that_keeps_waiting_moves_the_due_time_in_the_entries(
+        self, people, start, drive
+    ):
+        run = drive(start("test_deadline_waits", {}))
+        task = run.human_tasks.get()
+        first_due = task.due_at
+
+        engine.sweep(now=task.created_at + timedelta(hours=2))
+
+        task.refresh_from_db()
+        assert task.due_at > first_due
+        assert {entry[3] for entry in stored_entries(task)} == {task.due_at}
+        assert_in_step()
+
+
+class TestEnding:
+    def test_a_decision_empties_the_tasks_entries(self, manager_task, carol):
+        services.approve_human_task(task_id=manager_task.pk, user=carol, channel=INBOX)
+
+        assert stored_entries(manager_task) == set()
+        assert_in_step()
+
+    def test_a_rejection_empties_them_too(self, manager_task, carol):
+        services.reject_human_task(
+            task_id=manager_task.pk, user=carol, channel=INBOX, reason="No receipt."
+        )
+
+        assert stored_entries(manager_task) == set()
+
+    def test_cancelling_the_run_empties_its_tasks_entries(self, manager_task):
+        engine.cancel_run(run_id=manager_task.run_id)
+
+        manager_task.refresh_from_db()
+        assert manager_task.state == TaskState.CANCELLED
+        assert stored_entries(manager_task) == set()
+        assert_in_step()
+
+    def test_a_deadline_that_fails_the_run_empties_them(self, people, start, drive):
+        run = drive(start("test_deadline_fails", {}))
+        task = run.human_tasks.get()
+
+        engine.sweep(now=task.created_at + timedelta(hours=2))
+
+        task.refresh_from_db()
+        assert task.state == TaskState.EXPIRED
+        assert stored_entries(task) == set()
+        assert_in_step()
+
+    def test_an_automatic_rejection_at_the_deadline_empties_them(self, manager_task):
+        engine.sweep(now=manager_task.created_at + timedelta(days=7, minutes=1))
+
+        manager_task.refresh_from_db()
+        assert manager_task.state == TaskState.COMPLETED
+        assert stored_entries(manager_task) == set()
+        assert_in_step()
+
+
+class TestMigration:
+    def test_the_migration_gives_existing_tasks_the_entries_refresh_would(
+        self, manager_task, carol, start_expense, drive
+    ):
+        run = start_expense(amount="5000.00")
+        services.approve_human_task(task_id=run.human_tasks.get().pk, user=carol, channel=INBOX)
+        drive(run)
+        services.delegate_human_task(
+            task_id=manager_task.pk, user=carol, to_username="bob", channel=INBOX
+        )
+        InboxEntry.objects.all().delete()
+        migration = importlib.import_module("approvals.migrations.0002_inbox_entries")
+
+        migration.fill_inbox_entries(django_apps, connection.schema_editor())
+
+        assert InboxEntry.objects.count() == 3  # mine and delegated; the finance queue
+        assert_in_step()

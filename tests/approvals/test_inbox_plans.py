@@ -1,0 +1,230 @@
+"""The inbox's queries read a short range of an index, in the order shown, at any size.
+
+Thousands of tasks are seeded and ANALYZEd, so that PostgreSQL has a real choice,
+then EXPLAIN ANALYZE runs on the very queries a page sends, for every tab, sort and
+filter, on the first page and a deep one. A backlog (600 per stream) is far larger
+than what any node may touch, so reading or sorting it would show.
+"""
+
+from __future__ import annotations
+
+import itertools
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from approvals import inbox_entries, selectors
+from approvals.models import HumanTask, InboxEntry, Snooze
+
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.skipif(connection.vendor != "postgresql", reason="plans are PostgreSQL's"),
+]
+
+BACKLOG = 600
+LONGEST_STREAM = BACKLOG + 100  # security's queue: its own 600, and 100 shared with finance
+SNOOZED = 20
+TASK_TABLES = {
+    "approvals_humantask",
+    "approvals_inboxentry",
+    "approvals_snooze",
+    "approvals_humantask_candidate_users",
+    "approvals_humantask_candidate_groups",
+}
+
+
+@pytest.fixture
+def crowded(manager_task, people, groups):
+    """bob's tabs: 600 tasks of his, 600 he delegated, 600 in each of his two groups'
+    queues (100 in both) and 600 open to him by name; beside them, other people's
+    thousands, finished tasks, and snoozes."""
+    now = timezone.now()
+    others = User.objects.bulk_create(User(username=f"user{n}") for n in range(20))
+    bob, alice = people["bob"], people["alice"]
+    finance, security, legal = groups["finance"], groups["security"], groups["legal"]
+    tasks, candidates = [], []
+
+    def task(n: int, **fields: Any) -> HumanTask:
+        made = HumanTask(
+            run_id=manager_task.run_id,
+            step_id=manager_task.step_id,
+            node="manager_approval",
+            workflow_type=("expense", "vendor_onboarding")[n % 2],
+            title=f"Task {n} {('train', 'hotel', 'taxi')[n % 3]}",
+            priority=1 + n % 4,
+            due_at=None if n % 7 == 0 else now + timedelta(hours=n % 300 - 100),
+            created_at=now,
+            **fields,
+        )
+        tasks.append(made)
+        return made
+
+    for n in range(BACKLOG):
+        task(n, state="claimed", assignee=bob)
+        task(n, state="delegated", assignee=alice, owner=bob)
+        candidates.append(
+            (task(n, state="open"), [], [finance, security] if n < 100 else [finance])
+        )
+        candidates.append((task(n, state="open"), [], [security]))
+        candidates.append((task(n, state="open"), [bob], []))
+        candidates.append((task(n, state="open"), [], [legal]))
+    for n in range(3000):
+        task(n, state="claimed", assignee=others[n % 20])
+        task(n, state="completed", outcome="approved", decided_by=others[n % 20])
+    HumanTask.objects.bulk_create(tasks)
+    by_user, by_group = HumanTask.candidate_users.through, HumanTask.candidate_groups.through
+    by_user.objects.bulk_create(
+        by_user(humantask=made, user=user) for made, users, _ in candidates for user in users
+    )
+    by_group.objects.bulk_create(
+        by_group(humantask=made, group=group)
+        for made, _, in_groups in candidates
+        for group in in_groups
+    )
+    # The rows refresh would write, made in bulk (test_inbox_entries proves refresh).
+    InboxEntry.objects.bulk_create(
+        entry for made in tasks for entry in inbox_entries.entries_for(made)
+    )
+    mine = [made for made in tasks if made.assignee_id == bob.pk and made.state == "claimed"]
+    Snooze.objects.bulk_create(
+        Snooze(task=made, user=bob, until=now + timedelta(hours=1 if n < SNOOZED else -1))
+        for n, made in enumerate(mine[: SNOOZED * 2])
+    )
+    Snooze.objects.bulk_create(
+        Snooze(task=made, user=others[n % 20], until=now + timedelta(hours=1))
+        for n, made in enumerate(tasks[:3000])
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    return bob
+
+
+def explain(sql: str) -> dict[str, Any]:
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}")
+        return cursor.fetchone()[0][0]
+
+
+def nodes(plan: dict[str, Any]):
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from nodes(child)
+
+
+def rows_out(node: dict[str, Any]) -> float:
+    return node["Actual Rows"] * node["Actual Loops"]
+
+
+def problems(sql: str, *, most_rows_read: int, most_rows_sorted: int) -> list[str]:
+    """What is wrong with the plan of `sql`: a sequential scan of a task table, a scan
+    that reads more than `most_rows_read` rows per loop, a sort fed more than
+    `most_rows_sorted` rows, or JIT."""
+    explained = explain(sql)
+    found = ["JIT compiled it"] if "JIT" in explained else []
+    for node in nodes(explained["Plan"]):
+        relation = node.get("Relation Name")
+        if node["Node Type"] == "Seq Scan" and relation in TASK_TABLES:
+            found.append(f"Seq Scan on {relation}")
+        if relation == "approvals_inboxentry":
+            read = node["Actual Rows"] + node.get("Rows Removed by Filter", 0)
+            if read > most_rows_read:
+                found.append(f"{node['Node Type']} read {read} entries per loop")
+        if node["Node Type"] == "Sort":
+            fed = sum(rows_out(child) for child in node.get("Plans", []))
+            if fed > most_rows_sorted:
+                found.append(f"Sort over {fed} rows ({node['Sort Key']})")
+    return found
+
+
+def page_queries(user: Any, filters: selectors.InboxFilters) -> tuple[list[str], str]:
+    with CaptureQueriesContext(connection) as queries:
+        page = selectors.inbox(user=user, filters=filters, now=timezone.now())
+    return [query["sql"] for query in queries.captured_queries], page.next_cursor
+
+
+def deep_cursor(user: Any, filters: selectors.InboxFilters, pages: int) -> str:
+    cursor = ""
+    for _ in range(pages):
+        cursor = selectors.inbox(
+            user=user,
+            filters=selectors.InboxFilters(**{**filters.__dict__, "cursor": cursor}),
+            now=timezone.now(),
+        ).next_cursor
+    assert cursor, "the backlog is shorter than the deep page"
+    return cursor
+
+
+# Filters an index range serves. The others (type, title search) filter the rows of the
+# tab's range as it is read, so a rare match may read the whole tab (never more): the
+# planner may then sort what matched, which is why they get the tab's size as bounds.
+RANGE_FILTERS = [{}, {"priority": 3}, {"sla": "overdue"}, {"sla": "on_time"}]
+WALK_FILTERS = [{"workflow_type": "vendor_onboarding"}, {"search": "hotel"}]
+STREAMS = 3  # bob's own, and one for each of his two groups
+
+
+class TestPlans:
+    def test_every_page_reads_a_short_range_of_an_index_and_sorts_no_backlog(self, crowded):
+        limit = selectors.PAGE_SIZE + 1
+        pages = []
+        for tab, sort in itertools.product(selectors.TABS, selectors.SORTS):
+            for extra in RANGE_FILTERS + WALK_FILTERS:
+                pages.append((selectors.InboxFilters(tab=tab, sort=sort, **extra), extra))
+            deep = deep_cursor(crowded, selectors.InboxFilters(tab=tab, sort=sort), pages=4)
+            pages.append((selectors.InboxFilters(tab=tab, sort=sort, cursor=deep), {}))
+        found = {}
+
+        for filters, extra in pages:
+            sqls, _ = page_queries(crowded, filters)
+            walk = extra in WALK_FILTERS
+            issues = problems(
+                sqls[0],
+                most_rows_read=LONGEST_STREAM if walk else limit + SNOOZED,
+                most_rows_sorted=LONGEST_STREAM if walk else STREAMS * limit,
+            )
+            if issues or len(sqls) != 1:
+                found[(filters.tab, filters.sort, str(extra), bool(filters.cursor))] = issues
+
+        assert len(pages) == 42
+        assert found == {}
+
+    def test_the_counts_read_at_most_the_cap_of_each_stream(self, crowded):
+        with CaptureQueriesContext(connection) as queries:
+            header = selectors.inbox_header(user=crowded, now=timezone.now())
+
+        assert len(queries) == 1
+        assert header.counts == {
+            "mine": selectors.COUNT_CAP,
+            "queue": selectors.COUNT_CAP,
+            "delegated": selectors.COUNT_CAP,
+        }
+        cap = selectors.COUNT_CAP
+        assert (
+            problems(
+                queries.captured_queries[0]["sql"],
+                most_rows_read=cap + SNOOZED,
+                most_rows_sorted=STREAMS * cap,
+            )
+            == []
+        )
+
+    def test_a_deep_page_reads_as_few_entries_as_the_first(self, crowded):
+        filters = selectors.InboxFilters(tab="queue")
+        first, _ = page_queries(crowded, filters)
+        deep = deep_cursor(crowded, filters, pages=20)
+        later, _ = page_queries(crowded, selectors.InboxFilters(tab="queue", cursor=deep))
+
+        def entries_read(sql: str) -> float:
+            return sum(
+                rows_out(node) + node.get("Rows Removed by Filter", 0) * node["Actual Loops"]
+                for node in nodes(explain(sql)["Plan"])
+                if node.get("Relation Name") == "approvals_inboxentry"
+            )
+
+        most = STREAMS * (selectors.PAGE_SIZE + 1) + SNOOZED
+        assert entries_read(first[0]) <= most
+        assert entries_read(later[0]) <= most

@@ -1,0 +1,196 @@
+"""Who may see and act, and separation of duties: pure predicates, no database."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pydantic
+
+from approvals.permissions import (
+    Conflict,
+    Duties,
+    DutyConflict,
+    Reviewer,
+    StageDecision,
+    TaskFacts,
+    can_claim,
+    can_decide,
+    can_delegate,
+    can_reassign,
+    can_release,
+    can_see,
+    duty_conflict,
+    run_requesters,
+)
+from approvals.states import TaskState
+from workflows.dsl import Workflow
+
+ALICE, BOB, CAROL, OLGA = 1, 2, 3, 4
+FINANCE = 10
+NOON = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
+
+
+class ExpenseLike(pydantic.BaseModel):
+    requester: str
+
+
+def workflow(**options) -> Workflow:
+    return Workflow(name="expense_like", version=1, start="a", nodes=(), **options)
+
+
+def reviewer(user_id: int, username: str, *, operator: bool = False) -> Reviewer:
+    groups = frozenset({FINANCE}) if user_id in (BOB, CAROL) else frozenset()
+    return Reviewer(
+        user_id=user_id,
+        group_ids=groups,
+        managed_group_ids=frozenset({FINANCE}) if user_id == CAROL else frozenset(),
+        is_operator=operator,
+        username=username,
+    )
+
+
+def finance_task(duties: Duties, *, state: str = TaskState.OPEN, assignee: int | None = None):
+    return TaskFacts(
+        state=state,
+        assignee_id=assignee,
+        owner_id=None,
+        decided_by_id=None,
+        candidate_user_ids=frozenset(),
+        candidate_group_ids=frozenset({FINANCE}),
+        duties=duties,
+    )
+
+
+def carol_approved_as_manager() -> StageDecision:
+    return StageDecision(
+        node="manager_approval", outcome="approved", decided_by_id=CAROL, decided_at=NOON
+    )
+
+
+class TestRunRequesters:
+    def test_whoever_started_the_run_and_the_person_its_input_names(self):
+        requesters = run_requesters(
+            workflow=workflow(input_schema=ExpenseLike, requester_field="requester"),
+            run_input={"requester": "bob"},
+            started_by="carol",
+        )
+
+        assert requesters == {"bob", "carol"}
+
+    def test_without_a_requester_field_only_the_starter(self):
+        requesters = run_requesters(
+            workflow=workflow(), run_input={"requester": "bob"}, started_by="alice"
+        )
+
+        assert requesters == {"alice"}
+
+    def test_a_run_started_by_the_system_for_nobody_has_no_requesters(self):
+        assert run_requesters(workflow=workflow(), run_input={}, started_by=None) == frozenset()
+
+    def test_a_missing_or_non_text_requester_names_nobody(self):
+        definition = workflow(requester_field="requester")
+
+        missing = run_requesters(workflow=definition, run_input={}, started_by=None)
+        odd = run_requesters(workflow=definition, run_input={"requester": 7}, started_by=None)
+
+        assert (missing, odd) == (frozenset(), frozenset())
+
+
+class TestDutyConflict:
+    def test_the_requester_is_in_conflict_whatever_their_role(self):
+        duties = Duties(node="finance_approval", requesters=frozenset({"bob"}))
+
+        conflict = duty_conflict(user_id=BOB, username="bob", duties=duties)
+
+        assert conflict == DutyConflict(Conflict.REQUESTER)
+
+    def test_a_decision_at_another_stage_is_a_conflict_when_approvers_must_differ(self):
+        duties = Duties(
+            node="finance_approval",
+            distinct_approvers=True,
+            decisions=(carol_approved_as_manager(),),
+        )
+
+        conflict = duty_conflict(user_id=CAROL, username="carol", duties=duties)
+
+        assert conflict == DutyConflict(Conflict.EARLIER_STAGE, earlier=carol_approved_as_manager())
+
+    def test_without_the_flag_one_person_may_decide_two_stages(self):
+        duties = Duties(node="finance_approval", decisions=(carol_approved_as_manager(),))
+
+        assert duty_conflict(user_id=CAROL, username="carol", duties=duties) is None
+
+    def test_a_decision_at_the_same_stage_is_left_to_the_n_of_m_rule(self):
+        duties = Duties(
+            node="manager_approval",
+            distinct_approvers=True,
+            decisions=(carol_approved_as_manager(),),
+        )
+
+        assert duty_conflict(user_id=CAROL, username="carol", duties=duties) is None
+
+    def test_someone_else_is_free(self):
+        duties = Duties(
+            node="finance_approval",
+            requesters=frozenset({"alice"}),
+            distinct_approvers=True,
+            decisions=(carol_approved_as_manager(),),
+        )
+
+        assert duty_conflict(user_id=BOB, username="bob", duties=duties) is None
+
+
+class TestPredicatesHonourSeparationOfDuties:
+    def test_a_requester_in_the_group_sees_the_task_but_may_not_claim_or_decide_it(self):
+        bob = reviewer(BOB, "bob")
+        task = finance_task(Duties(requesters=frozenset({"bob"})))
+
+        assert can_see(bob, task)
+        assert not can_claim(bob, task)
+        assert not can_decide(bob, task)
+        assert not can_delegate(bob, task)
+
+    def test_an_operator_may_not_decide_or_reassign_their_own_request(self):
+        olga = reviewer(OLGA, "olga", operator=True)
+        task = finance_task(Duties(requesters=frozenset({"olga"})))
+
+        assert can_see(olga, task)
+        assert not can_decide(olga, task)
+        assert not can_reassign(olga, task)
+
+    def test_an_operator_may_decide_someone_elses_request(self):
+        olga = reviewer(OLGA, "olga", operator=True)
+        task = finance_task(Duties(requesters=frozenset({"alice"})))
+
+        assert can_decide(olga, task)
+        assert can_reassign(olga, task)
+
+    def test_the_manager_who_approved_one_stage_may_still_reassign_the_next(self):
+        carol = reviewer(CAROL, "carol")
+        task = finance_task(
+            Duties(
+                node="finance_approval",
+                distinct_approvers=True,
+                decisions=(carol_approved_as_manager(),),
+            ),
+            state=TaskState.CLAIMED,
+            assignee=BOB,
+        )
+
+        assert not can_decide(carol, task)
+        assert can_reassign(carol, task)
+
+    def test_a_requester_holding_the_task_may_still_give_it_back(self):
+        bob = reviewer(BOB, "bob")
+        task = TaskFacts(
+            state=TaskState.CLAIMED,
+            assignee_id=BOB,
+            owner_id=None,
+            decided_by_id=None,
+            candidate_user_ids=frozenset({BOB}),
+            candidate_group_ids=frozenset({FINANCE}),
+            duties=Duties(requesters=frozenset({"bob"})),
+        )
+
+        assert not can_decide(bob, task)
+        assert can_release(bob, task)

@@ -1,0 +1,218 @@
+"""The inbox's read side against a plain restatement of its rules: every tab, filter and
+sort, paged through by keyset, lists exactly the tasks the rules give, once, in order.
+
+Tasks are made directly (`make_task`, not through runs) so that many varied ones are
+cheap; their entries come from `inbox_entries.refresh`, as the services make them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from approvals import selectors
+from approvals.models import HumanTask, Snooze
+from approvals.states import Sla, TaskState
+
+pytestmark = pytest.mark.django_db
+
+NO_DUE_TIME = datetime(9999, 1, 1, tzinfo=UTC)
+WORDS = ("train", "hotel", "taxi", "dinner")
+
+
+@pytest.fixture
+def varied_tasks(make_task, people, groups):
+    """Sixty tasks in every state, held by and open to a mix of people and groups."""
+    rng = random.Random(20261201)
+    now = timezone.now()
+    everyone = list(people.values())
+    for n in range(60):
+        state = rng.choice(["open", "open", "claimed", "delegated", "completed"])
+        assignee = rng.choice(everyone) if state in ("claimed", "delegated") else None
+        owner = rng.choice([p for p in everyone if p != assignee]) if state == "delegated" else None
+        make_task(
+            state=state,
+            assignee=assignee,
+            owner=owner,
+            users=rng.sample(everyone, rng.choice([0, 1, 2])) if state == "open" else [],
+            groups=rng.sample(list(groups.values()), rng.choice([0, 1, 2])),
+            priority=rng.choice([1, 2, 3, 4]),
+            # Shared due times make the task id decide the order between them.
+            due_at=rng.choice([None, now - timedelta(hours=5), now + timedelta(hours=3)])
+            if n % 3
+            else now + timedelta(hours=rng.randrange(-100, 100)),
+            workflow_type=rng.choice(["expense", "vendor_onboarding"]),
+            title=f"Task {n} {rng.choice(WORDS)}",
+        )
+    for task in rng.sample(list(HumanTask.objects.all()), 12):
+        for user in everyone:
+            until = now + timedelta(hours=rng.choice([-1, 1]))
+            Snooze.objects.create(task=task, user=user, until=until)
+
+
+def in_tab(task: HumanTask, user: Any, tab: str) -> bool:
+    if tab == "mine":
+        return task.state in (TaskState.CLAIMED, TaskState.DELEGATED) and task.assignee == user
+    if tab == "delegated":
+        return task.state == TaskState.DELEGATED and task.owner == user
+    return task.state == TaskState.OPEN and (
+        user in task.candidate_users.all()
+        or bool({group.pk for group in task.candidate_groups.all()} & user.group_ids)
+    )
+
+
+def expected(user: Any, filters: selectors.InboxFilters, now: datetime) -> list[str]:
+    """The titles a tab should list, straight from the rules."""
+    user.group_ids = set(user.groups.values_list("id", flat=True))
+    shown = []
+    tasks = HumanTask.objects.prefetch_related("candidate_users", "candidate_groups", "snoozes")
+    for task in tasks:
+        due = task.due_at or NO_DUE_TIME
+        if not in_tab(task, user, filters.tab):
+            continue
+        if any(s.user_id == user.pk and s.until > now for s in task.snoozes.all()):
+            continue
+        if filters.workflow_type and task.workflow_type != filters.workflow_type:
+            continue
+        if filters.priority is not None and task.priority != filters.priority:
+            continue
+        if filters.sla == Sla.OVERDUE and not due <= now:
+            continue
+        if filters.sla == Sla.DUE_SOON and not now < due <= now + timedelta(hours=24):
+            continue
+        if filters.sla == Sla.ON_TIME and not due > now + timedelta(hours=24):
+            continue
+        if filters.search and filters.search not in task.title.split():
+            continue
+        shown.append(task)
+    if filters.sort == "priority":
+        shown.sort(key=lambda t: (-t.priority, t.due_at or NO_DUE_TIME, t.pk))
+    else:
+        shown.sort(key=lambda t: (t.due_at or NO_DUE_TIME, t.pk))
+    return [task.title for task in shown]
+
+
+def listed(user: Any, filters: selectors.InboxFilters, now: datetime) -> list[str]:
+    """Every title the inbox lists, following the cursors page by page (pages of 6)."""
+    titles, cursor = [], ""
+    for _ in range(100):
+        page = selectors.inbox(
+            user=user,
+            filters=selectors.InboxFilters(**{**filters.__dict__, "cursor": cursor}),
+            now=now,
+            limit=6,
+        )
+        titles += [task.title for task in page.tasks]
+        cursor = page.next_cursor
+        if not cursor:
+            return titles
+    raise AssertionError("the cursors never end")
+
+
+FILTERS = [
+    {},
+    {"workflow_type": "vendor_onboarding"},
+    {"priority": 3},
+    {"sla": Sla.OVERDUE},
+    {"sla": Sla.DUE_SOON},
+    {"sla": Sla.ON_TIME},
+    {"search": "hotel"},
+    {"priority": 2, "sla": Sla.ON_TIME},
+]
+
+
+class TestEveryTabFilterAndSort:
+    @pytest.mark.parametrize("tab", ["mine", "queue", "delegated"])
+    @pytest.mark.parametrize("sort", ["due", "priority"])
+    def test_pages_list_what_the_rules_give_once_in_order(self, varied_tasks, people, tab, sort):
+        now = timezone.now()
+        checked = 0
+
+        for person, extra in itertools.product(people.values(), FILTERS):
+            filters = selectors.InboxFilters(tab=tab, sort=sort, **extra)
+            want = expected(person, filters, now)
+            assert listed(person, filters, now) == want, (person.username, extra)
+            checked += len(want)
+
+        assert checked > 0
+
+    @pytest.mark.parametrize("sort", ["due", "priority"])
+    def test_the_plain_query_used_off_postgresql_lists_the_same(
+        self, varied_tasks, people, sort, monkeypatch
+    ):
+        now = timezone.now()
+        wanted = {
+            person.username: expected(person, selectors.InboxFilters(tab="queue", sort=sort), now)
+            for person in people.values()
+        }
+        monkeypatch.setattr(connection, "vendor", "sqlite")
+
+        for person in people.values():
+            filters = selectors.InboxFilters(tab="queue", sort=sort)
+            assert listed(person, filters, now) == wanted[person.username]
+
+
+class TestCounts:
+    def test_each_tab_counts_what_it_lists(self, varied_tasks, people):
+        now = timezone.now()
+
+        for person in people.values():
+            counts = selectors.inbox_header(user=person, now=now).counts
+            for tab in selectors.TABS:
+                assert counts[tab] == len(expected(person, selectors.InboxFilters(tab=tab), now))
+
+    def test_a_task_in_two_of_my_groups_counts_once(self, make_task, bob, groups):
+        make_task(state="open", users=[bob], groups=[groups["finance"], groups["security"]])
+
+        counts = selectors.inbox_header(user=bob, now=timezone.now()).counts
+
+        assert counts["queue"] == 1
+
+    def test_counts_stop_at_the_cap(self, make_task, bob, groups):
+        for _ in range(selectors.COUNT_CAP + 5):
+            make_task(state="open", groups=[groups["finance"], groups["security"]])
+        for _ in range(3):
+            make_task(state="claimed", assignee=bob)
+
+        counts = selectors.inbox_header(user=bob, now=timezone.now()).counts
+
+        assert counts == {"mine": 3, "queue": selectors.COUNT_CAP, "delegated": 0}
+
+
+class TestCursors:
+    def test_a_cursor_of_the_other_sort_starts_from_the_first_page(self, make_task, carol):
+        for n in range(3):
+            make_task(state="claimed", assignee=carol, title=f"Task {n}")
+        due_cursor = selectors.inbox(
+            user=carol, filters=selectors.InboxFilters(), now=timezone.now(), limit=1
+        ).next_cursor
+
+        page = selectors.inbox(
+            user=carol,
+            filters=selectors.InboxFilters(sort="priority", cursor=due_cursor),
+            now=timezone.now(),
+            limit=10,
+        )
+
+        assert len(page.tasks) == 4  # the three, and manager_task
+
+    @pytest.mark.parametrize(
+        "value",
+        [
+            ["9999-12-31T23:59:59-12:00", "00000000-0000-0000-0000-000000000000"],
+            [9, "2026-01-01T00:00:00", "00000000-0000-0000-0000-000000000000"],
+            {"a": 1, "b": 2},
+            ["2026-01-01T00:00:00"],
+        ],
+    )
+    def test_a_damaged_cursor_reads_as_the_first_page(self, value):
+        cursor = selectors._encode(value)
+
+        assert selectors._decode(cursor, "due") is None
+        assert selectors._decode(cursor, "priority") is None

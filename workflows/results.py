@@ -1,0 +1,70 @@
+"""A run's step results by node, read from the step rows themselves.
+
+Each finished step keeps its result on its own row, so recording step 10,000 of a
+run costs what recording step 10 does: nothing rewrites a document that grows
+with the run. Reading one result is one indexed query (the unique key on run,
+node and kind), remembered for the life of the mapping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from workflows.states import StepKind, StepState
+
+if TYPE_CHECKING:
+    from django.db.models import QuerySet
+
+    from workflows.models import StepRun
+
+_MISSING = object()
+# A step's result stays part of the run's data after the step is undone.
+RESULT_STEP_STATES = (StepState.SUCCEEDED, StepState.COMPENSATED)
+
+
+class RunResults(Mapping[str, Any]):
+    """The results of a run's finished forward steps, by node name (lazy, read-only)."""
+
+    def __init__(self, run_id: Any) -> None:
+        self._run_id = run_id
+        self._known: dict[str, Any] = {}
+        self._complete = False
+
+    def _steps(self) -> QuerySet[StepRun]:
+        from workflows.models import StepRun
+
+        return StepRun.objects.filter(
+            run_id=self._run_id, kind=StepKind.FORWARD, state__in=RESULT_STEP_STATES
+        )
+
+    def _lookup(self, node: str) -> Any:
+        if node not in self._known and not self._complete:
+            found = self._steps().filter(node=node).values_list("result", flat=True)[:1]
+            self._known[node] = found[0] if found else _MISSING
+        return self._known.get(node, _MISSING)
+
+    def _load_all(self) -> None:
+        if not self._complete:
+            self._known = dict(self._steps().order_by("id").values_list("node", "result"))
+            self._complete = True
+
+    def __getitem__(self, node: str) -> Any:
+        value = self._lookup(node)
+        if value is _MISSING:
+            raise KeyError(node)
+        return value
+
+    def __contains__(self, node: object) -> bool:
+        return isinstance(node, str) and self._lookup(node) is not _MISSING
+
+    def __iter__(self) -> Iterator[str]:
+        self._load_all()
+        return iter(self._known)
+
+    def __len__(self) -> int:
+        self._load_all()
+        return len(self._known)
+
+    def __repr__(self) -> str:
+        return f"RunResults({self._run_id})"
