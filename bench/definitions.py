@@ -18,6 +18,9 @@ LOCAL10 = "bench_local10"
 SLEEP = "bench_sleep"
 APPROVAL_MINE = "bench_approval_mine"
 APPROVAL_QUEUE = "bench_approval_queue"
+APPROVAL_OTHERS = "bench_approval_others"
+# Long enough never to come due in a benchmark; the seeder moves each copy's due time.
+DEADLINE = timedelta(days=36500)
 REVIEWERS_GROUP = "bench-reviewers"
 OTHERS_GROUP = "bench-others"
 
@@ -69,13 +72,23 @@ def _register() -> None:
             name=APPROVAL_MINE,
             version=1,
             start="review",
-            nodes=(Approval(name="review", title=_title, assignees=_assignee),),
+            nodes=(Approval(name="review", title=_title, assignees=_assignee, deadline=DEADLINE),),
         ),
         Workflow(
             name=APPROVAL_QUEUE,
             version=1,
             start="review",
-            nodes=(Approval(name="review", title=_title, groups=(REVIEWERS_GROUP,)),),
+            nodes=(
+                Approval(name="review", title=_title, groups=(REVIEWERS_GROUP,), deadline=DEADLINE),
+            ),
+        ),
+        Workflow(
+            name=APPROVAL_OTHERS,
+            version=1,
+            start="review",
+            nodes=(
+                Approval(name="review", title=_title, groups=(OTHERS_GROUP,), deadline=DEADLINE),
+            ),
         ),
     ):
         registry.register(workflow)

@@ -1,19 +1,22 @@
 """Seed a database with many runs and human tasks in minutes, by cloning rows the real code made.
 
 Each kind of row starts as a template made through the public entry points (a
-real `start_workflow`, which opens a real human task), then is copied in bulk:
-`INSERT INTO t (every column) SELECT <the template's column, or an override>
-FROM t, generate_series(...) WHERE <the template>`. The column lists come from
-`Model._meta.concrete_fields`, and only the columns that must differ (ids, state,
-due times, people) are overridden by field name, so a column added or removed by
-a migration is carried along as the real code set it.
+real `start_workflow`, which opens a real human task; a real approval for the
+finished kind), then is copied in bulk: `INSERT INTO t (every column) SELECT
+<the template's column, or an override> FROM t, generate_series(...) WHERE <the
+template>`. The column lists come from `Model._meta.concrete_fields`; only ids,
+the due time and the person vary. Every table with a foreign key to HumanTask
+(candidates, inbox entries, whatever a migration adds) is copied the same way,
+so a column or a table added by another change is carried along as the real
+code wrote it for the template.
 
 What is seeded (`Seed`): `waiting_runs` runs asleep in a Sleep node whose timer is
 due far in the future (the sweep must not read them), and `tasks` human tasks:
 the reviewer's 1,000 live ones (800 claimed by them, 200 open in their group's
 queue) and, beyond those, other people's, 95% completed and the rest live (claimed
 by someone else, or open in another group's queue). Every task has its own run and
-step. Step events and audit entries are not cloned: no benchmarked query reads them.
+step. Step events and audit entries (which refer to a task by a generic key, not a
+foreign key) are not cloned: no benchmarked query reads them.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from typing import Any
 from django.contrib.auth.models import Group, User
 from django.db import connection, models, transaction
 
+from approvals import services
 from approvals.models import HumanTask
+from approvals.states import Channel
 from bench import definitions
 from bench.profiles import Seed
 from workflows import engine
@@ -38,6 +43,10 @@ REVIEWER_QUEUE = 200
 BATCH = 100_000
 # Far enough ahead that no sweep of a benchmark ever finds these due.
 FAR_FUTURE = "TIMESTAMPTZ '2100-01-01 00:00:00+00'"
+# Spreads the copies' due times over about 70 days, in an order unlike their ids.
+DUE_SHIFT = "mod(g::bigint * 7919, 100000) * interval '1 minute'"
+# The tasks make_templates leaves in the database (they count towards the size).
+TEMPLATE_TASKS = 5
 
 
 def _column(model: type[models.Model], field_name: str) -> str:
@@ -128,26 +137,39 @@ def ensure_people() -> dict[str, Any]:
     }
 
 
-def make_templates() -> dict[str, Any]:
-    """Start one run of each kind through the engine; return the ids of what it made."""
+def make_templates(people: dict[str, Any]) -> dict[str, Any]:
+    """Make one run of each kind through the engine and the services; return their ids.
+
+    Each kind of seeded task is a copy of a task the real code made in that very
+    state, so whatever the code writes beside a task (candidates, inbox entries,
+    rows a later migration adds) is there to be copied too.
+    """
+    other = User.objects.get(pk=people["others"][0])
     sleeper, _ = engine.start_workflow(workflow_type=definitions.SLEEP, input={})
-    mine, _ = engine.start_workflow(
-        workflow_type=definitions.APPROVAL_MINE,
-        input={"assignee": REVIEWER, "title": "Review the bench contract"},
-    )
-    queue, _ = engine.start_workflow(
-        workflow_type=definitions.APPROVAL_QUEUE, input={"title": "Check the bench invoice"}
-    )
-    return {
+    templates: dict[str, Any] = {
         "sleep_run": str(sleeper.pk),
         "sleep_step": sleeper.steps.get().pk,
-        "mine_run": str(mine.pk),
-        "mine_step": mine.steps.get().pk,
-        "mine_task": str(mine.human_tasks.get().pk),
-        "queue_run": str(queue.pk),
-        "queue_step": queue.steps.get().pk,
-        "queue_task": str(queue.human_tasks.get().pk),
+        "other_person": other.pk,
     }
+    kinds = {
+        "mine": (definitions.APPROVAL_MINE, {"assignee": REVIEWER}),
+        "queue": (definitions.APPROVAL_QUEUE, {}),
+        "other_claimed": (definitions.APPROVAL_MINE, {"assignee": other.username}),
+        "other_open": (definitions.APPROVAL_OTHERS, {}),
+        "other_done": (definitions.APPROVAL_MINE, {"assignee": other.username}),
+    }
+    for kind, (workflow_type, extra) in kinds.items():
+        run, _ = engine.start_workflow(
+            workflow_type=workflow_type, input={"title": f"Bench {kind} review", **extra}
+        )
+        task = run.human_tasks.get()
+        templates.update(
+            {f"{kind}_run": str(run.pk), f"{kind}_step": task.step_id, f"{kind}_task": str(task.pk)}
+        )
+    services.approve_human_task(
+        task_id=templates["other_done_task"], user=other, channel=Channel.INBOX
+    )
+    return templates
 
 
 # ---------------------------------------------------------------------------
@@ -192,6 +214,52 @@ def clone_runs(
     return added
 
 
+def _hanging_off(model: type[models.Model]) -> list[tuple[type[models.Model], str]]:
+    """Return every model with a foreign key to `model` (m2m tables too), and that key."""
+    found = []
+    for field in model._meta.get_fields(include_hidden=True):
+        if (field.one_to_many or field.one_to_one) and field.auto_created and not field.concrete:
+            found.append((field.related_model, field.field.name))
+    return list(dict.fromkeys(found))
+
+
+def _carried(model: type[models.Model], *, person: str | None) -> dict[str, str | None]:
+    """Overrides for the columns that carry the template's person or due time.
+
+    A user column holding the template task's person becomes `person`; a date
+    column holding its due time moves with the copy's due time. Judged per row in
+    SQL, so a column another change adds (say, a sort key copied from due_at)
+    follows without this code knowing it.
+    """
+    overrides: dict[str, str | None] = {}
+    quote = connection.ops.quote_name
+    for field in model._meta.concrete_fields:
+        column = f"t.{quote(field.column)}"
+        if person is not None and field.is_relation and field.related_model is User:
+            overrides[field.name] = (
+                f"CASE WHEN {column} = %(template_person)s THEN {person} ELSE {column} END"
+            )
+        elif isinstance(field, models.DateTimeField):
+            overrides[field.name] = (
+                f"CASE WHEN {column} = %(template_due)s THEN {column} + {DUE_SHIFT} "
+                f"ELSE {column} END"
+            )
+    return overrides
+
+
+def _new_key(model: type[models.Model], *, tag: str, link: str) -> dict[str, str | None]:
+    """How a copy of a `model` row gets its primary key (`link` is its key to the task)."""
+    pk = model._meta.pk
+    if pk.name == link:
+        return {}
+    if isinstance(pk, models.AutoField | models.BigAutoField | models.SmallAutoField):
+        return {pk.name: None}
+    if isinstance(pk, models.UUIDField):
+        table = model._meta.db_table
+        return {pk.name: f"md5('{tag}:{table}:' || g || ':' || t.{pk.column})::uuid"}
+    raise TypeError(f"cannot make keys for {model.__name__}.{pk.name} ({type(pk).__name__})")
+
+
 def clone_tasks(
     *,
     templates: dict[str, Any],
@@ -200,83 +268,68 @@ def clone_tasks(
     first: int,
     last: int,
     step_base: int,
-    finished: bool = False,
     person: str | None = None,
-    group: int | None = None,
     only: str = "",
     params: dict[str, Any] | None = None,
 ) -> int:
-    """Copy the `kind` ("mine" or "queue") template's run, step, task and candidates.
+    """Copy the `kind` template's run, step, task and every row that refers to the task.
 
-    `person` is an SQL expression for the assignee (and candidate user) of a "mine"
-    copy; `group` replaces a "queue" copy's candidate group; `finished` makes copies
-    whose task was approved and whose run succeeded.
+    Copy g gets a due time of its own (so pages have an order to keep) and, with
+    `person` (an SQL expression over g), that person wherever the template had its
+    own: assignee, decider, candidate, inbox entry.
     """
+    template_task = templates[f"{kind}_task"]
+    task = HumanTask.objects.get(pk=template_task)
     task_id = uuid_of(f"task-{tag}")
-    due = f"{FAR_FUTURE} + mod(g::bigint * 7919, 100000) * interval '1 minute'"
-    run_overrides: dict[str, str | None] = {}
-    step_overrides: dict[str, str | None] = {}
-    task_overrides: dict[str, str | None] = {
-        "id": task_id,
-        "run": uuid_of(tag),
-        "step": f"{step_base}::bigint + g",
-        "due_at": due,
-        "title": "t.title || ' #' || g",
+    common: dict[str, Any] = {
+        "first": first,
+        "last": last,
+        "only": only,
+        "params": {
+            **(params or {}),
+            "template_person": templates["other_person"],
+            "template_due": task.due_at,
+        },
     }
-    if person is not None:
-        task_overrides["assignee"] = person
-    if finished:
-        run_overrides.update(state="'succeeded'", finished_at="now()")
-        step_overrides.update(state="'succeeded'", finished_at="now()", due_at="NULL")
-        task_overrides.update(
-            state="'completed'",
-            outcome="'approved'",
-            decided_by=person or "t.assignee_id",
-            decided_at="now() - g * interval '1 second'",
-            completed_at="now() - g * interval '1 second'",
-            channel="'inbox'",
-            version="t.version + 1",
-        )
-    common = {"first": first, "last": last, "only": only, "params": params}
     clone_runs(
         run_id=templates[f"{kind}_run"],
         step_id=templates[f"{kind}_step"],
         tag=tag,
         step_base=step_base,
-        run_overrides=run_overrides,
-        step_overrides=step_overrides,
         **common,
     )
     added = clone(
         HumanTask,
         where_field="id",
-        where_value=templates[f"{kind}_task"],
-        overrides=task_overrides,
+        where_value=template_task,
+        overrides={
+            **_carried(HumanTask, person=person),
+            "id": task_id,
+            "run": uuid_of(tag),
+            "step": f"{step_base}::bigint + g",
+            "title": "t.title || ' #' || g",
+        },
         **common,
     )
-    users = HumanTask.candidate_users.through
-    clone(
-        users,
-        where_field="humantask",
-        where_value=templates[f"{kind}_task"],
-        overrides={"id": None, "humantask": task_id, **({"user": person} if person else {})},
-        **common,
-    )
-    groups = HumanTask.candidate_groups.through
-    clone(
-        groups,
-        where_field="humantask",
-        where_value=templates[f"{kind}_task"],
-        overrides={"id": None, "humantask": task_id, **({"group": str(group)} if group else {})},
-        **common,
-    )
+    for model, link in _hanging_off(HumanTask):
+        clone(
+            model,
+            where_field=link,
+            where_value=template_task,
+            overrides={
+                **_carried(model, person=person),
+                **_new_key(model, tag=tag, link=link),
+                link: task_id,
+            },
+            **common,
+        )
     return added
 
 
 def seed(*, size: Seed, log: Any = print) -> dict[str, Any]:
     """Fill an empty, migrated database to `size`; return the people and templates made."""
     people = ensure_people()
-    templates = make_templates()
+    templates = make_templates(people)
     step_base = reserve_ids(StepRun, count=size.waiting_runs + size.tasks + 10)
     for first, last in _batches(size.waiting_runs):
         with transaction.atomic():
@@ -291,7 +344,6 @@ def seed(*, size: Seed, log: Any = print) -> dict[str, Any]:
             )
         log(f"  waiting runs: {last:,} of {size.waiting_runs:,}")
     base = step_base + size.waiting_runs
-    reviewer = str(people["reviewer"])
     with transaction.atomic():
         clone_tasks(
             templates=templates,
@@ -300,7 +352,6 @@ def seed(*, size: Seed, log: Any = print) -> dict[str, Any]:
             first=1,
             last=REVIEWER_CLAIMED,
             step_base=base,
-            person=reviewer,
         )
         base += REVIEWER_CLAIMED
         clone_tasks(
@@ -312,44 +363,28 @@ def seed(*, size: Seed, log: Any = print) -> dict[str, Any]:
             step_base=base,
         )
         base += REVIEWER_QUEUE
-    others = max(0, size.tasks - REVIEWER_CLAIMED - REVIEWER_QUEUE - 2)
-    person = f"(%(people)s::bigint[])[1 + mod(g, {len(people['others'])})]"
+    others = max(0, size.tasks - REVIEWER_CLAIMED - REVIEWER_QUEUE - TEMPLATE_TASKS)
+    person = f"(%(people)s::bigint[])[1 + mod(g / 20, {len(people['others'])})]"
     params = {"people": people["others"]}
+    passes = (
+        ("other_done", "mod(g, 20) <> 0", person),
+        ("other_claimed", "mod(g, 40) = 0", person),
+        ("other_open", "mod(g, 40) = 20", None),
+    )
     for first, last in _batches(others):
         with transaction.atomic():
-            clone_tasks(
-                templates=templates,
-                kind="mine",
-                tag="other-done",
-                first=first,
-                last=last,
-                step_base=base,
-                finished=True,
-                person=person,
-                only="mod(g, 20) <> 0",
-                params=params,
-            )
-            clone_tasks(
-                templates=templates,
-                kind="mine",
-                tag="other-claimed",
-                first=first,
-                last=last,
-                step_base=base,
-                person=person,
-                only="mod(g, 40) = 0",
-                params=params,
-            )
-            clone_tasks(
-                templates=templates,
-                kind="queue",
-                tag="other-open",
-                first=first,
-                last=last,
-                step_base=base,
-                group=people["others_group"],
-                only="mod(g, 40) = 20",
-            )
+            for kind, only, who in passes:
+                clone_tasks(
+                    templates=templates,
+                    kind=kind,
+                    tag=kind,
+                    first=first,
+                    last=last,
+                    step_base=base,
+                    person=who,
+                    only=only,
+                    params=params,
+                )
         log(f"  other people's tasks: {last:,} of {others:,}")
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
