@@ -8,6 +8,7 @@ every step on (run, node) and never replay history.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -359,7 +360,7 @@ def check_definition(workflow: Workflow) -> list[str]:
     """Return every problem that would stop a run of `workflow` from ending well."""
     problems: list[str] = []
     names = [node.name for node in workflow.nodes]
-    duplicates = sorted({name for name in names if names.count(name) > 1})
+    duplicates = sorted(name for name, count in Counter(names).items() if count > 1)
     if duplicates:
         problems.append(f"node names used twice: {', '.join(duplicates)}")
     if workflow.start not in workflow.nodes_by_name:
@@ -432,21 +433,29 @@ def _parallel_problems(workflow: Workflow, parallel: Parallel) -> list[str]:
 
 
 def _find_cycle(workflow: Workflow) -> list[str] | None:
-    visiting: list[str] = []
-    done: set[str] = set()
+    """Return a path from the start that loops back on itself, or None.
 
-    def visit(name: str) -> list[str] | None:
-        if name in visiting:
-            return [*visiting[visiting.index(name) :], name]
-        if name in done or name not in workflow.nodes_by_name:
-            return None
-        visiting.append(name)
-        for successor in workflow.nodes_by_name[name].successors():
-            cycle = visit(successor)
-            if cycle:
-                return cycle
-        visiting.pop()
-        done.add(name)
+    A depth-first walk with its own stack, so a definition of ten thousand
+    chained nodes is checked as easily as one of ten.
+    """
+    nodes = workflow.nodes_by_name
+    if workflow.start not in nodes:
         return None
-
-    return visit(workflow.start)
+    path = [workflow.start]
+    on_path = {workflow.start}
+    unvisited = [iter(nodes[workflow.start].successors())]
+    done: set[str] = set()
+    while unvisited:
+        successor = next(unvisited[-1], None)
+        if successor is None:
+            finished = path.pop()
+            on_path.discard(finished)
+            done.add(finished)
+            unvisited.pop()
+        elif successor in on_path:
+            return [*path[path.index(successor) :], successor]
+        elif successor not in done and successor in nodes:
+            path.append(successor)
+            on_path.add(successor)
+            unvisited.append(iter(nodes[successor].successors()))
+    return None

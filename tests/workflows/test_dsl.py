@@ -49,6 +49,19 @@ class TestCheckDefinition:
 
         assert problems == ["path with no end: a -> b -> a loops back"]
 
+    def test_a_cycle_at_the_end_of_a_long_chain_is_found(self):
+        chain = [read_only(f"n{i}", f"n{i + 1}") for i in range(10_000)]
+        loop_back = read_only("n10000", "n9999")
+
+        problems = check_definition(workflow(*chain, loop_back, start="n0"))
+
+        assert problems == ["path with no end: n9999 -> n10000 -> n9999 loops back"]
+
+    def test_a_chain_of_ten_thousand_nodes_passes(self):
+        chain = [read_only(f"n{i}", f"n{i + 1}" if i < 9_999 else None) for i in range(10_000)]
+
+        assert check_definition(workflow(*chain, start="n0")) == []
+
     def test_undefined_successor_is_named(self):
         problems = check_definition(workflow(read_only("a", "nowhere")))
 
