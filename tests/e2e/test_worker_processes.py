@@ -14,6 +14,7 @@ from celery import current_app
 from tests.conftest import steps_by_node
 from tests.e2e.conftest import wait_until
 from workflows import engine
+from workflows.engine import work
 from workflows.examples.models import ServiceEffect
 from workflows.states import EventKind, RunState, StepKind, StepState
 
@@ -220,7 +221,7 @@ class TestGraph:
     def test_a_batch_of_timers_is_handed_over_a_few_steps_a_message(
         self, workers, start, finished, effects
     ):
-        runs = [start("test_sleeping", {}) for _ in range(engine._STEPS_SENT_ONE_BY_ONE + 10)]
+        runs = [start("test_sleeping", {}) for _ in range(work.STEPS_SENT_ONE_BY_ONE + 10)]
 
         for run in runs:
             run = finished(run, RunState.SUCCEEDED)

@@ -13,7 +13,9 @@ from django.utils import timezone
 from tests.conftest import steps_by_node
 from tests.workflows.test_engine import later
 from workflows import engine
+from workflows.activity import LeaseLost
 from workflows.dsl import Activity, Branch, Join, Parallel, Workflow, check_definition
+from workflows.engine import execute, sweeper, work
 from workflows.models import WorkflowRun
 from workflows.states import EventKind, RunState, StepKind, StepState
 from workflows.tasks import execute_steps
@@ -46,14 +48,14 @@ class TestSweepIsolation:
     def test_a_run_that_fails_to_sweep_does_not_stop_the_others(self, start, drive, monkeypatch):
         broken = drive(start("test_sleeping", {}))
         healthy = drive(start("test_sleeping", {}))
-        real = engine._handle_due_step
+        real = sweeper.handle_due_step
 
         def fail_for_broken(run, *args):
             if run.pk == broken.pk:
                 raise RuntimeError("boom")
             return real(run, *args)
 
-        monkeypatch.setattr(engine, "_handle_due_step", fail_for_broken)
+        monkeypatch.setattr(sweeper, "handle_due_step", fail_for_broken)
 
         counts = engine.sweep(now=later(60))
 
@@ -92,7 +94,7 @@ class TestSweepIsolation:
     def test_a_large_batch_is_sent_a_few_steps_a_message(
         self, start, drive, monkeypatch, django_capture_on_commit_callbacks
     ):
-        runs = [drive(start("test_sleeping", {})) for _ in range(engine._STEPS_SENT_ONE_BY_ONE + 1)]
+        runs = [drive(start("test_sleeping", {})) for _ in range(work.STEPS_SENT_ONE_BY_ONE + 1)]
         sent = []
         monkeypatch.setattr(
             current_app, "send_task", lambda name, args, **options: sent.append((name, args))
@@ -104,7 +106,7 @@ class TestSweepIsolation:
         woken = sorted(run.steps.get(node="wake_up").pk for run in runs)
         assert {name for name, _ in sent} == {engine.EXECUTE_STEPS_TASK}
         assert sorted(step for _, (chunk,) in sent for step in chunk) == woken
-        assert max(len(chunk) for _, (chunk,) in sent) == engine._STEPS_PER_MESSAGE
+        assert max(len(chunk) for _, (chunk,) in sent) == work.STEPS_PER_MESSAGE
 
     def test_a_batch_message_runs_each_of_its_steps(self, start):
         runs = [start("remote_then_local") for _ in range(3)]
@@ -119,10 +121,10 @@ class TestPausedRuns:
         run = start("test_linear", {})
         for node in ("first", "second"):
             engine.execute_step(step_id=run.steps.get(node=node).pk)
-        claim = engine._claim(run.steps.get(node="third").pk, now=timezone.now())
+        claim = execute.claim_step(run.steps.get(node="third").pk, now=timezone.now())
         engine.pause_run(run_id=run.pk)
 
-        engine._record(claim, engine._Outcome(result={"done": True}), now=timezone.now())
+        execute.record_outcome(claim, execute.Outcome(result={"done": True}), now=timezone.now())
 
         run.refresh_from_db()
         assert run.state == RunState.SUCCEEDED
@@ -159,7 +161,7 @@ class TestScheduleToStart:
         assert run.state == RunState.FAILED
 
     def test_a_compensation_whose_message_was_lost_is_resent_not_given_up(self, start, monkeypatch):
-        monkeypatch.setattr(engine, "_send", lambda step_ids: None)  # every message is lost
+        monkeypatch.setattr(work, "send_steps", lambda step_ids: None)  # every message is lost
         run = start("test_prompt", {})
         engine.execute_step(step_id=run.steps.get(node="first").pk)
         engine.cancel_run(run_id=run.pk)
@@ -177,11 +179,11 @@ class TestScheduleToStart:
 class TestLosingBranches:
     def test_a_losing_branch_that_fails_late_does_not_undo_the_run(self, start, drive):
         run = start("test_race_any", {})
-        slow = engine._claim(run.steps.get(node="slow").pk, now=timezone.now())
+        slow = execute.claim_step(run.steps.get(node="slow").pk, now=timezone.now())
         engine.execute_step(step_id=run.steps.get(node="fast").pk)
 
-        failure = engine._Outcome(error={"type": "Boom", "message": "late"}, final=True)
-        engine._record(slow, failure, now=timezone.now())
+        failure = execute.Outcome(error={"type": "Boom", "message": "late"}, final=True)
+        execute.record_outcome(slow, failure, now=timezone.now())
         run = drive(run)
 
         assert run.state == RunState.SUCCEEDED
@@ -190,10 +192,10 @@ class TestLosingBranches:
 
     def test_a_losing_branch_hears_it_should_stop_at_its_next_heartbeat(self, start):
         run = start("test_race_any", {})
-        slow = engine._claim(run.steps.get(node="slow").pk, now=timezone.now())
+        slow = execute.claim_step(run.steps.get(node="slow").pk, now=timezone.now())
         engine.execute_step(step_id=run.steps.get(node="fast").pk)
 
-        with pytest.raises(engine.LeaseLost):
+        with pytest.raises(LeaseLost):
             slow.context.heartbeat()
 
 
@@ -204,7 +206,7 @@ class TestUncertainAttempts:
         run = start("test_linear", {"simulate": {"second": "decline"}})
         engine.execute_step(step_id=run.steps.get(node="first").pk)
         second = run.steps.get(node="second")
-        engine._claim(second.pk, now=timezone.now())  # the worker dies mid-call
+        execute.claim_step(second.pk, now=timezone.now())  # the worker dies mid-call
         engine.sweep(now=later(600))  # its lease expires; a retry is scheduled
         engine.sweep(now=later(601))
 

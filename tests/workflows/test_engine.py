@@ -16,7 +16,9 @@ from django.utils import timezone
 
 from tests.conftest import at_once, steps_by_node
 from workflows import engine, registry
+from workflows.activity import ActivityCancelled
 from workflows.dsl import Activity, InvalidInput, NoCompensation, Workflow
+from workflows.engine import execute, work
 from workflows.examples.models import ServiceEffect
 from workflows.models import Signal, StepEvent, StepRun, WorkflowRun
 from workflows.registry import UnknownWorkflow
@@ -56,7 +58,7 @@ class TestStartWorkflow:
         self, order_input, django_capture_on_commit_callbacks, monkeypatch
     ):
         sent = []
-        monkeypatch.setattr(engine, "_send", sent.extend)
+        monkeypatch.setattr(work, "send_steps", sent.extend)
 
         with django_capture_on_commit_callbacks(execute=True):
             run, _ = engine.start_workflow(workflow_type="order", input=order_input())
@@ -167,7 +169,7 @@ class TestExecuteStep:
         self, start, order_input, monkeypatch
     ):
         sent = []
-        monkeypatch.setattr(engine, "_send", sent.extend)
+        monkeypatch.setattr(work, "send_steps", sent.extend)
         run = start("order", order_input())
         for node in ("validate", "reserve_inventory", "charge_payment"):
             engine.execute_step(step_id=run.steps.get(node=node).pk)
@@ -206,9 +208,11 @@ class TestExecuteStep:
         step = run.steps.get(node="reserve_inventory")
 
         with CaptureQueriesContext(connection) as claiming:
-            claim = engine._claim(step.pk, now=timezone.now())
+            claim = execute.claim_step(step.pk, now=timezone.now())
         with CaptureQueriesContext(connection) as recording:
-            engine._record(claim, engine._Outcome(result={"reserved": True}), now=timezone.now())
+            execute.record_outcome(
+                claim, execute.Outcome(result={"reserved": True}), now=timezone.now()
+            )
 
         # Claim: read the step with its run (locking the run), start the step.
         # Record: lock the run and read the step, insert the next step, finish this
@@ -220,10 +224,10 @@ class TestExecuteStep:
     def test_a_result_after_the_lease_was_lost_is_not_recorded(self, start, order_input):
         run = start("order", order_input())
         step = run.steps.get()
-        claim = engine._claim(step.pk, now=timezone.now())
+        claim = execute.claim_step(step.pk, now=timezone.now())
         engine.sweep(now=later(600))  # the lease expires: a retry is scheduled
 
-        engine._record(claim, engine._Outcome(result={"late": True}), now=timezone.now())
+        execute.record_outcome(claim, execute.Outcome(result={"late": True}), now=timezone.now())
 
         step.refresh_from_db()
         assert step.state == StepState.RETRY_WAIT
@@ -367,11 +371,11 @@ class TestCancel:
     def test_a_running_activity_hears_of_it_at_its_next_heartbeat(self, start, order_input):
         run = start("order", order_input())
         engine.execute_step(step_id=run.steps.get().pk)
-        claim = engine._claim(run.steps.get(node="reserve_inventory").pk, now=timezone.now())
+        claim = execute.claim_step(run.steps.get(node="reserve_inventory").pk, now=timezone.now())
 
         engine.cancel_run(run_id=run.pk)
 
-        with pytest.raises(engine.ActivityCancelled):
+        with pytest.raises(ActivityCancelled):
             claim.context.heartbeat()
 
     def test_a_finished_run_cannot_be_cancelled(self, start, drive, order_input):
@@ -502,10 +506,10 @@ class TestPause:
 
     def test_a_running_step_finishes_and_is_recorded_while_paused(self, start):
         run = start("test_linear", {})
-        claim = engine._claim(run.steps.get().pk, now=timezone.now())
+        claim = execute.claim_step(run.steps.get().pk, now=timezone.now())
         engine.pause_run(run_id=run.pk)
 
-        engine._record(claim, engine._Outcome(result={"ok": 1}), now=timezone.now())
+        execute.record_outcome(claim, execute.Outcome(result={"ok": 1}), now=timezone.now())
 
         run.refresh_from_db()
         assert run.state == RunState.PAUSED
@@ -516,7 +520,7 @@ class TestPause:
 class TestSweep:
     def test_a_lost_message_is_sent_again(self, start, monkeypatch):
         sent = []
-        monkeypatch.setattr(engine, "_send", sent.extend)
+        monkeypatch.setattr(work, "send_steps", sent.extend)
         run = start("test_linear", {})
         step = run.steps.get()
 
@@ -529,7 +533,7 @@ class TestSweep:
 
     def test_an_expired_lease_counts_as_a_failed_attempt(self, start):
         run = start("test_linear", {})
-        engine._claim(run.steps.get().pk, now=timezone.now())
+        execute.claim_step(run.steps.get().pk, now=timezone.now())
 
         engine.sweep(now=later(600))
 

@@ -28,6 +28,7 @@ from hypothesis.stateful import (
 from tests.conftest import ORDER_INPUT
 from workflows import engine, registry
 from workflows.dsl import Activity
+from workflows.engine import execute
 from workflows.examples.models import ServiceEffect
 from workflows.models import StepRun, WorkflowRun
 from workflows.states import (
@@ -64,7 +65,7 @@ class RunMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.offset = timedelta(0)
-        self.abandoned: list[engine._Claim] = []
+        self.abandoned: list[execute.Claim] = []
 
     def now(self):
         return timezone.now() + self.offset
@@ -105,7 +106,7 @@ class RunMachine(RuleBasedStateMachine):
     @rule(index=st.integers(min_value=0, max_value=20))
     def worker_dies_mid_activity(self, index: int) -> None:
         steps = self.scheduled()
-        claim = engine._claim(steps[index % len(steps)].pk, now=timezone.now())
+        claim = execute.claim_step(steps[index % len(steps)].pk, now=timezone.now())
         if claim is not None:
             self.abandoned.append(claim)
 
@@ -114,11 +115,11 @@ class RunMachine(RuleBasedStateMachine):
     def stalled_worker_reports_late(self, succeeded: bool) -> None:
         claim = self.abandoned.pop(0)
         outcome = (
-            engine._Outcome(result={"late": True})
+            execute.Outcome(result={"late": True})
             if succeeded
-            else engine._Outcome(error={"type": "Boom", "message": "late failure"})
+            else execute.Outcome(error={"type": "Boom", "message": "late failure"})
         )
-        engine._record(claim, outcome, now=timezone.now())
+        execute.record_outcome(claim, outcome, now=timezone.now())
 
     @rule(seconds=st.sampled_from([1, 5, 40, 200, 400]))
     def time_passes_and_the_sweep_runs(self, seconds: int) -> None:

@@ -1,0 +1,315 @@
+"""Executing a step: claim it, run its activity outside any transaction, record the outcome."""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from workflows.activity import ActivityCancelled, ActivityContext, LeaseLost
+from workflows.dsl import Activity, Workflow
+from workflows.engine import advance, undo
+from workflows.engine.work import (
+    LIVE_FORWARD_RUN_STATES,
+    UNDOING_RUN_STATES,
+    UnitOfWork,
+    definition_of,
+    log_fields,
+    steps_of,
+)
+from workflows.models import StepRun, WorkflowRun
+from workflows.retries import is_final_error, next_attempt_at
+from workflows.states import EventKind, RunState, StepKind, StepState
+
+logger = logging.getLogger("baton.engine")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One attempt a worker holds: the step, its fencing token and what the activity gets."""
+
+    step_id: int
+    run_id: uuid.UUID
+    token: uuid.UUID
+    started_at: datetime
+    context: ActivityContext
+    function: Any
+
+
+@dataclass(frozen=True)
+class Outcome:
+    result: Any = None
+    error: dict[str, Any] | None = None
+    final: bool = False
+    cancelled: bool = False
+
+
+def execute_step(*, step_id: int) -> None:
+    """Run step `step_id` if it still needs running, then the local steps that follow it.
+
+    Two commits per step: the claim, and the record of its outcome. A local step
+    that follows is claimed inside that record, so it costs one commit.
+    """
+    claim = claim_step(step_id, now=timezone.now())
+    while claim is not None:
+        outcome = run_activity(claim)
+        claim = record_outcome(claim, outcome, now=timezone.now())
+
+
+def claim_step(step_id: int, *, now: datetime) -> Claim | None:
+    """Take the step for this attempt, or return None if it needs nothing from us.
+
+    One short transaction of two statements: read the step with its run, locking
+    the run row against the engine's writers (NO KEY UPDATE, so claims of sibling
+    steps only queue behind each other), then the `start` transition's
+    conditional UPDATE. Its STARTED event is written with the attempt's outcome,
+    as Temporal writes ActivityTaskStarted, or by the sweep if the attempt is lost.
+    """
+    with transaction.atomic():
+        step = (
+            StepRun.objects.select_related("run")
+            .select_for_update(of=("run",), no_key=True)
+            .filter(pk=step_id)
+            .first()
+        )
+        if step is None:
+            logger.warning("step.unknown", extra={"step_id": step_id})
+            return None
+        run = step.run
+        allowed_run_states = (
+            (RunState.RUNNING, RunState.WAITING)
+            if step.kind == StepKind.FORWARD
+            else UNDOING_RUN_STATES
+        )
+        if step.state != StepState.SCHEDULED or run.state not in allowed_run_states:
+            logger.info(
+                "step.claim_refused",
+                extra=log_fields(run, step, {"state": step.state, "run_state": run.state}),
+            )
+            return None
+        node = definition_of(run).node(step.node)
+        assert isinstance(node, Activity)
+        token = uuid.uuid4()
+        step.start(token=token, lease_until=_lease_until(node, started_at=now, now=now), now=now)
+        step.save_changes()
+    return _attempt(run, step, node, token=token, now=now)
+
+
+def claim_inline(run: WorkflowRun, node: Activity, now: datetime, work: UnitOfWork) -> Claim:
+    """Create a local activity's step already claimed by this worker (inside the record)."""
+    step = StepRun(run=run, node=node.name, scheduled_at=now)
+    token = uuid.uuid4()
+    step.start(token=token, lease_until=_lease_until(node, started_at=now, now=now), now=now)
+    work.insert(step)
+    work.flush()  # the claim names the step by its id
+    return _attempt(run, step, node, token=token, now=now)
+
+
+def _attempt(
+    run: WorkflowRun, step: StepRun, node: Activity, *, token: uuid.UUID, now: datetime
+) -> Claim:
+    forward = step.kind == StepKind.FORWARD
+    results = run.results
+
+    def heartbeat() -> None:
+        _heartbeat(
+            step_id=step.pk, run_id=run.pk, token=token, node=node, started_at=now, forward=forward
+        )
+
+    context = ActivityContext(
+        run_id=str(run.id),
+        node=step.node,
+        attempt=step.attempt,
+        idempotency_key=step.idempotency_key,
+        input=run.input,
+        results=results,
+        correlation_id=run.correlation_id,
+        undoes_key="" if forward else f"{run.id}:{step.node}",
+        result_to_undo=None if forward else results.get(step.node),
+        _heartbeat=heartbeat,
+    )
+    return Claim(
+        step_id=step.pk,
+        run_id=run.pk,
+        token=token,
+        started_at=now,
+        context=context,
+        function=node.run if forward else node.compensation,
+    )
+
+
+def _lease_until(node: Activity, *, started_at: datetime, now: datetime) -> datetime:
+    deadline = started_at + node.timeouts.start_to_close
+    if node.timeouts.heartbeat is not None:
+        return min(deadline, now + node.timeouts.heartbeat)
+    return deadline
+
+
+def _heartbeat(
+    *,
+    step_id: int,
+    run_id: uuid.UUID,
+    token: uuid.UUID,
+    node: Activity,
+    started_at: datetime,
+    forward: bool,
+) -> None:
+    """Extend this attempt's lease; tell the activity if it lost it or the run was cancelled.
+
+    Not a state transition: a conditional UPDATE of the lease, fenced by the token.
+    """
+    now = timezone.now()
+    extended = StepRun.objects.filter(
+        pk=step_id, state=StepState.RUNNING, lease_token=token
+    ).update(due_at=_lease_until(node, started_at=started_at, now=now), heartbeat_at=now)
+    if not extended:
+        raise LeaseLost(f"step {step_id} is no longer held by this attempt")
+    if forward and WorkflowRun.objects.filter(pk=run_id, state=RunState.CANCELLING).exists():
+        raise ActivityCancelled(f"run {run_id} was cancelled")
+
+
+def run_activity(claim: Claim) -> Outcome:
+    try:
+        result = claim.function(claim.context)
+    except ActivityCancelled:
+        return Outcome(cancelled=True)
+    except Exception as error:
+        return Outcome(error=_describe(error), final=is_final_error(error))
+    try:
+        json.dumps(result)
+    except (TypeError, ValueError) as error:
+        # A bug in the activity, not a passing fault: retrying cannot help.
+        return Outcome(error=_describe(error), final=True)
+    return Outcome(result=result)
+
+
+def _describe(error: BaseException) -> dict[str, Any]:
+    return {"type": type(error).__name__, "message": str(error)[:2000]}
+
+
+def record_outcome(claim: Claim, outcome: Outcome, *, now: datetime) -> Claim | None:
+    """Record an attempt's outcome, if this attempt still holds the step's lease.
+
+    Return the local step that follows, already claimed for this worker, if any.
+    """
+    work = UnitOfWork(inline=True)
+    with transaction.atomic():
+        step = (
+            StepRun.objects.select_related("run")
+            .select_for_update(of=("run",))
+            .get(pk=claim.step_id)
+        )
+        run = step.run
+        if (
+            step.state != StepState.RUNNING
+            or step.lease_token != claim.token
+            or (step.due_at is not None and step.due_at < now)
+        ):
+            logger.warning("step.late_result_discarded", extra=log_fields(run, step))
+            work.event(run, step, EventKind.LATE_RESULT_DISCARDED, now)
+            work.finish(run)
+            return None
+        definition = definition_of(run)
+        work.event(run, step, EventKind.STARTED, claim.started_at)
+        if outcome.cancelled:
+            step.last_error = {"type": "ActivityCancelled", "message": "cancelled mid-flight"}
+            step.may_have_applied = True
+            advance.cancel_step(run, definition, step, now, work)
+            undo.undo_next(run, definition, now, work)
+        elif outcome.error is None:
+            _step_succeeded(run, definition, step, outcome.result, now, work)
+        else:
+            attempt_failed(run, definition, step, outcome.error, outcome.final, now, work)
+        work.finish(run)
+    return work.inline_claim
+
+
+def _step_succeeded(
+    run: WorkflowRun,
+    definition: Workflow,
+    step: StepRun,
+    result: Any,
+    now: datetime,
+    work: UnitOfWork,
+) -> None:
+    step.succeed(result=result, now=now)
+    work.save(step)
+    work.event(run, step, EventKind.COMPLETED, now)
+    if step.kind == StepKind.COMPENSATION:
+        undo.mark_undone(run, step.node, work)
+        work.event(run, step, EventKind.COMPENSATED, now)
+        undo.undo_next(run, definition, now, work)
+        return
+    if run.state in LIVE_FORWARD_RUN_STATES:
+        node = definition.node(step.node)
+        assert isinstance(node, Activity)
+        advance.continue_to(run, definition, step, node.next, now, work)
+        advance.settle(run, work)
+    elif run.state in UNDOING_RUN_STATES:
+        # It finished after the run began undoing: undo it too.
+        undo.undo_next(run, definition, now, work)
+
+
+def attempt_failed(
+    run: WorkflowRun,
+    definition: Workflow,
+    step: StepRun,
+    error: dict[str, Any],
+    final: bool,
+    now: datetime,
+    work: UnitOfWork,
+) -> None:
+    """Retry with backoff while the policy allows; otherwise fail the step for good."""
+    node = definition.node(step.node)
+    assert isinstance(node, Activity)
+    forward = step.kind == StepKind.FORWARD
+    policy = node.retry if forward else node.compensation_retry
+    error = {**error, "attempt": step.attempt}
+    work.event(run, step, EventKind.ERRORED, now, detail=error)
+    retry_at = next_attempt_at(
+        policy=policy,
+        attempt=step.attempt,
+        error_type=error["type"],
+        error_is_final=final,
+        now=now,
+    )
+    still_wanted = run.state in (LIVE_FORWARD_RUN_STATES if forward else UNDOING_RUN_STATES)
+    if retry_at is not None and still_wanted:
+        step.schedule_retry(error=error, retry_at=retry_at)
+        work.save(step)
+        work.event(run, step, EventKind.RETRY_SCHEDULED, now, detail={"retry_at": retry_at})
+        return
+    step_failed(run, definition, step, error, now, work)
+
+
+def step_failed(
+    run: WorkflowRun,
+    definition: Workflow,
+    step: StepRun,
+    error: dict[str, Any],
+    now: datetime,
+    work: UnitOfWork,
+) -> None:
+    """Fail a step for good: a failed undo dead-letters the run, a failed step undoes it."""
+    step.fail(error=error, now=now)
+    work.save(step)
+    work.event(run, step, EventKind.FAILED, now, detail=error)
+    if step.kind == StepKind.COMPENSATION:
+        run.dead_letter(error={"node": step.node, "compensation_error": error})
+        work.event(run, None, EventKind.DEAD_LETTERED, now, detail={"node": step.node, **error})
+        return
+    if run.state in LIVE_FORWARD_RUN_STATES:
+        run.begin_compensation(error={"node": step.node, **error})
+        work.event(run, None, EventKind.COMPENSATING, now, detail={"failed_node": step.node})
+        cancellable = steps_of(run, work).filter(
+            kind=StepKind.FORWARD, state__in=advance.CANCELLABLE_STEP_STATES
+        )
+        for sibling in cancellable:
+            advance.cancel_step(run, definition, sibling, now, work)
+    undo.undo_next(run, definition, now, work)

@@ -1,0 +1,172 @@
+"""The sweep: fire what is due (safe to run in several processes at once)."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import datetime
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from workflows import registry
+from workflows.dsl import Activity, Sleep, WaitForSignal, Workflow
+from workflows.engine import advance, execute
+from workflows.engine.start import start_pending_runs
+from workflows.engine.work import UNDOING_RUN_STATES, UnitOfWork, definition_of
+from workflows.models import StepRun, WorkflowRun
+from workflows.states import EventKind, RunState, StepKind, StepState
+
+logger = logging.getLogger("baton.engine")
+
+
+def sweep(*, now: datetime | None = None, batch: int | None = None) -> dict[str, int]:
+    """Handle up to `batch` due steps, many runs per transaction, skipping runs others hold.
+
+    Reads only what is due, through the partial index on `StepRun.due_at`, so its
+    cost follows what is due, not how many runs exist. Two sweeps at once never
+    handle the same run: each locks runs with SKIP LOCKED and re-reads their due
+    steps under that lock, so every timer fires once. The runs of a batch share
+    one transaction and one statement per kind of row; if handling one of them
+    fails, the batch is retried one run per transaction, so that run is logged
+    and left for the next sweep while the others go on.
+    """
+    now = now or timezone.now()
+    batch = batch or settings.BATON_SWEEP_BATCH
+    due_run_ids = (
+        StepRun.objects.filter(
+            state__in=_SWEPT_STATES, due_at__lte=now, run__state__in=_SWEPT_RUN_STATES
+        )
+        .order_by("due_at")
+        .values_list("run_id", flat=True)[:batch]
+    )
+    run_ids = list(dict.fromkeys(due_run_ids))
+    counts: dict[str, int] = {"steps": 0, "failed_runs": 0}
+    for start in range(0, len(run_ids), _RUNS_PER_TRANSACTION):
+        chunk = run_ids[start : start + _RUNS_PER_TRANSACTION]
+        try:
+            counts["steps"] += _sweep_runs(chunk, now)
+        except Exception:
+            for run_id in chunk:
+                try:
+                    counts["steps"] += _sweep_runs([run_id], now)
+                except Exception:
+                    counts["failed_runs"] += 1
+                    logger.exception("sweep.run_failed", extra={"run_id": str(run_id)})
+    counts["pending_started"] = start_pending_runs(now=now, limit=batch)
+    for extra in registry.sweepers():
+        counts[extra.__name__] = extra(now=now)
+    return counts
+
+
+# Large enough that a batch's writes amortise their statements, small enough that
+# one transaction holds few locks for long.
+_RUNS_PER_TRANSACTION = 500
+
+
+def _sweep_runs(run_ids: list[uuid.UUID], now: datetime) -> int:
+    work = UnitOfWork()
+    with transaction.atomic():
+        runs = list(
+            WorkflowRun.objects.select_for_update(skip_locked=True)
+            .filter(pk__in=run_ids, state__in=_SWEPT_RUN_STATES)
+            .order_by("pk")
+        )
+        if not runs:
+            return 0  # other sweeps hold them, or they moved on
+        # Locking the steps fences a concurrent heartbeat: it waits, then finds its
+        # lease gone if this sweep expired it.
+        due: dict[uuid.UUID, list[StepRun]] = {run.pk: [] for run in runs}
+        for step in StepRun.objects.select_for_update().filter(
+            run__in=runs, state__in=_SWEPT_STATES, due_at__lte=now
+        ):
+            due[step.run_id].append(step)
+        handled = 0
+        for run in runs:
+            definition = definition_of(run)
+            for index, step in enumerate(due[run.pk]):
+                step.run = run
+                if index:
+                    # Handling one step can move another (a join cancels its siblings).
+                    work.flush()
+                    step.refresh_from_db()
+                if step.state in _SWEPT_STATES and step.due_at is not None and step.due_at <= now:
+                    handle_due_step(run, definition, step, now, work)
+                    handled += 1
+        work.finish(*runs)
+    return handled
+
+
+_SWEPT_STATES = (
+    StepState.SCHEDULED,
+    StepState.RUNNING,
+    StepState.RETRY_WAIT,
+    StepState.WAITING,
+)
+
+
+# A paused run's due steps wait for it to resume; ended runs have nothing due.
+_SWEPT_RUN_STATES = (RunState.RUNNING, RunState.WAITING, *UNDOING_RUN_STATES)
+
+
+def handle_due_step(
+    run: WorkflowRun, definition: Workflow, step: StepRun, now: datetime, work: UnitOfWork
+) -> None:
+    node = definition.node(step.node)
+    if step.state == StepState.SCHEDULED:
+        assert isinstance(node, Activity)
+        limit = node.timeouts.schedule_to_start
+        forward = step.kind == StepKind.FORWARD  # an undo is re-sent, never given up
+        if forward and limit is not None and now - step.scheduled_at >= limit:
+            # As in Temporal, a schedule-to-start timeout is not retried: no worker
+            # is taking this kind of work, and another attempt would queue the same.
+            error = {"type": "ScheduleToStartTimeout", "message": f"not started within {limit}"}
+            execute.step_failed(run, definition, step, error, now, work)
+        else:
+            step.due_at = advance.redispatch_at(node, now)
+            work.save(step)
+            work.event(run, step, EventKind.REDISPATCHED, now)
+            work.send(step)
+    elif step.state == StepState.RUNNING:
+        assert isinstance(node, Activity)
+        kind = "HeartbeatTimeout" if node.timeouts.heartbeat else "StartToCloseTimeout"
+        error = {"type": kind, "message": "the attempt's lease expired (worker lost or stalled)"}
+        step.may_have_applied = True
+        # The lost attempt's STARTED event, written here since its worker never recorded it.
+        work.event(run, step, EventKind.STARTED, step.started_at)
+        work.event(run, step, EventKind.LEASE_EXPIRED, now, detail=error)
+        execute.attempt_failed(run, definition, step, error, False, now, work)
+    elif step.state == StepState.RETRY_WAIT:
+        assert isinstance(node, Activity)
+        step.reschedule(now=now, redispatch_at=advance.redispatch_at(node, now))
+        work.save(step)
+        work.send(step)
+    elif isinstance(node, Sleep):
+        step.succeed(result={"slept_until": now.isoformat()}, now=now)
+        work.save(step)
+        work.event(run, step, EventKind.COMPLETED, now)
+        advance.continue_to(run, definition, step, node.next, now, work)
+        advance.settle(run, work)
+    elif isinstance(node, WaitForSignal):
+        _wait_timed_out(run, definition, step, node, now, work)
+
+
+def _wait_timed_out(
+    run: WorkflowRun,
+    definition: Workflow,
+    step: StepRun,
+    node: WaitForSignal,
+    now: datetime,
+    work: UnitOfWork,
+) -> None:
+    work.event(run, step, EventKind.TIMED_OUT, now)
+    advance.leave_node(run, definition, step, work)
+    if node.on_timeout is None:
+        error = {"type": "WaitTimedOut", "message": f"no signal within {node.timeout}"}
+        execute.step_failed(run, definition, step, error, now, work)
+        return
+    step.succeed(result={"signal": None, "timed_out": True}, now=now)
+    work.save(step)
+    advance.continue_to(run, definition, step, node.on_timeout, now, work)
+    advance.settle(run, work)

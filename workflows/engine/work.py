@@ -1,0 +1,176 @@
+"""The unit of work every use case writes through, and what the use cases share."""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from celery import current_app
+from django.db import transaction
+from django.db.models import QuerySet
+
+from workflows import registry
+from workflows.dsl import Workflow
+from workflows.engine.errors import RunNotFound
+from workflows.models import StepEvent, StepRun, WorkflowRun, save_changes
+from workflows.states import EventKind, RunState, StepKind
+
+if TYPE_CHECKING:
+    from workflows.engine.execute import Claim
+
+logger = logging.getLogger("baton.engine")
+
+
+EXECUTE_STEP_TASK = "baton.execute_step"
+EXECUTE_STEPS_TASK = "baton.execute_steps"
+LIVE_FORWARD_RUN_STATES = (RunState.RUNNING, RunState.WAITING, RunState.PAUSED)
+UNDOING_RUN_STATES = (RunState.COMPENSATING, RunState.CANCELLING)
+
+
+@dataclass
+class UnitOfWork:
+    """What one use case writes and sends, gathered so each kind of row costs one statement.
+
+    New steps, changed steps and runs, and the timeline's events wait here. `flush`
+    writes the rows (new steps first, so everything else can refer to them): the
+    engine calls it before it reads steps back (`steps_of`) or hands a step to another
+    app's hook, and `finish` calls it at the end, inserts every event in one
+    statement and sends the steps once the transaction commits. So a sweep firing a
+    batch of timers writes each kind of row once, not once per timer.
+
+    A worker recording a step (`inline=True`) claims the first local activity that
+    follows in the same transaction and runs it next, with no broker round trip and
+    no second commit.
+    """
+
+    inline: bool = False
+    inline_claim: Claim | None = None
+    events: list[StepEvent] = field(default_factory=list)
+    new_steps: list[StepRun] = field(default_factory=list)
+    changed: dict[int, WorkflowRun | StepRun] = field(default_factory=dict)
+    to_send: list[StepRun] = field(default_factory=list)
+    # Runs with a step sent to a worker or claimed inline in this unit of work.
+    busy_runs: set[uuid.UUID] = field(default_factory=set)
+
+    def insert(self, step: StepRun) -> None:
+        self.new_steps.append(step)
+
+    def save(self, row: WorkflowRun | StepRun) -> None:
+        """Write the row's changed fields at the next flush."""
+        self.changed[id(row)] = row
+
+    def send(self, step: StepRun) -> None:
+        """Hand the step to a worker once the transaction commits."""
+        self.to_send.append(step)
+        self.busy_runs.add(step.run_id)
+
+    def event(
+        self,
+        run: WorkflowRun,
+        step: StepRun | None,
+        kind: EventKind,
+        now: datetime,
+        *,
+        detail: dict[str, Any] | None = None,
+    ) -> None:
+        """Add a line to the run's timeline (written by `finish`) and log it."""
+        detail = json.loads(json.dumps(detail or {}, default=str))
+        if step is not None and step.kind == StepKind.COMPENSATION:
+            detail.setdefault("compensation", True)
+        self.events.append(
+            StepEvent(
+                run=run,
+                step=step,
+                node=step.node if step else "",
+                kind=kind,
+                attempt=step.attempt if step else 0,
+                at=now,
+                detail=detail,
+            )
+        )
+        logger.info(f"step.{kind}" if step else f"run.{kind}", extra=log_fields(run, step, detail))
+
+    def flush(self) -> None:
+        if self.new_steps:
+            StepRun.objects.bulk_create(self.new_steps)
+            for step in self.new_steps:
+                step.mark_saved()
+            self.new_steps = []
+        if self.changed:
+            rows = [row for row in self.changed.values() if row.changed_fields()]
+            self.changed = {}
+            for model in (StepRun, WorkflowRun):
+                save_changes(model, [row for row in rows if isinstance(row, model)])
+
+    def finish(self, *runs: WorkflowRun) -> None:
+        """Write what the use case changed; send its steps once the transaction commits."""
+        for run in runs:
+            self.save(run)
+        self.flush()
+        if self.events:
+            StepEvent.objects.bulk_create(self.events)
+            self.events = []
+        if self.to_send:
+            step_ids = [step.pk for step in self.to_send]
+            self.to_send = []
+            # Robust: a broker that is down must not fail a committed use case; the
+            # sweep re-sends every step whose message never arrived.
+            transaction.on_commit(lambda: send_steps(step_ids), robust=True)
+
+
+def steps_of(run: WorkflowRun, work: UnitOfWork) -> QuerySet[StepRun]:
+    """The run's steps as the database has them once pending writes are flushed."""
+    work.flush()
+    return run.steps.all()
+
+
+def send_steps(step_ids: list[int]) -> None:
+    """Hand steps to workers: one message a step, or a few steps a message for a batch.
+
+    A sweep firing thousands of timers would spend most of its time publishing
+    messages, so past `_STEPS_SENT_ONE_BY_ONE` it sends `_STEPS_PER_MESSAGE` ids a
+    message (still spread over every worker). A message is a hint either way: a
+    step already done is refused at its claim, and a lost one is re-sent by the sweep.
+    """
+    # One producer for the whole batch, not one acquired per message.
+    with current_app.producer_or_acquire() as producer:
+        if len(step_ids) <= STEPS_SENT_ONE_BY_ONE:
+            for step_id in step_ids:
+                current_app.send_task(EXECUTE_STEP_TASK, args=[step_id], producer=producer)
+            return
+        for start in range(0, len(step_ids), STEPS_PER_MESSAGE):
+            chunk = step_ids[start : start + STEPS_PER_MESSAGE]
+            current_app.send_task(EXECUTE_STEPS_TASK, args=[chunk], producer=producer)
+
+
+STEPS_SENT_ONE_BY_ONE = 50
+STEPS_PER_MESSAGE = 20
+
+
+def definition_of(run: WorkflowRun) -> Workflow:
+    return registry.get(run.workflow_type, run.workflow_version)
+
+
+def lock_run(run_id: uuid.UUID | str) -> WorkflowRun:
+    try:
+        return WorkflowRun.objects.select_for_update().get(pk=run_id)
+    except (WorkflowRun.DoesNotExist, ValueError, TypeError):
+        raise RunNotFound(f"No workflow run {run_id}.") from None
+
+
+def log_fields(
+    run: WorkflowRun, step: StepRun | None = None, detail: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    fields = {
+        "run_id": str(run.id),
+        "workflow": run.workflow_type,
+        "correlation_id": run.correlation_id,
+        **{f"detail_{key}": value for key, value in (detail or {}).items()},
+    }
+    if step is not None:
+        fields.update(node=step.node, attempt=step.attempt, step_kind=step.kind)
+    return fields
