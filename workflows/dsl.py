@@ -45,6 +45,13 @@ class Timeouts:
     # An attempt that reports no heartbeat within this is presumed dead.
     heartbeat: timedelta | None = None
 
+    @property
+    def first_lease(self) -> timedelta:
+        """How long a new attempt holds its step before the sweep may take it back."""
+        if self.heartbeat is None:
+            return self.start_to_close
+        return min(self.start_to_close, self.heartbeat)
+
 
 @dataclass(frozen=True)
 class NoCompensation:
@@ -282,6 +289,13 @@ class Workflow:
 
     def node(self, name: str) -> Node:
         return self.nodes_by_name[name]
+
+    def activity(self, name: str) -> Activity:
+        """The activity node `name`: the kind a step is claimed, retried or undone for."""
+        node = self.nodes_by_name[name]
+        if not isinstance(node, Activity):
+            raise TypeError(f"{name!r} is a {type(node).__name__}, not an activity")
+        return node
 
     @cached_property
     def join_of(self) -> dict[str, str]:

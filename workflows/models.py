@@ -295,6 +295,9 @@ class StepRun(fsm.ConcurrentTransitionMixin, SavesChanges, models.Model):
     due_at = models.DateTimeField(null=True, blank=True)
     # Fences a late result: only the attempt holding the current token may record one.
     lease_token = models.UUIDField(null=True, blank=True, editable=False)
+    # How long a new attempt of an activity holds the step (from its node's timeouts),
+    # kept on the row so a claim needs no definition to set the lease's deadline.
+    lease = models.DurationField(null=True, blank=True, editable=False)
     scheduled_at = models.DateTimeField()
     started_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)

@@ -191,7 +191,7 @@ class TestExecuteStep:
         # remote: its claim, then a record that also inserts `local` already running;
         # local: no claim of its own, only its record (which ends the run).
         assert _statements(queries) == [
-            *["SELECT", "UPDATE"],
+            "WITH",
             *["SELECT", "INSERT", "UPDATE", "INSERT"],
             *["SELECT", "UPDATE", "UPDATE", "INSERT"],
         ]
@@ -202,7 +202,7 @@ class TestExecuteStep:
             EventKind.COMPLETED,
         ]
 
-    def test_a_step_costs_two_statements_to_claim_and_four_to_record(self, start, order_input):
+    def test_a_step_costs_one_statement_to_claim_and_four_to_record(self, start, order_input):
         run = start("order", order_input())
         engine.execute_step(step_id=run.steps.get().pk)
         step = run.steps.get(node="reserve_inventory")
@@ -214,12 +214,49 @@ class TestExecuteStep:
                 claim, execute.Outcome(result={"reserved": True}), now=timezone.now()
             )
 
-        # Claim: read the step with its run (locking the run), start the step.
+        # Claim: one UPDATE that locks the run in a CTE and starts the step.
         # Record: lock the run and read the step, insert the next step, finish this
         # one, insert its events in one statement. The run row is not rewritten.
         # (Savepoints come from this test's own transaction.)
-        assert _statements(claiming) == ["SELECT", "UPDATE"]
+        assert _statements(claiming) == ["WITH"]
         assert _statements(recording) == ["SELECT", "INSERT", "UPDATE", "INSERT"]
+
+    def test_a_claim_holds_the_step_for_its_nodes_first_lease(self, start, order_input):
+        run = start("order", order_input())
+        step = run.steps.get()
+        now = timezone.now()
+
+        claim = execute.claim_step(step.pk, now=now)
+
+        step.refresh_from_db()
+        node = registry.get("order").activity(step.node)
+        assert (step.state, step.attempt, step.lease_token) == (StepState.RUNNING, 1, claim.token)
+        assert (step.started_at, step.due_at) == (now, now + node.timeouts.first_lease)
+        assert claim.context.input == run.input
+
+    def test_a_step_written_before_leases_were_stored_is_still_claimed(self, start, order_input):
+        run = start("order", order_input())
+        step = run.steps.get()
+        StepRun.objects.filter(pk=step.pk).update(lease=None)
+        now = timezone.now()
+
+        claim = execute.claim_step(step.pk, now=now)
+
+        step.refresh_from_db()
+        node = registry.get("order").activity(step.node)
+        assert (step.state, step.lease_token) == (StepState.RUNNING, claim.token)
+        assert step.due_at == now + node.timeouts.first_lease
+
+    def test_a_step_of_a_cancelling_run_is_not_claimed(self, start, order_input):
+        run = start("order", order_input())
+        step = run.steps.get()
+        WorkflowRun.objects.filter(pk=run.pk).update(state=RunState.CANCELLING)
+
+        claim = execute.claim_step(step.pk, now=timezone.now())
+
+        step.refresh_from_db()
+        assert claim is None
+        assert (step.state, step.attempt) == (StepState.SCHEDULED, 0)
 
     def test_a_result_after_the_lease_was_lost_is_not_recorded(self, start, order_input):
         run = start("order", order_input())

@@ -39,7 +39,16 @@ def enter_node(
             work.busy_runs.add(run.pk)
         else:
             due_at = redispatch_at(node, now)
-            work.send(new_step(work, run, node_name, StepState.SCHEDULED, now, due_at=due_at))
+            step = new_step(
+                work,
+                run,
+                node_name,
+                StepState.SCHEDULED,
+                now,
+                due_at=due_at,
+                lease=node.timeouts.first_lease,
+            )
+            work.send(step)
     elif isinstance(node, Branch):
         work.flush()  # the condition reads earlier results
         took = bool(node.condition(run.data))
@@ -140,6 +149,7 @@ def new_step(
     kind: StepKind = StepKind.FORWARD,
     due_at: datetime | None = None,
     result: Any = None,
+    lease: timedelta | None = None,
 ) -> StepRun:
     step = StepRun(
         run=run,
@@ -148,6 +158,7 @@ def new_step(
         state=state,
         scheduled_at=now,
         due_at=due_at,
+        lease=lease,
         result=result,
         finished_at=now if state == StepState.SUCCEEDED else None,
     )

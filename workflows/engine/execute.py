@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from workflows.activity import ActivityCancelled, ActivityContext, LeaseLost
@@ -53,8 +53,9 @@ class Outcome:
 def execute_step(*, step_id: int) -> None:
     """Run step `step_id` if it still needs running, then the local steps that follow it.
 
-    Two commits per step: the claim, and the record of its outcome. A local step
-    that follows is claimed inside that record, so it costs one commit.
+    Two commits per step: the claim (one statement), and the record of its
+    outcome. A local step that follows is claimed inside that record, so it costs
+    one commit.
     """
     claim = claim_step(step_id, now=timezone.now())
     while claim is not None:
@@ -65,12 +66,67 @@ def execute_step(*, step_id: int) -> None:
 def claim_step(step_id: int, *, now: datetime) -> Claim | None:
     """Take the step for this attempt, or return None if it needs nothing from us.
 
-    One short transaction of two statements: read the step with its run, locking
-    the run row against the engine's writers (NO KEY UPDATE, so claims of sibling
-    steps only queue behind each other), then the `start` transition's
-    conditional UPDATE. Its STARTED event is written with the attempt's outcome,
-    as Temporal writes ActivityTaskStarted, or by the sweep if the attempt is lost.
+    On PostgreSQL one statement outside any transaction (`_CLAIM`); elsewhere, or
+    for a step the statement cannot take, the ORM's two-statement transaction
+    (`_claim_with_orm`), which also says why a claim was refused. Its STARTED
+    event is written with the attempt's outcome, as Temporal writes
+    ActivityTaskStarted, or by the sweep if the attempt is lost.
     """
+    if connection.vendor == "postgresql":
+        claim = _claim_in_one_statement(step_id, now=now)
+        if claim is not None:
+            return claim
+    return _claim_with_orm(step_id, now=now)
+
+
+# `StepRun.start` as one conditional UPDATE. The CTE locks the step's run against
+# the engine's writers as `_claim_with_orm` does (NO KEY UPDATE, so claims of
+# sibling steps only queue behind each other) and reads the run's state after the
+# lock, so a cancel that committed meanwhile is seen. A step with no stored lease
+# (written before leases were stored on steps) is left to `_claim_with_orm`.
+_CLAIM = f"""
+WITH run AS (
+    SELECT id, state, workflow_type, workflow_version, input, correlation_id
+    FROM {WorkflowRun._meta.db_table}
+    WHERE id = (SELECT run_id FROM {StepRun._meta.db_table} WHERE id = %(step_id)s)
+    FOR NO KEY UPDATE
+)
+UPDATE {StepRun._meta.db_table} AS step
+SET state = '{StepState.RUNNING}', attempt = step.attempt + 1, lease_token = %(token)s,
+    started_at = %(now)s, heartbeat_at = NULL, due_at = %(now)s + step.lease
+FROM run
+WHERE step.id = %(step_id)s AND step.run_id = run.id
+  AND step.state = '{StepState.SCHEDULED}' AND step.lease IS NOT NULL
+  AND CASE WHEN step.kind = '{StepKind.FORWARD}'
+      THEN run.state IN ('{RunState.RUNNING}', '{RunState.WAITING}')
+      ELSE run.state IN ({", ".join(f"'{state}'" for state in UNDOING_RUN_STATES)}) END
+RETURNING step.node, step.kind, step.attempt,
+    run.id, run.workflow_type, run.workflow_version, run.input, run.correlation_id
+"""
+
+
+def _claim_in_one_statement(step_id: int, *, now: datetime) -> Claim | None:
+    token = uuid.uuid4()
+    with connection.cursor() as cursor:
+        cursor.execute(_CLAIM, {"step_id": step_id, "token": token, "now": now})
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    node_name, kind, attempt, run_id, workflow_type, version, data, correlation_id = row
+    run = WorkflowRun(
+        id=run_id,
+        workflow_type=workflow_type,
+        workflow_version=version,
+        input=json.loads(data) if isinstance(data, str) else data,
+        correlation_id=correlation_id,
+    )
+    step = StepRun(id=step_id, run=run, node=node_name, kind=kind, attempt=attempt)
+    node = definition_of(run).activity(node_name)
+    return _attempt(run, step, node, token=token, now=now)
+
+
+def _claim_with_orm(step_id: int, *, now: datetime) -> Claim | None:
+    """Claim in a transaction of two statements: read the step and its run, then start it."""
     with transaction.atomic():
         step = (
             StepRun.objects.select_related("run")
@@ -93,8 +149,7 @@ def claim_step(step_id: int, *, now: datetime) -> Claim | None:
                 extra=log_fields(run, step, {"state": step.state, "run_state": run.state}),
             )
             return None
-        node = definition_of(run).node(step.node)
-        assert isinstance(node, Activity)
+        node = definition_of(run).activity(step.node)
         token = uuid.uuid4()
         step.start(token=token, lease_until=_lease_until(node, started_at=now, now=now), now=now)
         step.save_changes()
@@ -103,7 +158,7 @@ def claim_step(step_id: int, *, now: datetime) -> Claim | None:
 
 def claim_inline(run: WorkflowRun, node: Activity, now: datetime, work: UnitOfWork) -> Claim:
     """Create a local activity's step already claimed by this worker (inside the record)."""
-    step = StepRun(run=run, node=node.name, scheduled_at=now)
+    step = StepRun(run=run, node=node.name, scheduled_at=now, lease=node.timeouts.first_lease)
     token = uuid.uuid4()
     step.start(token=token, lease_until=_lease_until(node, started_at=now, now=now), now=now)
     work.insert(step)

@@ -53,6 +53,7 @@ def undo_next(run: WorkflowRun, definition: Workflow, now: datetime, work: UnitO
             now,
             kind=StepKind.COMPENSATION,
             due_at=now + timedelta(seconds=settings.BATON_REDISPATCH_AFTER),
+            lease=definition.activity(plan[0]).timeouts.first_lease,
         )
         work.event(run, compensation, EventKind.COMPENSATING, now)
         work.send(compensation)
