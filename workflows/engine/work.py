@@ -15,8 +15,9 @@ from django.db.models import QuerySet
 
 from workflows import registry
 from workflows.dsl import Workflow
+from workflows.engine import batch
 from workflows.engine.errors import RunNotFound
-from workflows.models import StepEvent, StepRun, WorkflowRun, save_changes
+from workflows.models import StepEvent, StepRun, WorkflowRun
 from workflows.states import EventKind, RunState, StepKind
 
 if TYPE_CHECKING:
@@ -95,31 +96,39 @@ class UnitOfWork:
         logger.info(f"step.{kind}" if step else f"run.{kind}", extra=log_fields(run, step, detail))
 
     def flush(self) -> None:
-        if self.new_steps:
-            StepRun.objects.bulk_create(self.new_steps)
-            for step in self.new_steps:
-                step.mark_saved()
-            self.new_steps = []
-        if self.changed:
-            rows = [row for row in self.changed.values() if row.changed_fields()]
-            self.changed = {}
-            for model in (StepRun, WorkflowRun):
-                save_changes(model, [row for row in rows if isinstance(row, model)])
+        """Write the new and changed rows now (before the engine reads steps back)."""
+        batch.execute(self._row_statements())
 
     def finish(self, *runs: WorkflowRun) -> None:
         """Write what the use case changed; send its steps once the transaction commits."""
         for run in runs:
             self.save(run)
-        self.flush()
+        if any(event.step is not None and event.step.pk is None for event in self.events):
+            self.flush()  # an event names a step inserted by this unit of work
+        statements = self._row_statements()
         if self.events:
-            StepEvent.objects.bulk_create(self.events)
+            statements.append(batch.insert(StepEvent, self.events, returning_ids=False))
             self.events = []
+        batch.execute(statements)
         if self.to_send:
             step_ids = [step.pk for step in self.to_send]
             self.to_send = []
             # Robust: a broker that is down must not fail a committed use case; the
             # sweep re-sends every step whose message never arrived.
             transaction.on_commit(lambda: send_steps(step_ids), robust=True)
+
+    def _row_statements(self) -> list[batch.Statement]:
+        statements = []
+        # A new step changed before it was written is inserted as it is now.
+        rows = [row for row in self.changed.values() if row.pk is not None]
+        self.changed = {}
+        if self.new_steps:
+            statements.append(batch.insert(StepRun, self.new_steps, returning_ids=True))
+            self.new_steps = []
+        if rows:
+            for model in (StepRun, WorkflowRun):
+                statements += batch.updates(model, [row for row in rows if isinstance(row, model)])
+        return statements
 
 
 def steps_of(run: WorkflowRun, work: UnitOfWork) -> QuerySet[StepRun]:
