@@ -66,7 +66,7 @@ _RUNS_PER_TRANSACTION = 500
 
 
 def _sweep_runs(run_ids: list[uuid.UUID], now: datetime) -> int:
-    work = UnitOfWork()
+    work = UnitOfWork(batched=True)
     with transaction.atomic():
         runs = list(
             WorkflowRun.objects.select_for_update(skip_locked=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,10 @@ logger = logging.getLogger("baton.engine")
 
 EXECUTE_STEP_TASK = "baton.execute_step"
 EXECUTE_STEPS_TASK = "baton.execute_steps"
+# What a sweep does by the thousand, logged one by one only at debug.
+_ROUTINE_EVENTS = frozenset(
+    {EventKind.STARTED, EventKind.COMPLETED, EventKind.WAITING, EventKind.REDISPATCHED}
+)
 LIVE_FORWARD_RUN_STATES = (RunState.RUNNING, RunState.WAITING, RunState.PAUSED)
 UNDOING_RUN_STATES = (RunState.COMPENSATING, RunState.CANCELLING)
 
@@ -45,10 +50,12 @@ class UnitOfWork:
 
     A worker recording a step (`inline=True`) claims the first local activity that
     follows in the same transaction and runs it next, with no broker round trip and
-    no second commit.
+    no second commit. A sweep's batch (`batched=True`) logs its routine events at
+    debug and sums them up in one line; the timeline keeps every one of them.
     """
 
     inline: bool = False
+    batched: bool = False
     inline_claim: Claim | None = None
     events: list[StepEvent] = field(default_factory=list)
     new_steps: list[StepRun] = field(default_factory=list)
@@ -79,7 +86,8 @@ class UnitOfWork:
         detail: dict[str, Any] | None = None,
     ) -> None:
         """Add a line to the run's timeline (written by `finish`) and log it."""
-        detail = json.loads(json.dumps(detail or {}, default=str))
+        # What the JSON column would give back, so the log says what the row holds.
+        detail = json.loads(json.dumps(detail, default=str)) if detail else {}
         if step is not None and step.kind == StepKind.COMPENSATION:
             detail.setdefault("compensation", True)
         self.events.append(
@@ -93,7 +101,10 @@ class UnitOfWork:
                 detail=detail,
             )
         )
-        logger.info(f"step.{kind}" if step else f"run.{kind}", extra=log_fields(run, step, detail))
+        level = logging.DEBUG if self.batched and kind in _ROUTINE_EVENTS else logging.INFO
+        if logger.isEnabledFor(level):
+            message = f"step.{kind}" if step else f"run.{kind}"
+            logger.log(level, message, extra=log_fields(run, step, detail))
 
     def flush(self) -> None:
         """Write the new and changed rows now (before the engine reads steps back)."""
@@ -107,6 +118,9 @@ class UnitOfWork:
             self.flush()  # an event names a step inserted by this unit of work
         statements = self._row_statements()
         if self.events:
+            if self.batched:
+                kinds = Counter(event.kind for event in self.events)
+                logger.info("sweep.batch", extra={f"events_{kind}": n for kind, n in kinds.items()})
             statements.append(batch.insert(StepEvent, self.events, returning_ids=False))
             self.events = []
         batch.execute(statements)
