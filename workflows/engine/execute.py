@@ -302,8 +302,7 @@ def _step_succeeded(
         undo.undo_next(run, definition, now, work)
         return
     if run.state in LIVE_FORWARD_RUN_STATES:
-        node = definition.node(step.node)
-        assert isinstance(node, Activity)
+        node = definition.activity(step.node)
         advance.continue_to(run, definition, step, node.next, now, work)
         advance.settle(run, work)
     elif run.state in UNDOING_RUN_STATES:
@@ -321,8 +320,7 @@ def attempt_failed(
     work: UnitOfWork,
 ) -> None:
     """Retry with backoff while the policy allows; otherwise fail the step for good."""
-    node = definition.node(step.node)
-    assert isinstance(node, Activity)
+    node = definition.activity(step.node)
     forward = step.kind == StepKind.FORWARD
     policy = node.retry if forward else node.compensation_retry
     error = {**error, "attempt": step.attempt}
