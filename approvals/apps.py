@@ -8,6 +8,6 @@ class ApprovalsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from approvals import steps
+        from approvals import steps, throttling  # noqa: F401  (throttling connects its receiver)
 
         steps.register()

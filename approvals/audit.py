@@ -43,6 +43,58 @@ def record(
     changes: dict[str, Any] | None = None,
 ) -> LogEntry:
     """Append one audit entry for `event` on `task`; call inside the use case's transaction."""
+    return _append(
+        task,
+        event=event,
+        actor=actor,
+        channel=channel,
+        now=now,
+        comment=comment,
+        remote_addr=remote_addr,
+        changes=changes or {},
+    )
+
+
+def record_lockout(
+    *,
+    subject: Any,
+    description: str,
+    channel: str,
+    now: datetime,
+    comment: str,
+    remote_addr: str | None,
+    changes: dict[str, Any],
+) -> LogEntry:
+    """Append an entry saying that failed credentials locked out an account or an address.
+
+    `subject` is the account when the failures named one, otherwise the row that
+    counted them; `description` names it in the trail.
+    """
+    return _append(
+        subject,
+        event="locked_out",
+        actor=system_actor(),
+        channel=channel,
+        now=now,
+        comment=comment,
+        remote_addr=remote_addr,
+        changes=changes,
+        object_repr=description,
+    )
+
+
+def _append(
+    subject: Any,
+    *,
+    event: str,
+    actor: Any,
+    channel: str,
+    now: datetime,
+    comment: str,
+    remote_addr: str | None,
+    changes: dict[str, Any],
+    object_repr: str | None = None,
+) -> LogEntry:
     if connection.vendor == "postgresql":
         # One writer at a time extends the chain; released at commit.
         with connection.cursor() as cursor:
@@ -55,30 +107,32 @@ def record(
     )
     previous_hash = previous["chain"]["hash"] if previous else GENESIS
     content = {
-        "content_type": ContentType.objects.get_for_model(task).pk,
-        "object_pk": str(task.pk),
+        "content_type": ContentType.objects.get_for_model(subject).pk,
+        "object_pk": str(subject.pk),
         "event": event,
         "actor": actor.pk if actor else None,
         "channel": channel,
         "comment": comment,
         "remote_addr": remote_addr,
-        "changes": changes or {},
+        "changes": changes,
         "timestamp": now.isoformat(),
     }
+    overrides = {"object_repr": object_repr} if object_repr is not None else {}
     return LogEntry.objects.log_create(
-        task,
+        subject,
         force_log=True,
         action=LogEntry.Action.UPDATE,
         actor=actor,
         remote_addr=remote_addr,
         timestamp=now,
-        changes=changes or {},
+        changes=changes,
         additional_data={
             "event": event,
             "channel": channel,
             "comment": comment,
             "chain": {"previous": previous_hash, "hash": _hash(previous_hash, content)},
         },
+        **overrides,
     )
 
 
