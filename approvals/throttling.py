@@ -5,7 +5,10 @@ which every web process shares (PostgreSQL in production, the demo's SQLite),
 and refuses a locked account or address until its cool-off has passed or an
 operator unlocks it (the admin's *Access attempts*, or `manage.py
 axes_reset_username` / `axes_reset_ip`). Passwords reach it through Django's
-authentication (`AxesStandaloneBackend`).
+authentication (`AxesStandaloneBackend`); API tokens (and email links), which
+are not passwords, ask `lockout_of` first and report their failures with
+`record_failure`. One lockout covers every way in: an address guessing tokens
+may not go on guessing passwords.
 
 A lockout answers 429 with `Retry-After` and says why and when to retry, and is
 written to the audit log, attributed to the system.
@@ -51,6 +54,14 @@ class Lockout:
         )
 
 
+class LockedOut(Exception):
+    """Raised where an answer cannot be returned directly (the API's authentication)."""
+
+    def __init__(self, lockout: Lockout) -> None:
+        self.lockout = lockout
+        super().__init__(lockout.message)
+
+
 def client_address(request: HttpRequest) -> str | None:
     """Return the address failures are counted against: the peer, as the audit log records it.
 
@@ -71,6 +82,30 @@ def lockout_parameters(request_or_attempt: Any, credentials: dict[str, Any] | No
     else:
         username = get_client_username(request_or_attempt, credentials)
     return ["username", "ip_address"] if username else ["ip_address"]
+
+
+def lockout_of(request: HttpRequest, *, username: str | None) -> Lockout | None:
+    """Return the lockout that refuses this request's account or address now, or None."""
+    credentials = {"username": username or None}
+    if AxesProxyHandler.is_allowed(request, credentials):
+        return None
+    return _lockout(request, credentials)
+
+
+def record_failure(request: HttpRequest, *, username: str | None, channel: str) -> Lockout | None:
+    """Count one failed credential of this request's account and address.
+
+    Return the lockout it caused if it reached the limit (the audit entry is
+    written then, by `audit_lockout`), else None.
+    """
+    credentials = {"username": username or None}
+    request.baton_channel = channel  # type: ignore[attr-defined]
+    AxesProxyHandler.user_login_failed(
+        sender=record_failure, credentials=credentials, request=request
+    )
+    if getattr(request, "axes_locked_out", False):
+        return _lockout(request, credentials)
+    return None
 
 
 def lockout_response(
