@@ -5,7 +5,7 @@ which every web process shares (PostgreSQL in production, the demo's SQLite),
 and refuses a locked account or address until its cool-off has passed or an
 operator unlocks it (the admin's *Access attempts*, or `manage.py
 axes_reset_username` / `axes_reset_ip`). Passwords reach it through Django's
-authentication (`AxesStandaloneBackend`); API tokens (and email links), which
+authentication (`AxesStandaloneBackend`); API tokens and email links, which
 are not passwords, ask `lockout_of` first and report their failures with
 `record_failure`. One lockout covers every way in: an address guessing tokens
 may not go on guessing passwords.

@@ -1,4 +1,4 @@
-"""Throttling failed sign-ins: per account and per address, audited, and unlockable."""
+"""Throttling failed sign-ins, admin logins and email links: per account and per address."""
 
 from __future__ import annotations
 
@@ -7,8 +7,12 @@ from auditlog.models import LogEntry
 from axes.models import AccessAttempt
 from django.core.management import call_command
 from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
 
+from approvals import links
 from approvals.audit import verify_audit_chain
+from approvals.models import EmailLink
 
 pytestmark = pytest.mark.django_db
 
@@ -139,6 +143,91 @@ class TestLockoutAudit:
 
         entry = LogEntry.objects.get(additional_data__event="locked_out")
         assert entry.additional_data["channel"] == "admin"
+
+
+@pytest.fixture
+def link_for(manager_task):
+    def make(user) -> str:
+        _, token = links.create_link(task=manager_task, recipient=user, now=timezone.now())
+        return reverse("approvals:email_link", args=[token])
+
+    return make
+
+
+def open_link(url: str, *, address: str, as_user=None):
+    browser = Client(REMOTE_ADDR=address)
+    if as_user is not None:
+        browser.force_login(as_user)
+    return browser.get(url)
+
+
+TAMPERED = "/email/1:forged-signature/"
+
+
+class TestEmailLinkLockout:
+    def test_tampered_links_up_to_the_limit_then_even_a_good_one_is_refused_with_why(
+        self, link_for, carol
+    ):
+        good = link_for(carol)
+        statuses = [open_link(TAMPERED, address="10.0.0.1").status_code for _ in range(LIMIT)]
+
+        response = open_link(good, address="10.0.0.1")
+
+        assert statuses == [403] * (LIMIT - 1) + [429]
+        assert response.status_code == 429
+        assert "Too many failed attempts" in response.text
+        assert "Nothing was changed" in response.text
+        assert response["Referrer-Policy"] == "no-referrer"
+        assert 0 < int(response["Retry-After"]) <= 15 * 60
+
+    def test_a_good_link_from_another_address_still_opens(self, link_for, carol):
+        for _ in range(LIMIT):
+            open_link(TAMPERED, address="10.0.0.1")
+
+        response = open_link(link_for(carol), address="10.0.0.2")
+
+        assert response.status_code == 200
+
+    def test_opening_someone_elses_links_locks_the_account_that_opens_them(
+        self, link_for, carol, people
+    ):
+        eve = people["eve"]
+        for address in ("10.0.0.1", "10.0.0.2", "10.0.0.3"):
+            open_link(link_for(carol), address=address, as_user=eve)
+
+        refused = open_link(link_for(eve), address="10.0.0.4", as_user=eve)
+        carols = open_link(link_for(carol), address="10.0.0.4", as_user=carol)
+
+        assert refused.status_code == 429
+        assert carols.status_code == 200
+        assert sign_in("eve", "baton-demo", address="10.0.0.5").status_code == 429
+
+    def test_used_links_do_not_count_towards_a_lockout(self, link_for, carol):
+        url = link_for(carol)
+        EmailLink.objects.update(used_at=timezone.now())
+
+        statuses = [open_link(url, address="10.0.0.1").status_code for _ in range(LIMIT + 1)]
+
+        assert statuses == [410] * (LIMIT + 1)
+        assert not LogEntry.objects.filter(additional_data__event="locked_out").exists()
+
+    def test_an_email_link_lockout_is_audited_with_the_email_channel(self, link_for, carol, people):
+        for _ in range(LIMIT):
+            open_link(link_for(carol), address="10.0.0.1", as_user=people["eve"])
+
+        entry = LogEntry.objects.get(additional_data__event="locked_out")
+        assert entry.object_pk == str(people["eve"].pk)
+        assert entry.additional_data["channel"] == "email"
+
+    def test_unlocking_the_address_lets_a_good_link_open_again(self, link_for, carol):
+        good = link_for(carol)
+        for _ in range(LIMIT):
+            open_link(TAMPERED, address="10.0.0.1")
+        assert open_link(good, address="10.0.0.1").status_code == 429
+
+        call_command("axes_reset_ip", "10.0.0.1")
+
+        assert open_link(good, address="10.0.0.1").status_code == 200
 
 
 class TestUnlock:
