@@ -1,26 +1,52 @@
-"""The audit trail: every action on a human task, as a django-auditlog entry in a hash chain.
+"""The audit trail: every action on a human task, as a django-auditlog entry in a keyed hash chain.
 
 Entries are only ever created here, never updated or deleted. Each one carries,
-in `additional_data["chain"]`, the hash of its own content and of the entry
-before it, so `verify_audit_chain` can name the first entry that no longer fits
-(an edited or deleted row breaks the chain from there on).
+in `additional_data["chain"]`, an HMAC-SHA256 of its own content and of the
+entry before it, under a key kept outside the database (`chain_key`), so
+`verify_audit_chain` can name the first entry that no longer fits: an edited or
+deleted row breaks the chain from there on, and without the key nobody can
+recompute the hashes after an edit.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 from datetime import datetime
 from typing import Any
 
 from auditlog.models import LogEntry
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.contenttypes.models import ContentType
 from django.db import connection
+from django.utils.crypto import salted_hmac
 
 SYSTEM_USERNAME = "baton-system"
 GENESIS = "0" * 64
 _CHAIN_LOCK = 0x0BA70A
+_KEY_SALT = "baton.audit.chain-key"
+
+
+def chain_key() -> bytes:
+    """Return the key of the chain's HMACs: BATON_AUDIT_KEY, else one derived from SECRET_KEY.
+
+    The derived key (salted, so it is no other use's key) keeps a demo or an
+    upgrade working with nothing set, but then whoever learns SECRET_KEY can
+    rewrite the chain, and rotating SECRET_KEY breaks it; the check
+    approvals.W001 says so.
+    """
+    if settings.BATON_AUDIT_KEY:
+        return settings.BATON_AUDIT_KEY.encode()
+    return salted_hmac(_KEY_SALT, "audit chain", algorithm="sha256").digest()
+
+
+def key_source() -> str:
+    """Say, for operators, where the chain's key comes from."""
+    if settings.BATON_AUDIT_KEY:
+        return "BATON_AUDIT_KEY"
+    return "a key derived from DJANGO_SECRET_KEY (BATON_AUDIT_KEY is not set)"
 
 
 def system_actor() -> Any:
@@ -130,7 +156,10 @@ def _append(
             "event": event,
             "channel": channel,
             "comment": comment,
-            "chain": {"previous": previous_hash, "hash": _hash(previous_hash, content)},
+            "chain": {
+                "previous": previous_hash,
+                "hash": _hash(previous_hash, content, key=chain_key()),
+            },
         },
         **overrides,
     )
@@ -151,22 +180,69 @@ def _content_of(entry: LogEntry) -> dict[str, Any]:
     }
 
 
-def _hash(previous_hash: str, content: dict[str, Any]) -> str:
+def _canonical(previous_hash: str, content: dict[str, Any]) -> bytes:
     canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(f"{previous_hash}\n{canonical}".encode()).hexdigest()
+    return f"{previous_hash}\n{canonical}".encode()
+
+
+def _hash(previous_hash: str, content: dict[str, Any], *, key: bytes) -> str:
+    return hmac.new(key, _canonical(previous_hash, content), hashlib.sha256).hexdigest()
+
+
+def _unkeyed_hash(previous_hash: str, content: dict[str, Any]) -> str:
+    """The hash entries carried before the chain was keyed (read only by the upgrade)."""
+    return hashlib.sha256(_canonical(previous_hash, content)).hexdigest()
 
 
 def verify_audit_chain() -> LogEntry | None:
     """Return the first chained entry that no longer fits the chain, or None if all fit."""
+    key = chain_key()
     previous_hash = GENESIS
     entries = LogEntry.objects.filter(additional_data__has_key="chain").order_by("id")
     for entry in entries.iterator(chunk_size=1000):
         chain = entry.additional_data["chain"]
-        expected = _hash(previous_hash, _content_of(entry))
+        expected = _hash(previous_hash, _content_of(entry), key=key)
         if chain.get("previous") != previous_hash or chain.get("hash") != expected:
             return entry
         previous_hash = chain["hash"]
     return None
+
+
+def rekey_unkeyed_chain(*, log_entries: Any, now: datetime) -> int:
+    """Re-hash with the key the entries written before the chain was keyed; return how many.
+
+    Run once, by the upgrade's data migration (`log_entries` is its LogEntry
+    model). Each entry is re-hashed only while the chain it was written in
+    still holds, so the upgrade cannot launder an earlier edit: from the first
+    entry that did not fit, entries keep their old hashes and `verify_audit`
+    names that entry as it did before. An entry written by the new code before
+    the migration ran (keyed already) is re-linked too. Each re-hashed entry
+    says so, with the time, in `chain["rekeyed"]`.
+    """
+    key = chain_key()
+    stored_previous = GENESIS  # the previous entry's hash as it was stored
+    new_previous = GENESIS  # the previous entry's hash once re-keyed
+    count = 0
+    entries = log_entries.objects.filter(additional_data__has_key="chain").order_by("id")
+    for entry in entries.iterator(chunk_size=1000):
+        chain = entry.additional_data["chain"]
+        content = _content_of(entry)
+        if chain.get("previous") != stored_previous or chain.get("hash") not in (
+            _unkeyed_hash(stored_previous, content),
+            _hash(stored_previous, content, key=key),
+        ):
+            break
+        new_hash = _hash(new_previous, content, key=key)
+        stored_previous = chain["hash"]
+        entry.additional_data["chain"] = {
+            "previous": new_previous,
+            "hash": new_hash,
+            "rekeyed": now.isoformat(),
+        }
+        entry.save(update_fields=["additional_data"])
+        new_previous = new_hash
+        count += 1
+    return count
 
 
 def trail(task: Any) -> list[LogEntry]:

@@ -258,7 +258,7 @@ BATON_EXPENSE_FINANCE_THRESHOLD = env_str("BATON_EXPENSE_FINANCE_THRESHOLD", "10
 BATON_INBOX_POLL_SECONDS = int(env_float("BATON_INBOX_POLL_SECONDS", 20))
 
 # ---------------------------------------------------------------------------
-# Throttling failed credentials (django-axes): sign-in, the admin, email links, API tokens
+# Hardening: throttled credentials (django-axes) and the audit chain's key
 # ---------------------------------------------------------------------------
 
 INSTALLED_APPS += ["axes"]
@@ -286,6 +286,11 @@ AXES_RESET_ON_SUCCESS = False
 # Successful sign-ins are not logged by axes (a table that only grows); lockouts
 # are written to the audit log.
 AXES_DISABLE_ACCESS_LOG = True
+
+# The audit chain's HMAC key (approvals.audit). Keep it apart from the database
+# and from DJANGO_SECRET_KEY; unset, a key is derived from DJANGO_SECRET_KEY and
+# `manage.py check --deploy` warns (approvals.W001).
+BATON_AUDIT_KEY = env_str("BATON_AUDIT_KEY", "")
 
 # ---------------------------------------------------------------------------
 # Logging: structured JSON lines carrying run id, node, attempt, correlation id

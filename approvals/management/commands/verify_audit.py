@@ -1,4 +1,4 @@
-"""Check the audit trail's hash chain and name the first entry that no longer fits."""
+"""Check the audit trail's keyed hash chain and name the first entry that no longer fits."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from approvals.audit import verify_audit_chain
+from approvals.audit import key_source, verify_audit_chain
 
 
 class Command(BaseCommand):
@@ -20,4 +20,6 @@ class Command(BaseCommand):
                 f"{broken.additional_data.get('event')} on {broken.object_repr}) does not fit "
                 "the chain: it, or an entry before it, was changed or deleted."
             )
-        self.stdout.write(self.style.SUCCESS("The audit chain is intact."))
+        self.stdout.write(
+            self.style.SUCCESS(f"The audit chain is intact (keyed with {key_source()}).")
+        )
