@@ -291,6 +291,17 @@ AXES_DISABLE_ACCESS_LOG = True
 # and from DJANGO_SECRET_KEY; unset, a key is derived from DJANGO_SECRET_KEY and
 # `manage.py check --deploy` warns (approvals.W001).
 BATON_AUDIT_KEY = env_str("BATON_AUDIT_KEY", "")
+# The chain's head is anchored by a signed checkpoint every this many minutes
+# (beat), saved in the database and appended as a JSON line to this file if
+# set: put it where the database's writers cannot rewrite it.
+BATON_AUDIT_CHECKPOINT_FILE = env_str("BATON_AUDIT_CHECKPOINT_FILE", "")
+BATON_AUDIT_CHECKPOINT_MINUTES = env_float("BATON_AUDIT_CHECKPOINT_MINUTES", 60)
+CELERY_BEAT_SCHEDULE["baton-audit-checkpoint"] = {
+    "task": "baton.audit_checkpoint",
+    "schedule": BATON_AUDIT_CHECKPOINT_MINUTES * 60,
+    # A checkpoint that waited past the next one's time is superseded by it.
+    "options": {"expires": BATON_AUDIT_CHECKPOINT_MINUTES * 60},
+}
 
 # ---------------------------------------------------------------------------
 # Logging: structured JSON lines carrying run id, node, attempt, correlation id
