@@ -107,19 +107,22 @@ def record_lockout(
     """Append an entry saying that failed credentials locked out an account or an address.
 
     `subject` is the account when the failures named one, otherwise the row that
-    counted them; `description` names it in the trail.
+    counted them; `description` names it in the trail. Sign-in runs outside any
+    transaction, so this opens one: the chain's lock must be held from reading
+    the previous entry until this one is committed.
     """
-    return _append(
-        subject,
-        event="locked_out",
-        actor=system_actor(),
-        channel=channel,
-        now=now,
-        comment=comment,
-        remote_addr=remote_addr,
-        changes=changes,
-        object_repr=description,
-    )
+    with transaction.atomic():
+        return _append(
+            subject,
+            event="locked_out",
+            actor=system_actor(),
+            channel=channel,
+            now=now,
+            comment=comment,
+            remote_addr=remote_addr,
+            changes=changes,
+            object_repr=description,
+        )
 
 
 def _append(

@@ -171,11 +171,9 @@ def audit_lockout(
         return
     credentials = {"username": username}
     locks = _locks(request, credentials)
-    account = None
+    account, locked = None, []
     if "username" in locks:
         account = get_user_model().objects.filter(username=username).first()
-    locked = []
-    if "username" in locks:
         # A username that names no account is not written: people type passwords into it.
         locked.append(f"account {account.username}" if account else "an unknown username")
     if "ip_address" in locks:
