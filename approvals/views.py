@@ -29,7 +29,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import trigger_client_event
 
-from approvals import audit, links, permissions, selectors, services
+from approvals import audit, links, permissions, selectors, services, throttling
 from approvals.escalation import sla
 from approvals.models import HumanTask, SavedFilter
 from approvals.states import Channel, Priority, Sla
@@ -440,11 +440,19 @@ def email_link(request: HttpRequest, token: str) -> HttpResponse:
         return HttpResponse(status=405)
     if request.method == "POST" and not request.user.is_authenticated:
         return redirect_to_login(request.get_full_path())
+    username = request.user.get_username() if request.user.is_authenticated else None
+    lockout = throttling.lockout_of(request, username=username)
+    if lockout is not None:
+        return _link_lockout_page(request, lockout)
     try:
         link = links.resolve(token, now=timezone.now())
         if request.user.is_authenticated:
             links.check_recipient(link, request.user)
     except links.LinkProblem as problem:
+        if problem.is_guess:
+            lockout = throttling.record_failure(request, username=username, channel=Channel.EMAIL)
+            if lockout is not None:
+                return _link_lockout_page(request, lockout)
         return _link_page(request, {"problem": problem}, status=_link_status(problem))
     context = {
         "link": link,
@@ -496,6 +504,12 @@ def _link_status(problem: links.LinkProblem) -> int:
 def _link_page(request: HttpRequest, context: dict[str, Any], status: int = 200) -> HttpResponse:
     response = render(request, "approvals/email_link.html", context, status=status)
     response["Referrer-Policy"] = "no-referrer"
+    return response
+
+
+def _link_lockout_page(request: HttpRequest, lockout: throttling.Lockout) -> HttpResponse:
+    response = _link_page(request, {"lockout": lockout}, status=429)
+    response["Retry-After"] = str(lockout.retry_after)
     return response
 
 

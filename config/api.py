@@ -18,10 +18,12 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer, django_auth
 
+from approvals import throttling
 from approvals.api import router as tasks_router
+from approvals.states import Channel
+from workflows import tokens
 from workflows.api import ApiProblem
 from workflows.api import router as workflows_router
-from workflows.tokens import user_for_token
 
 logger = logging.getLogger("baton.api")
 PROBLEM = "application/problem+json"
@@ -29,10 +31,23 @@ PROBLEM = "application/problem+json"
 
 class BearerToken(HttpBearer):
     def authenticate(self, request: HttpRequest, token: str) -> Any:
-        user = user_for_token(token)
-        if user is not None:
-            request.user = user
-        return user
+        """Return the token's user; count a wrong token against its account and address.
+
+        A locked account or address is refused before the token is checked, so a
+        guesser cannot tell a right guess from a wrong one while locked out.
+        """
+        claimed = tokens.claimed_token(token)
+        username = claimed.user.username if claimed else None
+        lockout = throttling.lockout_of(request, username=username)
+        if lockout is None:
+            user = tokens.accept_token(claimed, token)
+            if user is not None:
+                request.user = user
+                return user
+            lockout = throttling.record_failure(request, username=username, channel=Channel.API)
+        if lockout is not None:
+            raise throttling.LockedOut(lockout)
+        return None
 
 
 class BatonAPI(NinjaAPI):
@@ -92,6 +107,13 @@ def on_unauthenticated(request: HttpRequest, error: AuthenticationError) -> Http
     return problem(
         401, "Unauthorized", "Send 'Authorization: Bearer <token>' or sign in (with CSRF)."
     )
+
+
+@api.exception_handler(throttling.LockedOut)
+def on_locked_out(request: HttpRequest, error: throttling.LockedOut) -> HttpResponse:
+    response = problem(429, "Too many failed attempts", error.lockout.message)
+    response["Retry-After"] = str(error.lockout.retry_after)
+    return response
 
 
 @api.exception_handler(HttpError)

@@ -8,6 +8,7 @@ Production sets DATABASE_URL (PostgreSQL) and CELERY_BROKER_URL (Redis or Rabbit
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -255,6 +256,52 @@ BATON_EXPENSE_ESCALATE_AFTER_HOURS = env_float("BATON_EXPENSE_ESCALATE_AFTER_HOU
 BATON_EXPENSE_FINANCE_THRESHOLD = env_str("BATON_EXPENSE_FINANCE_THRESHOLD", "1000")
 # Seconds between refreshes of the inbox list.
 BATON_INBOX_POLL_SECONDS = int(env_float("BATON_INBOX_POLL_SECONDS", 20))
+
+# ---------------------------------------------------------------------------
+# Hardening: throttled credentials (django-axes) and the audit chain's key
+# ---------------------------------------------------------------------------
+
+INSTALLED_APPS += ["axes"]
+# Last, so it sees the answer of every view: it turns a lockout into its 429 page.
+MIDDLEWARE += ["axes.middleware.AxesMiddleware"]
+AUTHENTICATION_BACKENDS = [
+    # Refuses a locked account or address before any password is checked.
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Failures are counted in the database, which every web process shares (SQLite too).
+AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
+AXES_FAILURE_LIMIT = int(env_float("BATON_LOCKOUT_FAILURES", 5))
+AXES_COOLOFF_TIME = timedelta(minutes=env_float("BATON_LOCKOUT_MINUTES", 15))
+# Per account and per address (see approvals.throttling.lockout_parameters).
+AXES_LOCKOUT_PARAMETERS = "approvals.throttling.lockout_parameters"
+AXES_CLIENT_IP_CALLABLE = "approvals.throttling.client_address"
+AXES_LOCKOUT_CALLABLE = "approvals.throttling.lockout_response"
+# A lockout lasts the cool-off from the failure that caused it: retrying while
+# locked neither extends it nor counts, so Retry-After is the truth.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+# A success does not wipe the counters: otherwise an attacker signing in to an
+# account of their own between guesses would reset their address's count.
+AXES_RESET_ON_SUCCESS = False
+# Successful sign-ins are not logged by axes (a table that only grows); lockouts
+# are written to the audit log.
+AXES_DISABLE_ACCESS_LOG = True
+
+# The audit chain's HMAC key (approvals.audit). Keep it apart from the database
+# and from DJANGO_SECRET_KEY; unset, a key is derived from DJANGO_SECRET_KEY and
+# `manage.py check --deploy` warns (approvals.W001).
+BATON_AUDIT_KEY = env_str("BATON_AUDIT_KEY", "")
+# The chain's head is anchored by a signed checkpoint every this many minutes
+# (beat), saved in the database and appended as a JSON line to this file if
+# set: put it where the database's writers cannot rewrite it.
+BATON_AUDIT_CHECKPOINT_FILE = env_str("BATON_AUDIT_CHECKPOINT_FILE", "")
+BATON_AUDIT_CHECKPOINT_MINUTES = env_float("BATON_AUDIT_CHECKPOINT_MINUTES", 60)
+CELERY_BEAT_SCHEDULE["baton-audit-checkpoint"] = {
+    "task": "baton.audit_checkpoint",
+    "schedule": BATON_AUDIT_CHECKPOINT_MINUTES * 60,
+    # A checkpoint that waited past the next one's time is superseded by it.
+    "options": {"expires": BATON_AUDIT_CHECKPOINT_MINUTES * 60},
+}
 
 # ---------------------------------------------------------------------------
 # Logging: structured JSON lines carrying run id, node, attempt, correlation id

@@ -67,6 +67,7 @@ ERRORS = {
     409: Problem,
     413: Problem,
     422: Problem,
+    429: Problem,
 }
 
 
