@@ -1,8 +1,12 @@
 """Baton's settings: one module, read from environment variables.
 
-Every value has an embedded default so `make demo` runs on a fresh machine with
-nothing else installed (SQLite in WAL mode and kombu's filesystem transport).
-Production sets DATABASE_URL (PostgreSQL) and CELERY_BROKER_URL (Redis or RabbitMQ).
+The defaults are production's where safety is at stake: DEBUG is off unless
+DJANGO_DEBUG asks for it, and no secret key is built in, so nothing starts
+without DJANGO_SECRET_KEY (or DJANGO_SECRET_KEY_FILE; `make demo` makes one in
+var/). Everything else has an embedded default so `make demo` runs on a fresh
+machine with nothing else installed (SQLite in WAL mode and kombu's filesystem
+transport). Production sets DATABASE_URL (PostgreSQL) and CELERY_BROKER_URL
+(Redis or RabbitMQ); README's "Production" section lists the rest.
 """
 
 from __future__ import annotations
@@ -47,6 +51,16 @@ def env_float(name: str, default: float) -> float:
         raise ImproperlyConfigured(f"{name} must be a number, not {raw!r}.") from None
 
 
+def env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a whole number, not {raw!r}.") from None
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     raw = os.environ.get(name)
     if raw is None:
@@ -54,16 +68,40 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def secret_key() -> str:
+    """Return DJANGO_SECRET_KEY, or else the contents of the file DJANGO_SECRET_KEY_FILE names.
+
+    There is no default: the key signs sessions, CSRF tokens and email links, and a
+    key anyone can read in the source would let them forge all three.
+    """
+    key = env_str("DJANGO_SECRET_KEY", "")
+    path = env_str("DJANGO_SECRET_KEY_FILE", "")
+    if not key and path:
+        try:
+            key = Path(path).read_text().strip()
+        except OSError as error:
+            raise ImproperlyConfigured(
+                f"DJANGO_SECRET_KEY_FILE names {path!r}, which cannot be read: {error.strerror}."
+            ) from None
+        if not key:
+            raise ImproperlyConfigured(f"DJANGO_SECRET_KEY_FILE names {path!r}, which is empty.")
+    if not key:
+        raise ImproperlyConfigured(
+            "DJANGO_SECRET_KEY is not set, and Baton has no built-in key: it signs sessions, "
+            "CSRF tokens and email links, so a known key would let anyone forge them. Set "
+            "DJANGO_SECRET_KEY to a long random value (python3 -c 'import secrets; "
+            "print(secrets.token_urlsafe(50))'), or DJANGO_SECRET_KEY_FILE to a file holding "
+            "one. `make demo` makes one for the demo in var/secret_key."
+        )
+    return key
+
+
 # ---------------------------------------------------------------------------
 # Core
 # ---------------------------------------------------------------------------
 
-DEBUG = env_bool("DJANGO_DEBUG", default=True)
-SECRET_KEY = env_str("DJANGO_SECRET_KEY", "")
-if not SECRET_KEY:
-    if not DEBUG:
-        raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set when DJANGO_DEBUG is false.")
-    SECRET_KEY = "baton-insecure-demo-key-never-use-in-production"
+DEBUG = env_bool("DJANGO_DEBUG", default=False)
+SECRET_KEY = secret_key()
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
 
@@ -161,11 +199,16 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = BASE_DIR / "staticfiles"
+# Production serves the files `collectstatic` gathered (the Dockerfile runs it), under
+# hashed names and compressed. BATON_STATIC_FROM_SOURCE serves them from their source
+# folders instead, with no collectstatic: the demo and the test suite ask for it.
+STATIC_FROM_SOURCE = env_bool("BATON_STATIC_FROM_SOURCE", default=DEBUG)
+WHITENOISE_USE_FINDERS = STATIC_FROM_SOURCE
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
         "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
-        if DEBUG
+        if STATIC_FROM_SOURCE
         else "whitenoise.storage.CompressedManifestStaticFilesStorage"
     },
 }
