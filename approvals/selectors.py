@@ -108,6 +108,16 @@ def inbox(*, user: Any, filters: InboxFilters, now: datetime, limit: int = PAGE_
     return Page(tasks=rows, next_cursor=next_cursor, filters=filters)
 
 
+def decides_in_tab(tab: str) -> bool:
+    """Whether the viewer is the one who decides the tasks a tab lists.
+
+    "Mine" holds the tasks assigned to them and the queue the open tasks they are a
+    candidate for; "delegated" holds tasks they handed to someone else, who decides
+    them now (an operator may still decide those, from the task's page).
+    """
+    return tab != InboxTab.DELEGATED
+
+
 def inbox_header(*, user: Any, now: datetime) -> Header:
     """Count each tab's tasks, up to COUNT_CAP, and read the saved filters: one query."""
     counts, params = [], []

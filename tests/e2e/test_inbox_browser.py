@@ -108,6 +108,42 @@ class TestInbox:
         assert step_state(run, "manager_approval") == StepState.SUCCEEDED
 
 
+class TestRefusals:
+    def test_delegated_rows_offer_no_decision(self, sign_in, start_expense):
+        run = start_expense()
+        page = sign_in("carol")
+        page.get_by_role("link", name=re.compile("Expense: Train to Lyon")).click()
+        page.get_by_label("Delegate to (you stay the owner)").fill("bob")
+        page.get_by_role("button", name="Delegate").click()
+        expect(page.get_by_role("status")).to_contain_text("Delegated to bob")
+
+        page.goto("/?tab=delegated")
+
+        row = page.locator(f"#row-{run.human_tasks.get().pk}")
+        expect(row).to_contain_text("bob decides it now")
+        expect(row.get_by_role("button", name=re.compile("Approve"))).to_have_count(0)
+
+    def test_a_refused_row_action_says_why_in_the_row_and_keeps_the_page(
+        self, sign_in, start_expense, settings
+    ):
+        # DEBUG on, as in the demo where django-htmx's debug handler swapped a 404
+        # answer over the whole page, leaving one bare row.
+        settings.DEBUG = True
+        run = start_expense(title="Hotel in Paris")
+        start_expense(title="Train to Lyon")
+        page = sign_in("carol")
+        task = run.human_tasks.get()
+        run.delete()  # gone while the page was open (an operator purged the run)
+
+        page.get_by_role("button", name=re.compile("Approve Expense: Hotel in Paris")).click()
+
+        expect(page.locator(f"#row-{task.pk}").get_by_role("alert")).to_have_text(
+            "No such task (or it is not yours to see)."
+        )
+        expect(page.get_by_role("heading", name="Inbox")).to_be_visible()
+        expect(page.locator("tr", has_text="Train to Lyon")).to_be_visible()
+
+
 class TestTaskPage:
     def test_rejecting_needs_a_reason_then_ends_the_expense_unpaid(self, sign_in, start_expense):
         run = start_expense()
