@@ -12,6 +12,7 @@ transport). Production sets DATABASE_URL (PostgreSQL) and CELERY_BROKER_URL
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import dj_database_url
@@ -68,6 +69,21 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def env_header(name: str) -> tuple[str, str] | None:
+    """Read "Header-Name: value" as Django's META key and value, e.g.
+    ("HTTP_X_FORWARDED_PROTO", "https"); None when unset or empty."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    header, _, value = raw.partition(":")
+    header, value = header.strip(), value.strip()
+    if not re.fullmatch(r"[A-Za-z0-9-]+", header) or not value:
+        raise ImproperlyConfigured(
+            f'{name} must be "Header-Name: value", such as "X-Forwarded-Proto: https", not {raw!r}.'
+        )
+    return "HTTP_" + header.upper().replace("-", "_"), value
+
+
 def secret_key() -> str:
     """Return DJANGO_SECRET_KEY, or else the contents of the file DJANGO_SECRET_KEY_FILE names.
 
@@ -103,6 +119,7 @@ def secret_key() -> str:
 DEBUG = env_bool("DJANGO_DEBUG", default=False)
 SECRET_KEY = secret_key()
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
+# Other origins (scheme and host) whose form posts are accepted, e.g. https://baton.example.com.
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
@@ -156,6 +173,27 @@ TEMPLATES = [
         },
     },
 ]
+
+# ---------------------------------------------------------------------------
+# HTTPS: off by default (the demo and the tests speak plain HTTP on 127.0.0.1);
+# production turns it on (docker-compose.yml does, behind its TLS proxy)
+# ---------------------------------------------------------------------------
+
+# Redirect plain HTTP to HTTPS. Behind a proxy that terminates TLS, Django learns
+# the scheme from the header in DJANGO_SECURE_PROXY_SSL_HEADER.
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", default=False)
+# Trust this header, set by the proxy, to say a request came over HTTPS, e.g.
+# "X-Forwarded-Proto: https". Only behind a proxy that sets it on every request
+# and that clients cannot bypass: anyone who can send it directly can pass for HTTPS.
+SECURE_PROXY_SSL_HEADER = env_header("DJANGO_SECURE_PROXY_SSL_HEADER")
+# Send cookies over HTTPS only: on by default wherever HTTP is redirected to HTTPS.
+SESSION_COOKIE_SECURE = env_bool("DJANGO_SESSION_COOKIE_SECURE", default=SECURE_SSL_REDIRECT)
+CSRF_COOKIE_SECURE = env_bool("DJANGO_CSRF_COOKIE_SECURE", default=SECURE_SSL_REDIRECT)
+# HTTP Strict Transport Security: browsers then refuse plain HTTP to this host (and
+# its subdomains, if included) for this many seconds. A commitment: start small.
+SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", default=False)
 
 # ---------------------------------------------------------------------------
 # Database: PostgreSQL in production, SQLite (WAL) for the demo

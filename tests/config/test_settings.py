@@ -151,3 +151,49 @@ class TestDemo:
 
         assert result.returncode == 0, result.stderr
         assert result.stdout.split() == ["False", "200", "200", "True"]
+
+
+class TestHttps:
+    def test_is_off_by_default_for_the_demo_and_the_tests_on_plain_http(self, tmp_path):
+        names = ("SECURE_SSL_REDIRECT", "SESSION_COOKIE_SECURE", "SECURE_HSTS_SECONDS")
+
+        settings = loaded(bare_env(tmp_path, DJANGO_SECRET_KEY=KEY), *names)
+
+        assert settings == dict.fromkeys(names, False) | {"SECURE_HSTS_SECONDS": 0}
+
+    def test_the_proxy_header_is_read_as_django_expects_it(self, tmp_path):
+        env = bare_env(
+            tmp_path,
+            DJANGO_SECRET_KEY=KEY,
+            DJANGO_SECURE_PROXY_SSL_HEADER="X-Forwarded-Proto: https",
+            DJANGO_SECURE_HSTS_SECONDS="3600",
+        )
+
+        settings = loaded(env, "SECURE_PROXY_SSL_HEADER", "SECURE_HSTS_SECONDS")
+
+        assert settings == {
+            "SECURE_PROXY_SSL_HEADER": ["HTTP_X_FORWARDED_PROTO", "https"],
+            "SECURE_HSTS_SECONDS": 3600,
+        }
+
+    @pytest.mark.parametrize(
+        ("name", "value", "message"),
+        [
+            (
+                "DJANGO_SECURE_PROXY_SSL_HEADER",
+                "X-Forwarded-Proto",
+                'DJANGO_SECURE_PROXY_SSL_HEADER must be "Header-Name: value", such as '
+                "\"X-Forwarded-Proto: https\", not 'X-Forwarded-Proto'.",
+            ),
+            (
+                "DJANGO_SECURE_HSTS_SECONDS",
+                "a year",
+                "DJANGO_SECURE_HSTS_SECONDS must be a whole number, not 'a year'.",
+            ),
+        ],
+    )
+    def test_a_malformed_value_is_refused_by_name(self, tmp_path, name, value, message):
+        result = load_settings(bare_env(tmp_path, DJANGO_SECRET_KEY=KEY, **{name: value}))
+
+        assert result.returncode != 0
+        assert message in result.stderr
