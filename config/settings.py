@@ -274,8 +274,14 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # Auth, i18n, static files
 # ---------------------------------------------------------------------------
 
+# Django's defaults: not like the username or email, at least 8 characters, not a
+# common password, not all digits. (Demo and test users are made with set_password,
+# which does not validate.)
 AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
