@@ -76,6 +76,7 @@ def inbox(request: HttpRequest) -> HttpResponse:
         decides = selectors.decides_in_tab(filters.tab)
         context.update(
             page=page,
+            decides=decides,
             rows=_rows(page.tasks, now, barred, {task.pk: decides for task in page.tasks}),
             tab_label=selectors.TABS[filters.tab],
             poll_seconds=settings.BATON_INBOX_POLL_SECONDS,

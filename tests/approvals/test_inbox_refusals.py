@@ -38,6 +38,7 @@ class TestDelegatedByMe:
         assert delegated_to_bob.title in response.text
         assert reverse("approvals:approve", args=[delegated_to_bob.pk]) not in response.text
         assert f'value="{delegated_to_bob.pk}:' not in response.text  # no bulk checkbox
+        assert "Approve selected" not in response.text
         assert "bob decides it now" in response.text
 
     def test_the_delegate_is_offered_the_decision(self, client, bob, delegated_to_bob):
@@ -46,6 +47,7 @@ class TestDelegatedByMe:
         response = client.get(reverse("approvals:inbox"))
 
         assert reverse("approvals:approve", args=[delegated_to_bob.pk]) in response.text
+        assert "Approve selected" in response.text
 
     def test_the_row_redrawn_after_an_action_offers_no_decision_either(
         self, client, carol, delegated_to_bob
