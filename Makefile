@@ -62,6 +62,7 @@ bench: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/bandit -r config workflows approvals -ll -q
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix .
