@@ -94,7 +94,7 @@ def inbox(*, user: Any, filters: InboxFilters, now: datetime, limit: int = PAGE_
         entries = entries.filter(TupleGreaterThan(Tuple(*order), after))
     page = _first_task_ids(entries, tab=filters.tab, user=user, limit=limit + 1, order=order)
     tasks = (
-        HumanTask.objects.filter(pk__in=RawSQL(*page))
+        HumanTask.objects.filter(pk__in=RawSQL(*page))  # nosec B611 # compiled by Django
         # The run and its decisions come along for separation of duties (approvals.duties).
         .select_related("assignee", "owner", "substitute_for", "run", "run__started_by")
         .annotate(**duties.page_annotations(user))
@@ -108,6 +108,16 @@ def inbox(*, user: Any, filters: InboxFilters, now: datetime, limit: int = PAGE_
     return Page(tasks=rows, next_cursor=next_cursor, filters=filters)
 
 
+def decides_in_tab(tab: str) -> bool:
+    """Whether the viewer is the one who decides the tasks a tab lists.
+
+    "Mine" holds the tasks assigned to them and the queue the open tasks they are a
+    candidate for; "delegated" holds tasks they handed to someone else, who decides
+    them now (an operator may still decide those, from the task's page).
+    """
+    return tab != InboxTab.DELEGATED
+
+
 def inbox_header(*, user: Any, now: datetime) -> Header:
     """Count each tab's tasks, up to COUNT_CAP, and read the saved filters: one query."""
     counts, params = [], []
@@ -118,11 +128,13 @@ def inbox_header(*, user: Any, now: datetime) -> Header:
         sql, tab_params = _first_task_ids(
             entries, tab=tab, user=user, limit=COUNT_CAP, order=_ENTRY_ORDER["due"]
         )
-        counts.append(f"(SELECT COUNT(*) FROM ({sql}) AS capped) AS {tab}")
+        counts.append(f"(SELECT COUNT(*) FROM ({sql}) AS capped) AS {tab}")  # nosec B608 # see below
         params.extend(tab_params)
+    # Text from SQL Django compiled (its parameters passed apart), the fixed tab names
+    # and a table name: nothing a user sent is ever part of the statement's text.
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT counts.*, saved.id, saved.name, saved.query"
+            f"SELECT counts.*, saved.id, saved.name, saved.query"  # nosec B608 # see above
             f" FROM (SELECT {', '.join(counts)}) AS counts"
             f" LEFT JOIN {SavedFilter._meta.db_table} AS saved ON saved.user_id = %s"
             f" ORDER BY saved.name",
@@ -184,21 +196,24 @@ def _first_task_ids(
         groups = memberships.objects.filter(user_id=user.pk).values("group_id")
         queue = entries.filter(Q(user=user, tab=tab) | Q(group__in=groups))
         sql, params = queue.values_list(*order).distinct()[:limit].query.sql_with_params()
-        return f"SELECT task_id FROM ({sql}) AS page", params
+        return f"SELECT task_id FROM ({sql}) AS page", params  # nosec B608 # compiled SQL
     own_sql, own_params = own.values_list(*order)[:limit].query.sql_with_params()
     group_sql, group_params = (
         entries.filter(group_id=RawSQL("membership.group_id", ()))
         .values_list(*order)[:limit]
         .query.sql_with_params()
     )
+    # Only SQL Django compiled (its parameters passed apart), fixed column names from
+    # _ENTRY_ORDER and a table name go into the text: nothing a user sent.
     columns = ", ".join(order)
     merged = (
-        f"SELECT DISTINCT {columns} FROM (({own_sql}) UNION ALL"
+        f"SELECT DISTINCT {columns} FROM (({own_sql}) UNION ALL"  # nosec B608 # see above
         f" (SELECT streams.* FROM {memberships._meta.db_table} AS membership"
         f" CROSS JOIN LATERAL ({group_sql}) AS streams WHERE membership.user_id = %s)"
         f") AS candidates ORDER BY {columns} LIMIT %s"
     )
-    return f"SELECT task_id FROM ({merged}) AS page", (*own_params, *group_params, user.pk, limit)
+    page = f"SELECT task_id FROM ({merged}) AS page"  # nosec B608 # see above
+    return page, (*own_params, *group_params, user.pk, limit)
 
 
 def _task_order(sort: str) -> list[Any]:

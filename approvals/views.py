@@ -27,7 +27,7 @@ from django.utils.crypto import constant_time_compare, salted_hmac
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
-from django_htmx.http import trigger_client_event
+from django_htmx.http import reswap, trigger_client_event
 
 from approvals import audit, links, permissions, selectors, services, throttling
 from approvals.escalation import sla
@@ -73,9 +73,11 @@ def inbox(request: HttpRequest) -> HttpResponse:
     if target != "tab-counts":
         page = selectors.inbox(user=request.user, filters=filters, now=now)
         barred = services.barred_on_page(tasks=page.tasks, user=request.user)
+        decides = selectors.decides_in_tab(filters.tab)
         context.update(
             page=page,
-            rows=_rows(page.tasks, now, barred),
+            decides=decides,
+            rows=_rows(page.tasks, now, barred, {task.pk: decides for task in page.tasks}),
             tab_label=selectors.TABS[filters.tab],
             poll_seconds=settings.BATON_INBOX_POLL_SECONDS,
             snooze_choices=selectors.snooze_choices(now),
@@ -112,16 +114,20 @@ _ROW_LINKS = ("task", "claim", "approve", "snooze")
 _ANY_TASK = UUID(int=0)
 
 
-def _rows(tasks: list[HumanTask], now: datetime, barred: dict[UUID, str]) -> list[dict[str, Any]]:
+def _rows(
+    tasks: list[HumanTask], now: datetime, barred: dict[UUID, str], decides: dict[UUID, bool]
+) -> list[dict[str, Any]]:
     """What each row shows beside its task, with the URLs it links to: reversed once and
     filled in per row, since six {% url %} tags in each of 25 rows took a fifth of the page.
-    `barred` says why a task's decisions are not offered ("" if they are)."""
+    `barred` says why separation of duties keeps the viewer from deciding a task ("" if
+    it does not); `decides` whether the viewer is the one who decides it at all."""
     links = {name: reverse(f"approvals:{name}", args=[_ANY_TASK]) for name in _ROW_LINKS}
     return [
         {
             "task": task,
             "sla": sla(due_at=task.due_at, now=now),
             "barred": barred.get(task.pk, ""),
+            "decides": decides.get(task.pk, False),
             "urls": {
                 name: url.replace(str(_ANY_TASK), str(task.pk)) for name, url in links.items()
             },
@@ -230,22 +236,21 @@ def _after_action(
         if task is None:
             return redirect("approvals:inbox")
         return redirect("approvals:task", task_id=task_id)
-    if task is None:
+    # Whatever the answer, it replaces only the part the form named: the row or the
+    # decision panel, with the refusal inside it, never the page around it.
+    if (request.htmx.target or "").startswith("row-"):
+        response = _row_after_action(request, task_id, task, done=done, error=error)
+        response.status_code = status
+        if error:
+            # Shown in the row, even where success removes the row (snooze).
+            reswap(response, "outerHTML")
+    elif task is None:
         response = render(
-            request, "approvals/problem.html#problem", {"message": error}, status=status
+            request,
+            "approvals/human_task.html#decision-panel-problem",
+            {"error": error},
+            status=status,
         )
-    elif request.htmx.target and request.htmx.target.startswith("row-"):
-        context = {
-            "row": _rows(
-                [task],
-                timezone.now(),
-                {task.pk: services.why_barred(task=task, user=request.user)},
-            )[0],
-            "error": error,
-            "done": done,
-            "snooze_choices": selectors.snooze_choices(timezone.now()),
-        }
-        response = render(request, "approvals/inbox.html#task-row", context, status=status)
     else:
         context = _task_context(request, task, error=error)
         context["done"] = done
@@ -253,6 +258,29 @@ def _after_action(
             request, "approvals/human_task.html#decision-panel", context, status=status
         )
     return trigger_client_event(response, INBOX_CHANGED) if not error else response
+
+
+def _row_after_action(
+    request: HttpRequest, task_id: UUID, task: HumanTask | None, *, done: str, error: str
+) -> HttpResponse:
+    """The inbox row of `task_id` as it now stands, or the refusal alone in its place."""
+    if task is None:
+        return render(
+            request, "approvals/inbox.html#row-problem", {"task_id": task_id, "error": error}
+        )
+    reviewer = services.reviewer_for(request.user)
+    context = {
+        "row": _rows(
+            [task],
+            timezone.now(),
+            {task.pk: services.why_barred(task=task, user=request.user)},
+            {task.pk: permissions.can_decide(reviewer, services.facts_for(task))},
+        )[0],
+        "error": error,
+        "done": done,
+        "snooze_choices": selectors.snooze_choices(timezone.now()),
+    }
+    return render(request, "approvals/inbox.html#task-row", context)
 
 
 def _common(request: HttpRequest) -> dict[str, Any]:
