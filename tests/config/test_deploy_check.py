@@ -55,7 +55,12 @@ def deploy_check(environment: dict[str, str], tmp_path: Path) -> subprocess.Comp
 
 @pytest.fixture
 def production() -> dict[str, str]:
-    return compose_environment({"DJANGO_SECRET_KEY": secrets.token_urlsafe(50)})
+    return compose_environment(
+        {
+            "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+            "BATON_AUDIT_KEY": secrets.token_urlsafe(50),
+        }
+    )
 
 
 class TestDeployCheck:
@@ -74,6 +79,18 @@ class TestDeployCheck:
     def test_compose_refuses_to_start_without_a_secret_key(self):
         with pytest.raises(AssertionError, match="DJANGO_SECRET_KEY: set DJANGO_SECRET_KEY"):
             compose_environment({})
+
+    def test_compose_refuses_to_start_without_an_audit_key(self):
+        with pytest.raises(AssertionError, match="BATON_AUDIT_KEY: set BATON_AUDIT_KEY"):
+            compose_environment({"DJANGO_SECRET_KEY": secrets.token_urlsafe(50)})
+
+    def test_an_audit_key_derived_from_the_secret_key_is_reported(self, production, tmp_path):
+        environment = {k: v for k, v in production.items() if k != "BATON_AUDIT_KEY"}
+
+        result = deploy_check(environment, tmp_path)
+
+        assert result.returncode != 0
+        assert "approvals.W001" in result.stderr
 
     @pytest.mark.parametrize(
         ("name", "value", "warning"),
