@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import json
+
 import pytest
 from django.contrib.auth.models import Permission
 
@@ -307,3 +310,62 @@ class TestFoundByFuzzing:
 
         assert response.status_code == 422
         assert "ISO 8601" in response.json()["errors"][0]["message"]
+
+
+def cursor_of(*values):
+    return base64.urlsafe_b64encode(json.dumps(values).encode()).decode()
+
+
+class TestCraftedDatesAndText:
+    """Inputs an outside probe sent that reached datetime or PostgreSQL and answered 500."""
+
+    @pytest.mark.parametrize("moment", ["0001-01-01T00:00:00+05:00", "9999-12-31T23:59:59-05:00"])
+    def test_started_after_out_of_range_is_422_saying_the_range(self, api_as, moment):
+        response = api_as("alice").get("/workflows", started_after=moment)
+
+        assert response.status_code == 422
+        assert response["Content-Type"] == PROBLEM
+        assert response.json()["errors"] == [
+            {
+                "field": "started_after",
+                "message": "must lie between 0001-01-02 and 9999-12-30 (UTC)"
+                " once its time zone is applied",
+            }
+        ]
+
+    def test_a_cursor_with_an_offset_past_postgresqls_is_read_in_utc(self, api_as, order_input):
+        api = api_as("alice")
+        newest = start_order(api, order_input).json()
+        far_ahead = cursor_of("2100-01-01T00:00:00+23:00", newest["id"])
+
+        response = api.get("/workflows", cursor=far_ahead)
+
+        assert response.status_code == 200
+        assert [item["id"] for item in response.json()["items"]] == [newest["id"]]
+
+    def test_a_cursor_out_of_range_is_a_bad_cursor(self, api_as):
+        cursor = cursor_of("0001-01-01T00:00:00+05:00", "00000000-0000-0000-0000-000000000001")
+
+        response = api_as("alice").get("/workflows", cursor=cursor)
+
+        assert (response.status_code, response.json()["title"]) == (400, "Bad cursor")
+
+    def test_a_control_character_in_a_text_field_is_422_naming_the_field(self, api_as, order_input):
+        body = {"type": "order", "input": order_input(), "correlation_id": "shop\x1b1"}
+
+        response = api_as("alice").post("/workflows", body)
+
+        assert response.status_code == 422
+        assert response.json()["errors"] == [
+            {
+                "field": "correlation_id",
+                "message": "must not contain control characters (found U+001B at position 5)",
+            }
+        ]
+        assert WorkflowRun.objects.count() == 0
+
+    def test_a_lone_surrogate_in_input_is_422(self, api_as, order_input):
+        response = start_order(api_as("alice"), order_input, order_id="A\ud800")
+
+        assert response.status_code == 422
+        assert WorkflowRun.objects.count() == 0
