@@ -30,6 +30,7 @@ from approvals.inbox_entries import FAR_FUTURE, sort_due, sort_priority
 from approvals.models import HumanTask, InboxEntry, SavedFilter, Snooze
 from approvals.states import InboxTab, Priority, Sla
 from workflows import registry
+from workflows.cleaning import Refused, clean_text
 from workflows.dsl import Approval
 
 TABS = dict(InboxTab.choices)
@@ -53,20 +54,32 @@ class InboxFilters:
     search: str = ""
     sort: str = "due"
     cursor: str = ""
+    # Why values of the query were left out: the cleaning layer refused them.
+    problems: tuple[str, ...] = ()
 
     @classmethod
     def from_query(cls, query: Any) -> InboxFilters:
-        """Read filters from a QueryDict, ignoring values that make no sense."""
-        query = {key: value.replace("\x00", "") for key, value in query.items()}
+        """Read filters from a QueryDict. A value that is not one of the choices is ignored;
+        text that workflows.cleaning refuses is left out, and `problems` says why."""
+        problems: list[str] = []
+
+        def text(name: str, label: str, max_length: int) -> str:
+            try:
+                return clean_text(query.get(name, "").strip(), max_length=max_length)
+            except Refused as error:
+                problems.append(f"{label} {error}, so it was left out.")
+                return ""
+
         priority = query.get("priority", "")
         return cls(
             tab=query.get("tab") if query.get("tab") in TABS else "mine",
-            workflow_type=query.get("type", "")[:100],
+            workflow_type=text("type", "The workflow type", 100),
             priority=int(priority) if priority in {str(p) for p in Priority.values} else None,
             sla=query.get("sla") if query.get("sla") in Sla.values else "",
-            search=query.get("q", "").strip()[:200],
+            search=text("q", "The search", 200),
             sort=query.get("sort") if query.get("sort") in SORTS else "due",
             cursor=query.get("cursor", "")[:500],
+            problems=tuple(problems),
         )
 
 

@@ -32,6 +32,7 @@ from approvals.models import (
 )
 from approvals.states import LIVE_TASK_STATES, Channel, Outcome, TaskState
 from workflows import engine, registry
+from workflows.cleaning import Refused, clean_text
 from workflows.dsl import Approval, RunData
 from workflows.models import StepRun, WorkflowRun
 
@@ -271,15 +272,19 @@ def _audit(task: HumanTask, event: str, request: _Request, **extra: Any) -> None
     )
 
 
-def _text(value: str) -> str:
-    """Return text as stored: trimmed, and refused if PostgreSQL could not store it."""
-    if "\x00" in value:
-        raise InvalidRequest("Text must not contain NUL characters.")
-    return value.strip()
+def _text(
+    value: str, *, label: str = "The text", max_length: int | None = None, multiline: bool = True
+) -> str:
+    """Return text as stored, trimmed; refuse, saying why, what workflows.cleaning refuses."""
+    try:
+        return clean_text(value.strip(), max_length=max_length, multiline=multiline)
+    except Refused as error:
+        raise InvalidRequest(f"{label} {error}.") from None
 
 
 def _user_named(username: str) -> Any:
-    user = User.objects.filter(username=_text(username), is_active=True).first()
+    name = _text(username, label="The username", max_length=150, multiline=False)
+    user = User.objects.filter(username=name, is_active=True).first()
     if user is None:
         raise InvalidRequest(f"There is no active user called {username!r}.")
     return user
@@ -345,7 +350,7 @@ def approve_human_task(
     **extra: Any,
 ) -> HumanTask:
     request = _request(user, channel, now, **extra)
-    comment = _text(comment)
+    comment = _text(comment, label="The comment")
     with transaction.atomic():
         return _decide(task_id, request, Outcome.APPROVED, comment)
 
@@ -362,7 +367,7 @@ def reject_human_task(
     """Reject a task; the reason is required and becomes a comment in its timeline."""
     request = _request(user, channel, now, **extra)
     with transaction.atomic():
-        return _decide(task_id, request, Outcome.REJECTED, _text(reason))
+        return _decide(task_id, request, Outcome.REJECTED, _text(reason, label="The reason"))
 
 
 def _decide(task_id: UUID, request: _Request, outcome: Outcome, comment: str) -> HumanTask:
@@ -532,7 +537,7 @@ def comment_on_human_task(
     *, task_id: UUID, user: Any, body: str, channel: str, now: datetime | None = None, **extra: Any
 ) -> Comment:
     request = _request(user, channel, now, **extra)
-    body = _text(body)
+    body = _text(body, label="The comment")
     if not body:
         raise InvalidRequest("A comment cannot be empty.")
     with transaction.atomic():
@@ -545,8 +550,9 @@ def comment_on_human_task(
 
 
 def _comment_if_any(task: HumanTask, user: Any, body: str, now: datetime) -> None:
-    if _text(body):
-        Comment.objects.create(task=task, author=user, body=_text(body), created_at=now)
+    body = _text(body, label="The comment")
+    if body:
+        Comment.objects.create(task=task, author=user, body=body, created_at=now)
 
 
 # ---------------------------------------------------------------------------

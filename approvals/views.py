@@ -34,6 +34,7 @@ from approvals.escalation import sla
 from approvals.models import HumanTask, SavedFilter
 from approvals.states import Channel, Priority, Sla
 from workflows import registry
+from workflows.cleaning import Refused, clean_text
 from workflows.diagram import draw
 
 User = get_user_model()
@@ -69,7 +70,10 @@ def inbox(request: HttpRequest) -> HttpResponse:
         "filters": filters,
         "query": _query_without(request.GET, "cursor"),
         "tab_query": _query_without(request.GET, "cursor", "tab"),
+        "problems": filters.problems,
     }
+    # A refused filter is a bad request; the page still shows the list without it.
+    status = 400 if filters.problems else 200
     if target != "tab-counts":
         page = selectors.inbox(user=request.user, filters=filters, now=now)
         barred = services.barred_on_page(tasks=page.tasks, user=request.user)
@@ -81,13 +85,13 @@ def inbox(request: HttpRequest) -> HttpResponse:
             snooze_choices=selectors.snooze_choices(now),
         )
     if target == "task-list":
-        return render(request, "approvals/inbox.html#task-list", context)
+        return render(request, "approvals/inbox.html#task-list", context, status=status)
     header = selectors.inbox_header(user=request.user, now=now)
     context["tabs"] = [
         (name, label, _count_label(header.counts[name])) for name, label in selectors.TABS.items()
     ]
     if target == "tab-counts":
-        return render(request, "approvals/inbox.html#tab-counts", context)
+        return render(request, "approvals/inbox.html#tab-counts", context, status=status)
     context.update(
         saved_filters=header.saved_filters,
         sorts=selectors.SORTS,
@@ -95,7 +99,7 @@ def inbox(request: HttpRequest) -> HttpResponse:
         slas=Sla.choices,
         workflow_types=selectors.workflow_types(),
     )
-    return render(request, "approvals/inbox.html", context)
+    return render(request, "approvals/inbox.html", context, status=status)
 
 
 def _count_label(count: int) -> str:
@@ -133,8 +137,19 @@ def _rows(tasks: list[HumanTask], now: datetime, barred: dict[UUID, str]) -> lis
 @login_required
 @require_POST
 def save_filter(request: HttpRequest) -> HttpResponse:
-    name = request.POST.get("name", "").strip()[:80]
-    query = request.POST.get("query", "")[:500]
+    """Save the inbox's current query under a name; refuse, saying why, what cannot be kept."""
+    name = request.POST.get("name", "").strip()
+    query = request.POST.get("query", "").strip()
+    try:
+        clean_text(name, max_length=_max_length(SavedFilter, "name"))
+    except Refused as error:
+        messages.error(request, f"The filter name {error}.")
+        return redirect("approvals:inbox")
+    try:
+        clean_text(query, max_length=_max_length(SavedFilter, "query"))
+    except Refused as error:
+        messages.error(request, f"The filter query {error}.")
+        return redirect("approvals:inbox")
     if not name:
         messages.error(request, "Give the filter a name to save it.")
     else:
@@ -143,6 +158,10 @@ def save_filter(request: HttpRequest) -> HttpResponse:
         )
         messages.success(request, f"Saved the filter “{name}”.")
     return redirect(f"{reverse('approvals:inbox')}?{query}")
+
+
+def _max_length(model: Any, field: str) -> int:
+    return model._meta.get_field(field).max_length
 
 
 @login_required
@@ -416,7 +435,10 @@ def bulk_approve(request: HttpRequest) -> HttpResponse:
 @require_GET
 def user_search(request: HttpRequest) -> HttpResponse:
     """Options for the user picker: active people whose name starts with what was typed."""
-    term = request.GET.get("to", "").strip()
+    try:
+        term = clean_text(request.GET.get("to", "").strip(), max_length=150)
+    except Refused as error:
+        return HttpResponse(f"The name {error}.", status=400, content_type="text/plain")
     users = User.objects.filter(is_active=True).exclude(pk=request.user.pk)
     if term:
         users = users.filter(username__istartswith=term)

@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from approvals.models import HumanTask
+from approvals.models import HumanTask, SavedFilter
 from approvals.states import TaskState
 
 pytestmark = pytest.mark.django_db
@@ -329,3 +329,48 @@ class TestQueriesPerPage:
 
         assert 'aria-label="99+ tasks">99+</span>' in response.text
         assert 'aria-label="0 tasks">0</span>' in response.text
+
+
+class TestCraftedText:
+    """NUL and other control characters once reached PostgreSQL and answered 500."""
+
+    def test_the_user_picker_refuses_a_control_character_saying_so(self, client, carol):
+        client.force_login(carol)
+
+        response = client.get(reverse("approvals:user_search"), {"to": "b\x00"})
+
+        assert response.status_code == 400
+        assert response.text == (
+            "The name must not contain control characters (found U+0000 at position 2)."
+        )
+
+    @pytest.mark.parametrize(
+        ("name", "query", "said"),
+        [
+            ("Tr\x00ins", "q=train", "The filter name must not contain control characters"),
+            ("Trains", "q=tr\x00in", "The filter query must not contain control characters"),
+            ("T" * 81, "q=train", "The filter name must be at most 80 characters (this has 81)"),
+        ],
+    )
+    def test_a_saved_filter_that_cannot_be_kept_is_refused_and_nothing_saved(
+        self, client, carol, name, query, said
+    ):
+        client.force_login(carol)
+
+        response = client.post(
+            reverse("approvals:save_filter"), {"name": name, "query": query}, follow=True
+        )
+
+        assert said in response.text
+        assert SavedFilter.objects.count() == 0
+
+    def test_a_search_with_a_control_character_is_400_and_left_out(
+        self, client, carol, manager_task
+    ):
+        client.force_login(carol)
+
+        response = client.get(reverse("approvals:inbox"), {"q": "Lyon\x00"})
+
+        assert response.status_code == 400
+        assert "The search must not contain control characters" in response.text
+        assert manager_task.title in response.text
