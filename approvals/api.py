@@ -119,7 +119,10 @@ def list_tasks(request: HttpRequest, query: Query[InboxQuery]) -> dict[str, Any]
         sort=query.sort,
         cursor=query.cursor or "",
     )
-    page = selectors.inbox(user=request.user, filters=filters, now=timezone.now())
+    try:
+        page = selectors.inbox(user=request.user, filters=filters, now=timezone.now())
+    except selectors.BadCursor:
+        raise ApiProblem(400, "Bad cursor", "The cursor is not one this API gave out.") from None
     return {
         "items": [task_out(task) for task in page.tasks],
         "next_cursor": page.next_cursor or None,

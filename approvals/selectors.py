@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -30,7 +30,7 @@ from approvals.inbox_entries import FAR_FUTURE, sort_due, sort_priority
 from approvals.models import HumanTask, InboxEntry, SavedFilter, Snooze
 from approvals.states import InboxTab, Priority, Sla
 from workflows import registry
-from workflows.cleaning import Refused, clean_text
+from workflows.cleaning import Refused, clean_datetime, clean_text
 from workflows.dsl import Approval
 
 TABS = dict(InboxTab.choices)
@@ -43,6 +43,10 @@ _ENTRY_ORDER = {
     "due": ("sort_due", "task_id"),
     "priority": ("sort_priority", "sort_due", "task_id"),
 }
+
+
+class BadCursor(ValueError):
+    """A cursor `inbox` did not give out, or one damaged on its way back."""
 
 
 @dataclass(frozen=True)
@@ -78,7 +82,7 @@ class InboxFilters:
             sla=query.get("sla") if query.get("sla") in Sla.values else "",
             search=text("q", "The search", 200),
             sort=query.get("sort") if query.get("sort") in SORTS else "due",
-            cursor=query.get("cursor", "")[:500],
+            cursor=query.get("cursor", ""),
             problems=tuple(problems),
         )
 
@@ -99,7 +103,8 @@ class Header:
 
 
 def inbox(*, user: Any, filters: InboxFilters, now: datetime, limit: int = PAGE_SIZE) -> Page:
-    """Return one page of a tab, after `filters.cursor`, and the cursor of the next page."""
+    """Return one page of a tab, after `filters.cursor`, and the cursor of the next page;
+    raise BadCursor if the cursor is not one this function gave out."""
     order = _ENTRY_ORDER[filters.sort]
     after = _decode(filters.cursor, filters.sort)
     entries = _entries(filters, user=user, now=now)
@@ -230,8 +235,8 @@ def _encode(value: list[Any]) -> str:
 
 
 def _decode(cursor: str, sort: str) -> tuple[Any, ...] | None:
-    """Read a cursor made by `inbox` as InboxEntry sort keys; a damaged one reads as None,
-    which starts from the first page."""
+    """Read a cursor made by `inbox` as InboxEntry sort keys (None for the first page);
+    raise BadCursor for any other text. Its time goes through workflows.cleaning."""
     if not cursor:
         return None
     try:
@@ -239,18 +244,12 @@ def _decode(cursor: str, sort: str) -> tuple[Any, ...] | None:
         if sort == "priority":
             priority, due, last_id = value
             if priority not in Priority.values or isinstance(priority, bool):
-                return None
-            return sort_priority(priority), _moment(due), UUID(last_id)
+                raise BadCursor(cursor)
+            return sort_priority(priority), clean_datetime(due), UUID(last_id)
         due, last_id = value
-        return _moment(due), UUID(last_id)
-    except (ValueError, TypeError, AttributeError, OverflowError):
-        return None
-
-
-def _moment(value: str) -> datetime:
-    # In UTC: the database refuses offsets past +-16 h, which Python accepts.
-    moment = datetime.fromisoformat(value)
-    return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
+        return clean_datetime(due), UUID(last_id)
+    except (ValueError, TypeError, AttributeError):  # Refused and BadCursor are ValueErrors
+        raise BadCursor(cursor) from None
 
 
 def workflow_types() -> list[str]:

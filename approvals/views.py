@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 from uuid import UUID
@@ -34,7 +35,7 @@ from approvals.escalation import sla
 from approvals.models import HumanTask, SavedFilter
 from approvals.states import Channel, Priority, Sla
 from workflows import registry
-from workflows.cleaning import Refused, clean_text
+from workflows.cleaning import Refused, clean_datetime, clean_text
 from workflows.diagram import draw
 
 User = get_user_model()
@@ -75,7 +76,13 @@ def inbox(request: HttpRequest) -> HttpResponse:
     # A refused filter is a bad request; the page still shows the list without it.
     status = 400 if filters.problems else 200
     if target != "tab-counts":
-        page = selectors.inbox(user=request.user, filters=filters, now=now)
+        try:
+            page = selectors.inbox(user=request.user, filters=filters, now=now)
+        except selectors.BadCursor:
+            # A stale or mangled "next page" link: start again rather than refuse.
+            filters = replace(filters, cursor="")
+            page = selectors.inbox(user=request.user, filters=filters, now=now)
+            context["notice"] = "That page link no longer works, so here is the first page."
         barred = services.barred_on_page(tasks=page.tasks, user=request.user)
         context.update(
             page=page,
@@ -526,11 +533,13 @@ def _link_page(request: HttpRequest, context: dict[str, Any], status: int = 200)
 # ---------------------------------------------------------------------------
 
 
-def _aware(moment: datetime) -> datetime:
-    """In the site's time zone if naive; otherwise in UTC (the database refuses far offsets)."""
-    if timezone.is_naive(moment):
-        return timezone.make_aware(moment)
-    return moment.astimezone(UTC)
+def _moment(request: HttpRequest, name: str, label: str) -> datetime:
+    """Read a date (or date and time) field, naive ones in the site's time zone, into UTC;
+    raise Refused with the field's label in its message."""
+    try:
+        return clean_datetime(request.POST.get(name, ""), naive_in=timezone.get_current_timezone())
+    except Refused as error:
+        raise Refused(f"{label} {error}.") from None
 
 
 @login_required
@@ -538,17 +547,17 @@ def away(request: HttpRequest) -> HttpResponse:
     error = ""
     if request.method == "POST":
         try:
-            starts = datetime.fromisoformat(request.POST.get("starts_at", ""))
-            ends = datetime.fromisoformat(request.POST.get("ends_at", ""))
-        except ValueError:
-            error = "Give both dates as YYYY-MM-DD."
+            starts = _moment(request, "starts_at", "The start date")
+            ends = _moment(request, "ends_at", "The end date")
+        except Refused as problem:
+            error = str(problem)
         else:
             try:
                 services.set_substitution(
                     user=request.user,
                     substitute_username=request.POST.get("substitute", "").strip(),
-                    starts_at=_aware(starts),
-                    ends_at=_aware(ends),
+                    starts_at=starts,
+                    ends_at=ends,
                 )
             except services.TaskError as problem:
                 error = str(problem)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 from datetime import timedelta
 
 import pytest
@@ -10,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from approvals.models import HumanTask, SavedFilter
+from approvals.models import HumanTask, SavedFilter, Substitution
 from approvals.states import TaskState
 
 pytestmark = pytest.mark.django_db
@@ -331,6 +333,10 @@ class TestQueriesPerPage:
         assert 'aria-label="0 tasks">0</span>' in response.text
 
 
+def cursor_of(*values) -> str:
+    return base64.urlsafe_b64encode(json.dumps(values).encode()).decode()
+
+
 class TestCraftedText:
     """NUL and other control characters once reached PostgreSQL and answered 500."""
 
@@ -374,3 +380,43 @@ class TestCraftedText:
         assert response.status_code == 400
         assert "The search must not contain control characters" in response.text
         assert manager_task.title in response.text
+
+
+class TestCraftedTimes:
+    """Moments at the ends of the calendar once answered 500 (OverflowError or PostgreSQL)."""
+
+    def test_a_cursor_out_of_range_starts_from_the_first_page_saying_so(
+        self, client, carol, manager_task
+    ):
+        client.force_login(carol)
+        cursor = cursor_of("0001-01-01T00:00:00+05:00", str(manager_task.pk))
+
+        response = client.get(reverse("approvals:inbox"), {"cursor": cursor})
+
+        assert response.status_code == 200
+        assert "That page link no longer works, so here is the first page." in response.text
+        assert manager_task.title in response.text
+
+    @pytest.mark.parametrize("moment", ["0001-01-01T00:00:00+05:00", "9999-12-31T23:59:59-05:00"])
+    def test_an_away_date_out_of_range_is_422_saying_the_range(self, client, carol, bob, moment):
+        client.force_login(carol)
+
+        response = client.post(
+            reverse("approvals:away"),
+            {"substitute": "bob", "starts_at": moment, "ends_at": "2026-12-05"},
+        )
+
+        assert response.status_code == 422
+        assert "The start date must lie between 0001-01-02 and 9999-12-30" in response.text
+        assert Substitution.objects.count() == 0
+
+    def test_an_away_date_that_is_not_a_date_is_named(self, client, carol, bob):
+        client.force_login(carol)
+
+        response = client.post(
+            reverse("approvals:away"),
+            {"substitute": "bob", "starts_at": "2026-12-01", "ends_at": "soon"},
+        )
+
+        assert response.status_code == 422
+        assert "The end date must be an ISO 8601 date-time" in response.text
