@@ -7,6 +7,7 @@ import json
 
 import pytest
 from django.contrib.auth.models import Permission
+from django.test import Client
 
 from tests.conftest import at_once
 from tests.workflows.test_engine import sweep_until_quiet
@@ -277,8 +278,6 @@ class TestAuthentication:
         assert len(token.digest) == 64
 
     def test_a_browser_session_needs_its_csrf_token(self, alice):
-        from django.test import Client
-
         browser = Client(enforce_csrf_checks=True)
         browser.force_login(alice)
 
@@ -288,7 +287,41 @@ class TestAuthentication:
         )
 
         assert reading.status_code == 200
-        assert writing.status_code in (401, 403)
+        assert writing.status_code == 403
+        assert "CSRF" in writing.json()["detail"]
+
+    def test_a_browser_session_with_its_csrf_token_may_write(self, alice, order_input):
+        browser = Client(enforce_csrf_checks=True)
+        browser.force_login(alice)
+        browser.get("/")  # the inbox sets the CSRF cookie
+        token = browser.cookies["csrftoken"].value
+
+        response = browser.post(
+            "/api/v1/workflows",
+            {"type": "order", "input": order_input()},
+            content_type="application/json",
+            headers={"X-CSRFToken": token},
+        )
+
+        assert response.status_code == 201
+
+    @pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer not-a-token"}])
+    def test_a_post_with_neither_session_nor_token_gets_401_not_a_csrf_refusal(
+        self, people, headers
+    ):
+        stranger = Client(enforce_csrf_checks=True)
+
+        response = stranger.post(
+            "/api/v1/workflows",
+            {"type": "order", "input": {}},
+            content_type="application/json",
+            headers=headers,
+        )
+
+        assert response.status_code == 401
+        assert response["WWW-Authenticate"].startswith("Bearer")
+        assert response["Content-Type"] == PROBLEM
+        assert WorkflowRun.objects.count() == 0
 
 
 class TestFoundByFuzzing:
