@@ -85,8 +85,19 @@ def on_problem(request: HttpRequest, error: ApiProblem) -> HttpResponse:
 
 @api.exception_handler(ValidationError)
 def on_invalid(request: HttpRequest, error: ValidationError) -> HttpResponse:
-    errors = [{"field": _field(item["loc"]), "message": item["msg"]} for item in error.errors]
-    return problem(422, "Invalid request", "The request does not fit the API.", errors=errors)
+    errors = [{"field": _field(item["loc"]), "message": _message(item)} for item in error.errors]
+    unknown = [item["field"] for item in errors if item["message"] == UNKNOWN_FIELD]
+    detail = "The request does not fit the API."
+    if unknown:
+        detail += f" Unknown fields: {', '.join(unknown)}."
+    return problem(422, "Invalid request", detail, errors=errors)
+
+
+UNKNOWN_FIELD = "is not a field of this request"
+
+
+def _message(item: dict[str, Any]) -> str:
+    return UNKNOWN_FIELD if item.get("type") == "extra_forbidden" else item["msg"]
 
 
 def _field(location: tuple[Any, ...] | list[Any]) -> str:

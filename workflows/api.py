@@ -16,7 +16,7 @@ from uuid import UUID
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from ninja import Field, Header, Query, Router, Schema, Status
-from pydantic import BeforeValidator, field_validator
+from pydantic import BeforeValidator, ConfigDict, field_validator
 from pydantic_core import PydanticCustomError
 
 from workflows import engine, registry
@@ -82,7 +82,15 @@ def refused(error: Refused) -> PydanticCustomError:
 
 class ApiIn(Schema):
     """What callers send, every field through workflows.cleaning: text without control
-    characters (line breaks allowed), JSON data without what PostgreSQL cannot store."""
+    characters (line breaks allowed), JSON data without what PostgreSQL cannot store.
+
+    A body field the schema does not know is refused (422 naming it), not ignored: a
+    client that put, say, its idempotency key in the body instead of the header would
+    otherwise start a second run on every retry. (Query strings pass only their known
+    parameters to these schemas, so extra ones there are still ignored.)
+    """
+
+    model_config = ConfigDict(extra="forbid")
 
     @field_validator("*", mode="after")
     @classmethod

@@ -163,3 +163,15 @@ class TestCraftedCursor:
         second = api.get("/tasks", cursor=first["next_cursor"]).json()
 
         assert len(first["items"]) + len(second["items"]) == 26
+
+
+class TestUnknownFields:
+    def test_a_decision_with_an_unknown_field_is_refused(self, api_as, manager_task):
+        body = {"outcome": "approve", "reason": "fine"}
+
+        response = api_as("carol").post(f"/tasks/{manager_task.pk}/decision", body)
+
+        assert response.status_code == 422
+        assert response.json()["errors"] == [
+            {"field": "reason", "message": "is not a field of this request"}
+        ]

@@ -402,3 +402,31 @@ class TestCraftedDatesAndText:
 
         assert response.status_code == 422
         assert WorkflowRun.objects.count() == 0
+
+
+class TestUnknownFields:
+    def test_an_idempotency_key_in_the_body_is_refused_naming_it(self, api_as, order_input):
+        body = {"type": "order", "input": order_input(), "idempotency_key": "x"}
+
+        response = api_as("alice").post("/workflows", body)
+
+        assert response.status_code == 422
+        assert response.json()["detail"] == (
+            "The request does not fit the API. Unknown fields: idempotency_key."
+        )
+        assert response.json()["errors"] == [
+            {"field": "idempotency_key", "message": "is not a field of this request"}
+        ]
+        assert WorkflowRun.objects.count() == 0
+
+    def test_a_signal_with_a_misspelt_field_is_refused(self, api_as, start, drive, alice):
+        run = drive(start("test_signalled", {}, started_by=alice))
+
+        response = api_as("alice").post(f"/workflows/{run.pk}/signals/go", {"paylod": {"a": 1}})
+
+        assert response.status_code == 422
+        assert response.json()["errors"][0]["field"] == "paylod"
+        assert run.signals.count() == 0
+
+    def test_unknown_query_parameters_are_still_ignored(self, api_as):
+        assert api_as("alice").get("/workflows", _="1700000000").status_code == 200
