@@ -8,8 +8,10 @@ traces, SQL) ever reaches a caller, and any 5xx is logged as a bug.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
@@ -62,12 +64,43 @@ class BatonAPI(NinjaAPI):
 api = BatonAPI(
     title="Baton API",
     version="1",
-    description="Start, query, signal and cancel workflow runs; work human tasks.",
+    description=(
+        "Start, query, signal and cancel workflow runs; work human tasks. Every error is"
+        " application/problem+json: a body over BATON_MAX_BODY_BYTES answers 413, a query"
+        " string over 4096 characters 414. A request line over 8190 bytes never reaches the"
+        " API: gunicorn refuses it with a plain-text 414."
+    ),
     urls_namespace="api",
     auth=[BearerToken(), BrowserSession()],
 )
 api.add_router("/workflows", workflows_router)
 api.add_router("/tasks", tasks_router)
+
+# The longest query string the API reads, in characters as sent. gunicorn.conf.py lets
+# request lines through up to 8190 bytes, so a client past this limit (and short of
+# that one) gets a problem+json 414 rather than gunicorn's HTML page.
+MAX_QUERY_STRING = 4096
+
+
+def limit_query_string(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Refuse an over-long query string with 414 before authentication or validation."""
+
+    @functools.wraps(view)
+    def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        length = len(request.META.get("QUERY_STRING", ""))
+        if length > MAX_QUERY_STRING:
+            return problem(
+                414,
+                "URI too long",
+                f"The query string has {length} characters; this API reads at most"
+                f" {MAX_QUERY_STRING}. Send fewer or shorter parameters.",
+            )
+        return view(request, *args, **kwargs)
+
+    return checked
+
+
+api.add_decorator(limit_query_string, mode="view")
 
 
 def problem(status: int, title: str, detail: str, **extra: Any) -> HttpResponse:

@@ -66,6 +66,7 @@ ERRORS = {
     404: Problem,
     409: Problem,
     413: Problem,
+    414: Problem,
     422: Problem,
 }
 

@@ -430,3 +430,22 @@ class TestUnknownFields:
 
     def test_unknown_query_parameters_are_still_ignored(self, api_as):
         assert api_as("alice").get("/workflows", _="1700000000").status_code == 200
+
+
+class TestLimits:
+    def test_a_query_string_over_4096_characters_is_414_problem_json(self, api_as):
+        response = api_as("alice").get("/workflows", correlation_id="x" * 4100)
+
+        assert response.status_code == 414
+        assert response["Content-Type"] == PROBLEM
+        assert "this API reads at most 4096" in response.json()["detail"]
+
+    def test_it_is_refused_before_authentication(self, api_as):
+        response = api_as(None).get("/workflows", correlation_id="x" * 4100)
+
+        assert response.status_code == 414
+
+    def test_a_long_but_allowed_query_string_is_read(self, api_as):
+        response = api_as("alice").get("/workflows", correlation_id="x" * 200, type="y" * 100)
+
+        assert response.status_code == 200
