@@ -87,6 +87,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First, so every answer carries X-Request-ID and every log line its request's id.
+    "config.request_ids.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -257,24 +259,37 @@ BATON_EXPENSE_FINANCE_THRESHOLD = env_str("BATON_EXPENSE_FINANCE_THRESHOLD", "10
 BATON_INBOX_POLL_SECONDS = int(env_float("BATON_INBOX_POLL_SECONDS", 20))
 
 # ---------------------------------------------------------------------------
-# Logging: structured JSON lines carrying run id, node, attempt, correlation id
+# Logging: structured JSON lines to stderr carrying the request id, run id, node,
+# attempt and correlation id
 # ---------------------------------------------------------------------------
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {"request_id": {"()": "config.request_ids.RequestIdFilter"}},
     "formatters": {
         "json": {
             "()": "pythonjsonlogger.json.JsonFormatter",
-            "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s",
+            "fmt": "%(asctime)s %(levelname)s %(name)s %(request_id)s %(message)s",
         },
     },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json"}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "json",
+            "filters": ["request_id"],
+        },
+    },
     "loggers": {
         "baton": {
             "handlers": ["console"],
             "level": env_str("BATON_LOG_LEVEL", "INFO"),
             "propagate": False,
         },
+        # Django's own warnings (a disallowed host, a suspicious request) and, through
+        # django.request, every unhandled error with its traceback and every 5xx answer
+        # of the pages and the API. Django's default prints these only while DEBUG is on.
+        "django": {"handlers": ["console"], "level": "WARNING"},
+        "django.request": {"level": "ERROR"},
     },
 }
