@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from approvals import audit, duties, emails, escalation, inbox_entries, links, permissions
 from approvals.models import (
+    COMMENT_MAX_LENGTH,
     Comment,
     GroupManager,
     HumanTask,
@@ -282,6 +283,11 @@ def _text(
         raise InvalidRequest(f"{label} {error}.") from None
 
 
+def _comment(value: str, *, label: str = "The comment") -> str:
+    """Return a comment or reason as stored, refused past COMMENT_MAX_LENGTH (every channel)."""
+    return _text(value, label=label, max_length=COMMENT_MAX_LENGTH)
+
+
 def _user_named(username: str) -> Any:
     name = _text(username, label="The username", max_length=150, multiline=False)
     user = User.objects.filter(username=name, is_active=True).first()
@@ -350,7 +356,7 @@ def approve_human_task(
     **extra: Any,
 ) -> HumanTask:
     request = _request(user, channel, now, **extra)
-    comment = _text(comment, label="The comment")
+    comment = _comment(comment)
     with transaction.atomic():
         return _decide(task_id, request, Outcome.APPROVED, comment)
 
@@ -367,7 +373,7 @@ def reject_human_task(
     """Reject a task; the reason is required and becomes a comment in its timeline."""
     request = _request(user, channel, now, **extra)
     with transaction.atomic():
-        return _decide(task_id, request, Outcome.REJECTED, _text(reason, label="The reason"))
+        return _decide(task_id, request, Outcome.REJECTED, _comment(reason, label="The reason"))
 
 
 def _decide(task_id: UUID, request: _Request, outcome: Outcome, comment: str) -> HumanTask:
@@ -537,7 +543,7 @@ def comment_on_human_task(
     *, task_id: UUID, user: Any, body: str, channel: str, now: datetime | None = None, **extra: Any
 ) -> Comment:
     request = _request(user, channel, now, **extra)
-    body = _text(body, label="The comment")
+    body = _comment(body)
     if not body:
         raise InvalidRequest("A comment cannot be empty.")
     with transaction.atomic():
@@ -550,7 +556,7 @@ def comment_on_human_task(
 
 
 def _comment_if_any(task: HumanTask, user: Any, body: str, now: datetime) -> None:
-    body = _text(body, label="The comment")
+    body = _comment(body)
     if body:
         Comment.objects.create(task=task, author=user, body=body, created_at=now)
 

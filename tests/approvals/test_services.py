@@ -308,6 +308,28 @@ class TestRaceOfTwoDecisions:
 
 
 class TestText:
+    def test_a_comment_past_the_shared_limit_is_refused_whatever_the_channel(
+        self, manager_task, carol
+    ):
+        for channel in (Channel.INBOX, Channel.API, Channel.EMAIL, Channel.ADMIN):
+            with pytest.raises(
+                services.InvalidRequest,
+                match=r"The comment must be at most 4000 characters \(this has 4001\)",
+            ):
+                services.approve_human_task(
+                    task_id=manager_task.pk, user=carol, channel=channel, comment="x" * 4001
+                )
+
+        manager_task.refresh_from_db()
+        assert manager_task.state == TaskState.CLAIMED
+
+    def test_a_comment_at_the_limit_is_kept_whole(self, manager_task, carol):
+        services.comment_on_human_task(
+            task_id=manager_task.pk, user=carol, body="x" * 4000, channel=INBOX
+        )
+
+        assert len(Comment.objects.get().body) == 4000
+
     def test_a_comment_with_a_nul_character_is_refused(self, manager_task, carol):
         with pytest.raises(services.InvalidRequest, match="control characters \\(found U\\+0000"):
             services.approve_human_task(

@@ -153,6 +153,19 @@ class TestDecidingFromTheInbox:
         assert "a reason is required" in response.text
         assert manager_task.state == TaskState.CLAIMED
 
+    def test_a_100_kb_comment_is_refused_at_the_apis_limit(self, client, carol, manager_task):
+        client.force_login(carol)
+
+        response = client.post(
+            reverse("approvals:comment", args=[manager_task.pk]),
+            {"body": "x" * 100_000},
+            **htmx_target("decision-panel"),
+        )
+
+        assert response.status_code == 422
+        assert "The comment must be at most 4000 characters (this has 100000)." in response.text
+        assert not manager_task.comments.exists()
+
     def test_a_stale_form_is_refused(self, client, carol, manager_task):
         client.force_login(carol)
 
