@@ -98,6 +98,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, so it sees each page as rendered: bidi controls from data shown as code points.
+    "config.bidi.NeutraliseBidiMiddleware",
     # No AuditlogMiddleware: approvals.audit passes actor and address itself, and
     # the middleware would overwrite the address from X-Forwarded-For, which a
     # client controls (and which would break the audit hash chain).

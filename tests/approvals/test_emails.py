@@ -49,3 +49,36 @@ class TestDelegationDoneEmail:
         [message] = mailoutbox
         assert f"  {TITLE}\n" in message.body
         assert "Their comment: Fine & dandy" in message.body
+
+
+class TestBidiControls:
+    def test_subject_and_bodies_show_the_override_as_its_code_point(
+        self, manager_task, carol, mailoutbox, django_capture_on_commit_callbacks
+    ):
+        manager_task.title = "Invoice \u202egpj.exe"
+        manager_task.save()
+
+        with django_capture_on_commit_callbacks(execute=True):
+            emails.send_escalation(
+                task=manager_task, recipients=[carol], now=manager_task.created_at
+            )
+
+        [message] = mailoutbox
+        html, _ = message.alternatives[0]
+        assert message.subject == "[Baton] Escalated to you: Invoice [U+202E]gpj.exe"
+        assert "Invoice [U+202E]gpj.exe" in message.body
+        assert "Invoice [U+202E]gpj.exe" in html
+
+    def test_a_delegates_comment_is_neutralised_in_the_owners_notice(
+        self, manager_task, carol, bob, mailoutbox, django_capture_on_commit_callbacks
+    ):
+        services.delegate_human_task(
+            task_id=manager_task.pk, user=carol, to_username="bob", channel=Channel.INBOX
+        )
+
+        with django_capture_on_commit_callbacks(execute=True):
+            services.approve_human_task(
+                task_id=manager_task.pk, user=bob, channel=Channel.INBOX, comment="fine \u202e!"
+            )
+
+        assert "fine [U+202E]!" in mailoutbox[0].body
