@@ -28,6 +28,7 @@ from approvals import duties
 from approvals.escalation import DUE_SOON
 from approvals.inbox_entries import FAR_FUTURE, sort_due, sort_priority
 from approvals.models import HumanTask, InboxEntry, SavedFilter, Snooze
+from approvals.permissions import Person
 from approvals.states import InboxTab, Priority, Sla
 from workflows import registry
 from workflows.cleaning import Refused, clean_datetime, clean_text
@@ -250,6 +251,19 @@ def _decode(cursor: str, sort: str) -> tuple[Any, ...] | None:
         return clean_datetime(due), UUID(last_id)
     except (ValueError, TypeError, AttributeError):  # Refused and BadCursor are ValueErrors
         raise BadCursor(cursor) from None
+
+
+def people_to_hand_to(*, giver: Person) -> QuerySet[Any]:
+    """Active people `giver` may delegate or reassign a task to: permissions.may_hand_to
+    as a query (a test holds the two equal), for the user picker."""
+    people = get_user_model().objects.filter(is_active=True).exclude(pk=giver.user_id)
+    if giver.is_operator:
+        return people
+    return people.filter(
+        Q(groups__in=giver.group_ids | giver.managed_group_ids)
+        | Q(pk=giver.manager_id)
+        | Q(reporting_line__manager_id=giver.user_id)
+    ).distinct()
 
 
 def workflow_types() -> list[str]:

@@ -118,6 +118,20 @@ def reviewer_for(user: Any) -> permissions.Reviewer:
     )
 
 
+def person_for(user: Any) -> permissions.Person:
+    """Where `user` sits, for permissions.may_hand_to."""
+    line = ReportingLine.objects.filter(user=user).values_list("manager_id", flat=True).first()
+    return permissions.Person(
+        user_id=user.pk,
+        group_ids=frozenset(user.groups.values_list("id", flat=True)),
+        managed_group_ids=frozenset(
+            GroupManager.objects.filter(manager=user).values_list("group_id", flat=True)
+        ),
+        manager_id=line,
+        is_operator=user.has_perm("approvals.operate_humantask"),
+    )
+
+
 def facts_for(task: HumanTask) -> permissions.TaskFacts:
     return permissions.TaskFacts(
         state=task.state,
@@ -219,8 +233,10 @@ def _refuse_conflict_of_duty(
     )
 
 
-def _refuse_handing_to(task: HumanTask, person: Any, action: str) -> None:
-    """Refuse to delegate or reassign a task to someone who may not decide it."""
+def _refuse_handing_to(task: HumanTask, giver: Any, person: Any, action: str) -> None:
+    """Refuse to delegate or reassign a task to someone who may not decide it, or whom
+    the giver may not hand tasks to (permissions.may_hand_to); duties first, as the
+    more telling reason."""
     conflict = _conflict_of(person, duties.duties_of(task))
     if conflict is not None:
         raise ConflictOfDuty(
@@ -230,6 +246,11 @@ def _refuse_handing_to(task: HumanTask, person: Any, action: str) -> None:
                 action=action,
                 name=_display_name(person),
             )
+        )
+    if not permissions.may_hand_to(person_for(giver), person_for(person)):
+        raise NotAllowed(
+            f"You can {action} tasks only to people in your groups or the groups you manage,"
+            f" your manager or your reports; {_display_name(person)} is none of these."
         )
 
 
@@ -484,7 +505,7 @@ def delegate_human_task(
         delegate = _user_named(to_username)
         if delegate.pk == user.pk:
             raise InvalidRequest("You cannot delegate a task to yourself.")
-        _refuse_handing_to(task, delegate, "delegate")
+        _refuse_handing_to(task, user, delegate, "delegate")
         task.delegate(owner=user, delegate=delegate)
         task.save()
         inbox_entries.refresh(task)
@@ -523,7 +544,7 @@ def reassign_human_task(
         previous = task.assignee.get_username() if task.assignee else None
         if new_assignee.pk == task.assignee_id:
             raise InvalidRequest(f"The task is already with {to_username}.")
-        _refuse_handing_to(task, new_assignee, "reassign")
+        _refuse_handing_to(task, user, new_assignee, "reassign")
         task.reassign(to=new_assignee, now=request.now)
         task.save()
         task.candidate_users.add(new_assignee)

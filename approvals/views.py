@@ -17,7 +17,6 @@ from uuid import UUID
 
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, QueryDict
@@ -38,7 +37,6 @@ from workflows import registry
 from workflows.cleaning import Refused, clean_datetime, clean_text
 from workflows.diagram import draw
 
-User = get_user_model()
 INBOX_CHANGED = "inbox-changed"
 
 
@@ -441,12 +439,13 @@ def bulk_approve(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def user_search(request: HttpRequest) -> HttpResponse:
-    """Options for the user picker: active people whose name starts with what was typed."""
+    """Options for the user picker: people the user may hand a task to (see
+    permissions.may_hand_to) whose name starts with what was typed."""
     try:
         term = clean_text(request.GET.get("to", "").strip(), max_length=150)
     except Refused as error:
         return HttpResponse(f"The name {error}.", status=400, content_type="text/plain")
-    users = User.objects.filter(is_active=True).exclude(pk=request.user.pk)
+    users = selectors.people_to_hand_to(giver=services.person_for(request.user))
     if term:
         users = users.filter(username__istartswith=term)
     users = users.exclude(username=audit.SYSTEM_USERNAME).order_by("username")[:10]

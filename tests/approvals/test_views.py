@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from datetime import timedelta
 
 import pytest
@@ -12,7 +13,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from approvals.models import HumanTask, SavedFilter, Substitution
+from approvals import permissions, selectors, services
+from approvals.models import GroupManager, HumanTask, SavedFilter, Substitution
 from approvals.states import TaskState
 
 pytestmark = pytest.mark.django_db
@@ -263,6 +265,38 @@ class TestSavedFiltersAndPicker:
 
         assert '<option value="bob">' in response.text
         assert "carol" not in response.text
+
+    @pytest.mark.parametrize(
+        ("who", "offered"),
+        [
+            ("carol", ["alice", "bob"]),  # her reports, and finance, which she is in and manages
+            ("bob", ["carol"]),  # finance and security, and his manager
+            ("alice", ["carol"]),  # her manager; legal has nobody else
+            ("eve", []),  # no group, no manager, no reports
+            ("olga", ["alice", "bob", "carol", "eve"]),  # an operator: anyone
+        ],
+    )
+    def test_the_user_picker_offers_only_people_one_may_hand_a_task_to(
+        self, client, people, who, offered
+    ):
+        client.force_login(people[who])
+
+        response = client.get(reverse("approvals:user_search"))
+
+        assert re.findall(r'<option value="([^"]+)">', response.text) == offered
+
+    def test_the_picker_and_the_rule_agree_for_every_pair(self, people, groups):
+        GroupManager.objects.create(group=groups["security"], manager=people["eve"])
+
+        for giver in people.values():
+            offered = set(selectors.people_to_hand_to(giver=services.person_for(giver)))
+            allowed = {
+                person
+                for person in people.values()
+                if person != giver
+                and permissions.may_hand_to(services.person_for(giver), services.person_for(person))
+            }
+            assert offered == allowed, giver.username
 
 
 class TestOutOfOffice:
