@@ -290,10 +290,19 @@ def start_workflow(
 ) -> Status:
     """Start a run; the same Idempotency-Key again returns the first run (200), starts nothing."""
     try:
+        key = clean_text(idempotency_key or "", max_length=200)
+    except Refused as error:
+        raise ApiProblem(
+            422,
+            "Invalid request",
+            f"The Idempotency-Key header {error}.",
+            errors=[{"field": "Idempotency-Key", "message": str(error)}],
+        ) from None
+    try:
         run, created = engine.start_workflow(
             workflow_type=body.type,
             input=body.input,
-            idempotency_key=idempotency_key or "",
+            idempotency_key=key,
             correlation_id=body.correlation_id,
             started_by=request.user,
         )

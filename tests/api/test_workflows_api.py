@@ -397,6 +397,13 @@ class TestCraftedDatesAndText:
         ]
         assert WorkflowRun.objects.count() == 0
 
+    def test_a_control_character_in_the_idempotency_key_is_422(self, api_as, order_input):
+        response = start_order(api_as("alice"), order_input, key="order\x001")
+
+        assert response.status_code == 422
+        assert response.json()["errors"][0]["field"] == "Idempotency-Key"
+        assert WorkflowRun.objects.count() == 0
+
     def test_a_lone_surrogate_in_input_is_422(self, api_as, order_input):
         response = start_order(api_as("alice"), order_input, order_id="A\ud800")
 
