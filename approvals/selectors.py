@@ -39,6 +39,8 @@ SORTS = {"due": "Due time", "priority": "Priority"}
 PAGE_SIZE = 25
 # Tab counts are exact below this; at it, the inbox shows "99+".
 COUNT_CAP = 100
+# Longer than any cursor `inbox` gives out (about 100 characters).
+MAX_CURSOR = 500
 # The order of each sort, as InboxEntry columns (and so as its indexes hold them).
 _ENTRY_ORDER = {
     "due": ("sort_due", "task_id"),
@@ -240,6 +242,8 @@ def _decode(cursor: str, sort: str) -> tuple[Any, ...] | None:
     raise BadCursor for any other text. Its time goes through workflows.cleaning."""
     if not cursor:
         return None
+    if len(cursor) > MAX_CURSOR:  # also keeps json from recursing past Python's limit
+        raise BadCursor(cursor[:MAX_CURSOR])
     try:
         value = json.loads(base64.urlsafe_b64decode(cursor.encode()))
         if sort == "priority":

@@ -117,6 +117,7 @@ class TestPages:
         )
     )
     @example(params={"cursor": encoded([YEAR_1, A_TASK])})
+    @example(params={"cursor": base64.urlsafe_b64encode(b"[" * 3000).decode()})
     @example(params={"q": "a\x00b", "type": "\x00"})
     def test_the_inbox_answers_every_query(self, browser, params):
         response = browser.get("/", params)

@@ -7,6 +7,7 @@ cheap; their entries come from `inbox_entries.refresh`, as the services make the
 
 from __future__ import annotations
 
+import base64
 import itertools
 import random
 from datetime import UTC, datetime, timedelta
@@ -217,6 +218,12 @@ class TestCursors:
             selectors._decode(cursor, "due")
         with pytest.raises(selectors.BadCursor):
             selectors._decode(cursor, "priority")
+
+    def test_a_cursor_nested_past_pythons_recursion_limit_is_refused(self):
+        cursor = base64.urlsafe_b64encode(b"[" * 3000).decode()
+
+        with pytest.raises(selectors.BadCursor):
+            selectors._decode(cursor, "due")
 
     def test_no_cursor_reads_as_the_first_page(self):
         assert selectors._decode("", "due") is None
