@@ -20,6 +20,8 @@ from approvals.states import LIVE_TASK_STATES, Channel, InboxTab, Outcome, Prior
 from workflows.models import StepRun, WorkflowRun
 
 User = settings.AUTH_USER_MODEL
+# The longest comment or reason anyone may write on a task, through any channel.
+COMMENT_MAX_LENGTH = 4000
 # Transitions only the engine and the sweep make; the admin offers the others.
 _NOT_IN_ADMIN = {"admin": False}
 

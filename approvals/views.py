@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 from uuid import UUID
 
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, QueryDict
@@ -34,9 +34,9 @@ from approvals.escalation import sla
 from approvals.models import HumanTask, SavedFilter
 from approvals.states import Channel, Priority, Sla
 from workflows import registry
+from workflows.cleaning import Refused, clean_datetime, clean_text
 from workflows.diagram import draw
 
-User = get_user_model()
 INBOX_CHANGED = "inbox-changed"
 
 
@@ -69,9 +69,18 @@ def inbox(request: HttpRequest) -> HttpResponse:
         "filters": filters,
         "query": _query_without(request.GET, "cursor"),
         "tab_query": _query_without(request.GET, "cursor", "tab"),
+        "problems": filters.problems,
     }
+    # A refused filter is a bad request; the page still shows the list without it.
+    status = 400 if filters.problems else 200
     if target != "tab-counts":
-        page = selectors.inbox(user=request.user, filters=filters, now=now)
+        try:
+            page = selectors.inbox(user=request.user, filters=filters, now=now)
+        except selectors.BadCursor:
+            # A stale or mangled "next page" link: start again rather than refuse.
+            filters = replace(filters, cursor="")
+            page = selectors.inbox(user=request.user, filters=filters, now=now)
+            context["notice"] = "That page link no longer works, so here is the first page."
         barred = services.barred_on_page(tasks=page.tasks, user=request.user)
         decides = selectors.decides_in_tab(filters.tab)
         context.update(
@@ -83,13 +92,13 @@ def inbox(request: HttpRequest) -> HttpResponse:
             snooze_choices=selectors.snooze_choices(now),
         )
     if target == "task-list":
-        return render(request, "approvals/inbox.html#task-list", context)
+        return render(request, "approvals/inbox.html#task-list", context, status=status)
     header = selectors.inbox_header(user=request.user, now=now)
     context["tabs"] = [
         (name, label, _count_label(header.counts[name])) for name, label in selectors.TABS.items()
     ]
     if target == "tab-counts":
-        return render(request, "approvals/inbox.html#tab-counts", context)
+        return render(request, "approvals/inbox.html#tab-counts", context, status=status)
     context.update(
         saved_filters=header.saved_filters,
         sorts=selectors.SORTS,
@@ -97,7 +106,7 @@ def inbox(request: HttpRequest) -> HttpResponse:
         slas=Sla.choices,
         workflow_types=selectors.workflow_types(),
     )
-    return render(request, "approvals/inbox.html", context)
+    return render(request, "approvals/inbox.html", context, status=status)
 
 
 def _count_label(count: int) -> str:
@@ -139,8 +148,19 @@ def _rows(
 @login_required
 @require_POST
 def save_filter(request: HttpRequest) -> HttpResponse:
-    name = request.POST.get("name", "").strip()[:80]
-    query = request.POST.get("query", "")[:500]
+    """Save the inbox's current query under a name; refuse, saying why, what cannot be kept."""
+    name = request.POST.get("name", "").strip()
+    query = request.POST.get("query", "").strip()
+    try:
+        clean_text(name, max_length=_max_length(SavedFilter, "name"))
+    except Refused as error:
+        messages.error(request, f"The filter name {error}.")
+        return redirect("approvals:inbox")
+    try:
+        clean_text(query, max_length=_max_length(SavedFilter, "query"))
+    except Refused as error:
+        messages.error(request, f"The filter query {error}.")
+        return redirect("approvals:inbox")
     if not name:
         messages.error(request, "Give the filter a name to save it.")
     else:
@@ -149,6 +169,10 @@ def save_filter(request: HttpRequest) -> HttpResponse:
         )
         messages.success(request, f"Saved the filter “{name}”.")
     return redirect(f"{reverse('approvals:inbox')}?{query}")
+
+
+def _max_length(model: Any, field: str) -> int:
+    return model._meta.get_field(field).max_length
 
 
 @login_required
@@ -443,9 +467,13 @@ def bulk_approve(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def user_search(request: HttpRequest) -> HttpResponse:
-    """Options for the user picker: active people whose name starts with what was typed."""
-    term = request.GET.get("to", "").strip()
-    users = User.objects.filter(is_active=True).exclude(pk=request.user.pk)
+    """Options for the user picker: people the user may hand a task to (see
+    permissions.may_hand_to) whose name starts with what was typed."""
+    try:
+        term = clean_text(request.GET.get("to", "").strip(), max_length=150)
+    except Refused as error:
+        return HttpResponse(f"The name {error}.", status=400, content_type="text/plain")
+    users = selectors.people_to_hand_to(giver=services.person_for(request.user))
     if term:
         users = users.filter(username__istartswith=term)
     users = users.exclude(username=audit.SYSTEM_USERNAME).order_by("username")[:10]
@@ -546,11 +574,13 @@ def _link_lockout_page(request: HttpRequest, lockout: throttling.Lockout) -> Htt
 # ---------------------------------------------------------------------------
 
 
-def _aware(moment: datetime) -> datetime:
-    """In the site's time zone if naive; otherwise in UTC (the database refuses far offsets)."""
-    if timezone.is_naive(moment):
-        return timezone.make_aware(moment)
-    return moment.astimezone(UTC)
+def _moment(request: HttpRequest, name: str, label: str) -> datetime:
+    """Read a date (or date and time) field, naive ones in the site's time zone, into UTC;
+    raise Refused with the field's label in its message."""
+    try:
+        return clean_datetime(request.POST.get(name, ""), naive_in=timezone.get_current_timezone())
+    except Refused as error:
+        raise Refused(f"{label} {error}.") from None
 
 
 @login_required
@@ -558,17 +588,17 @@ def away(request: HttpRequest) -> HttpResponse:
     error = ""
     if request.method == "POST":
         try:
-            starts = datetime.fromisoformat(request.POST.get("starts_at", ""))
-            ends = datetime.fromisoformat(request.POST.get("ends_at", ""))
-        except ValueError:
-            error = "Give both dates as YYYY-MM-DD."
+            starts = _moment(request, "starts_at", "The start date")
+            ends = _moment(request, "ends_at", "The end date")
+        except Refused as problem:
+            error = str(problem)
         else:
             try:
                 services.set_substitution(
                     user=request.user,
                     substitute_username=request.POST.get("substitute", "").strip(),
-                    starts_at=_aware(starts),
-                    ends_at=_aware(ends),
+                    starts_at=starts,
+                    ends_at=ends,
                 )
             except services.TaskError as problem:
                 error = str(problem)

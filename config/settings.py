@@ -144,6 +144,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First, so every answer carries X-Request-ID and every log line its request's id.
+    "config.request_ids.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -155,6 +157,8 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",
     "django_permissions_policy.PermissionsPolicyMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, so it sees each page as rendered: bidi controls from data shown as code points.
+    "config.bidi.NeutraliseBidiMiddleware",
     # No AuditlogMiddleware: approvals.audit passes actor and address itself, and
     # the middleware would overwrite the address from X-Forwarded-For, which a
     # client controls (and which would break the audit hash chain).
@@ -442,24 +446,37 @@ CELERY_BEAT_SCHEDULE["baton-audit-checkpoint"] = {
 }
 
 # ---------------------------------------------------------------------------
-# Logging: structured JSON lines carrying run id, node, attempt, correlation id
+# Logging: structured JSON lines to stderr carrying the request id, run id, node,
+# attempt and correlation id
 # ---------------------------------------------------------------------------
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {"request_id": {"()": "config.request_ids.RequestIdFilter"}},
     "formatters": {
         "json": {
             "()": "pythonjsonlogger.json.JsonFormatter",
-            "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s",
+            "fmt": "%(asctime)s %(levelname)s %(name)s %(request_id)s %(message)s",
         },
     },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json"}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "json",
+            "filters": ["request_id"],
+        },
+    },
     "loggers": {
         "baton": {
             "handlers": ["console"],
             "level": env_str("BATON_LOG_LEVEL", "INFO"),
             "propagate": False,
         },
+        # Django's own warnings (a disallowed host, a suspicious request) and, through
+        # django.request, every unhandled error with its traceback and every 5xx answer
+        # of the pages and the API. Django's default prints these only while DEBUG is on.
+        "django": {"handlers": ["console"], "level": "WARNING"},
+        "django.request": {"level": "ERROR"},
     },
 }
