@@ -12,6 +12,7 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from kombu import Exchange, Queue
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("BATON_VAR_DIR", BASE_DIR / "var"))
@@ -215,6 +216,12 @@ CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
 # Keep worker connections across tasks (see config.celery.reuse_database_connections);
 # Celery's fix-up still closes them every this many tasks.
 CELERY_DB_REUSE_MAX = 1000
+# Every queue Baton sends to, declared, so a plain `celery -A config worker`
+# consumes them all; `-Q baton.steps` or `-Q baton.sweep` still makes a dedicated
+# worker. Each queue has its own exchange and routing key, as Celery would create it.
+CELERY_TASK_QUEUES = [
+    Queue(name, Exchange(name), routing_key=name) for name in ("baton.steps", "baton.sweep")
+]
 CELERY_TASK_DEFAULT_QUEUE = "baton.steps"
 CELERY_TASK_ROUTES = {"baton.sweep": {"queue": "baton.sweep"}}
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"

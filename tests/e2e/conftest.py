@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -48,7 +49,8 @@ class Cluster:
             start_new_session=True,
         )
 
-    def start_worker(self, name: str) -> None:
+    def start_worker(self, name: str, *, queues: str | None = "baton.steps,baton.sweep") -> None:
+        """Start a worker consuming `queues` (None: no -Q, as `celery -A config worker`)."""
         log = self.logs / f"{name}.log"
         offset = log.stat().st_size if log.exists() else 0
         self.workers[name] = self._spawn(
@@ -57,13 +59,34 @@ class Cluster:
             "-n",
             f"{name}@%h",
             "--concurrency=2",
-            "-Q",
-            "baton.steps,baton.sweep",
+            *(["-Q", queues] if queues else []),
             "--without-mingle",
             "--without-gossip",
             "--loglevel=INFO",
         )
         wait_until(lambda: b" ready." in log.read_bytes()[offset:], timeout=60, what=f"{name} up")
+
+    def stop_worker(self, name: str) -> None:
+        """Stop a worker as an operator would (SIGTERM: warm shutdown)."""
+        process = self.workers.pop(name)
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+    @contextmanager
+    def workers_paused(self) -> Iterator[None]:
+        """Freeze every running worker (SIGSTOP) for the block, so others' work is seen alone."""
+        frozen = [p for p in self.workers.values() if p.poll() is None]
+        for process in frozen:
+            os.killpg(process.pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            for process in frozen:
+                os.killpg(process.pid, signal.SIGCONT)
 
     def start_beat(self, name: str) -> None:
         schedule = self.logs / f"{name}-schedule"
