@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from celery import Task, shared_task
 
@@ -30,10 +31,68 @@ def execute_steps(step_ids: list[int]) -> None:
             logger.exception("step.execute_failed", extra={"step_id": step_id})
 
 
-@shared_task(name="baton.sweep", acks_late=True, ignore_result=True)
+SWEEP_TASK = "baton.sweep"
+SWEEP_SCHEDULE = "baton-sweep"
+
+
+@shared_task(name=SWEEP_TASK, acks_late=True, ignore_result=True)
 def sweep() -> dict[str, int]:
-    """Fire what is due: lost messages, expired leases, retries, timers, escalations."""
-    return engine.sweep()
+    """Fire what is due: lost messages, expired leases, retries, timers, escalations.
+
+    Logged at info when it handled something and at debug when it found nothing,
+    which is most sweeps: one every two seconds would otherwise fill the log.
+    """
+    counts = engine.sweep()
+    level = logging.INFO if any(counts.values()) else logging.DEBUG
+    logger.log(level, "sweep.done", extra={"counts": counts})
+    return counts
+
+
+class QuietSweepLogs(logging.Filter):
+    """Let Celery's own info lines about the sweep through only when debug logging is on.
+
+    Celery logs, at info, every message a worker receives, every task that
+    succeeds and every message beat sends: three lines per sweep, 90 a minute,
+    saying nothing. Installed on those loggers, this filter passes such a line on
+    at debug if its logger would log debug, and drops it otherwise. Warnings and
+    errors about the sweep, and every line about other tasks, pass unchanged.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.INFO or not _about_the_sweep(record):
+            return True
+        if not logging.getLogger(record.name).isEnabledFor(logging.DEBUG):
+            return False
+        record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
+        return True
+
+
+# Celery's loggers for "Task ... received", "Task ... succeeded" and "Sending due task".
+CELERY_TASK_LOGGERS = ("celery.worker.strategy", "celery.app.trace", "celery.beat")
+
+
+def quiet_sweep_logs() -> QuietSweepLogs:
+    """Install `QuietSweepLogs` on Celery's task loggers (once) and return it."""
+    installed = next(
+        (
+            f
+            for f in logging.getLogger(CELERY_TASK_LOGGERS[0]).filters
+            if isinstance(f, QuietSweepLogs)
+        ),
+        None,
+    )
+    quiet = installed or QuietSweepLogs()
+    for name in CELERY_TASK_LOGGERS:
+        logging.getLogger(name).addFilter(quiet)  # adding it twice keeps one
+    return quiet
+
+
+def _about_the_sweep(record: logging.LogRecord) -> bool:
+    args = record.args
+    if isinstance(args, Mapping):  # the worker's lines: {"name": task name, "id": ...}
+        return args.get("name") == SWEEP_TASK
+    # beat's line: "Scheduler: Sending due task %s (%s)" % (schedule name, task name)
+    return isinstance(args, tuple) and len(args) == 2 and args[1] == SWEEP_TASK
 
 
 @shared_task(name="baton.start_scheduled_workflow", bind=True, acks_late=True)
