@@ -88,6 +88,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: /healthz and /readyz answer probes by any address, before host checks
+    # and the HTTPS redirect (see workflows.health).
+    "workflows.health.health_endpoints",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -250,6 +253,13 @@ BATON_WORKFLOW_MODULES = env_list(
 BATON_REDISPATCH_AFTER = env_float("BATON_REDISPATCH_AFTER", 30.0)
 # How many due rows one sweep handles per kind of work.
 BATON_SWEEP_BATCH = int(env_float("BATON_SWEEP_BATCH", 1000))
+
+# ---------------------------------------------------------------------------
+# Health and operations
+# ---------------------------------------------------------------------------
+
+# /readyz and `manage.py liveness sweep` fail when no sweep ran for this many seconds.
+BATON_SWEEP_STALE_AFTER = env_float("BATON_SWEEP_STALE_AFTER", 60.0)
 
 # ---------------------------------------------------------------------------
 # Human tasks

@@ -6,8 +6,9 @@ import logging
 from collections.abc import Mapping
 
 from celery import Task, shared_task
+from django.utils import timezone
 
-from workflows import engine
+from workflows import engine, heartbeats
 
 logger = logging.getLogger("baton.engine")
 
@@ -39,10 +40,12 @@ SWEEP_SCHEDULE = "baton-sweep"
 def sweep() -> dict[str, int]:
     """Fire what is due: lost messages, expired leases, retries, timers, escalations.
 
+    Records when it ran (see `workflows.heartbeats`), for /readyz and beat's healthcheck.
     Logged at info when it handled something and at debug when it found nothing,
     which is most sweeps: one every two seconds would otherwise fill the log.
     """
     counts = engine.sweep()
+    heartbeats.record(name=heartbeats.SWEEP, now=timezone.now())
     level = logging.INFO if any(counts.values()) else logging.DEBUG
     logger.log(level, "sweep.done", extra={"counts": counts})
     return counts
