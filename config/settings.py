@@ -227,7 +227,9 @@ CELERY_TASK_QUEUES = [
 ]
 CELERY_TASK_DEFAULT_QUEUE = "baton.steps"
 CELERY_TASK_ROUTES = {"baton.sweep": {"queue": "baton.sweep"}}
-CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# django-celery-beat's DatabaseScheduler, stamping each message with its tick so that
+# several beats start one run per tick (see workflows.beat).
+CELERY_BEAT_SCHEDULER = "workflows.beat:Scheduler"
 
 BATON_SWEEP_INTERVAL = env_float("BATON_SWEEP_INTERVAL", 2.0)
 CELERY_BEAT_SCHEDULE = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Mapping
 
@@ -9,6 +10,7 @@ from celery import Task, shared_task
 from django.utils import timezone
 
 from workflows import engine, heartbeats
+from workflows.beat import SCHEDULED_FOR_HEADER
 
 logger = logging.getLogger("baton.engine")
 
@@ -104,12 +106,35 @@ def start_scheduled_workflow(
 ) -> str:
     """Start a run from a django-celery-beat schedule (cron or interval).
 
-    Keyed on the message id, so a redelivered schedule message starts no second run.
+    Keyed on the schedule and the tick the message is for (see `workflows.beat`), so
+    each tick starts one run however many beats sent it and however often the
+    broker redelivered it. A message without those headers is keyed on its id.
     """
     run, _ = engine.start_workflow(
         workflow_type=workflow_type,
         input=input,
         correlation_id=correlation_id,
-        idempotency_key=f"schedule:{self.request.id}" if self.request.id else "",
+        idempotency_key=schedule_key(
+            schedule_name=_header(self, "periodic_task_name"),  # set by django-celery-beat
+            scheduled_for=_header(self, SCHEDULED_FOR_HEADER),
+            message_id=self.request.id,
+        ),
     )
     return str(run.id)
+
+
+def schedule_key(
+    *, schedule_name: str | None, scheduled_for: str | None, message_id: str | None
+) -> str:
+    """Return the idempotency key of a scheduled start: its schedule and tick, else its id."""
+    if schedule_name and scheduled_for:
+        if len(schedule_name) > 120:  # keys hold 200 characters; schedule names up to 200
+            schedule_name = hashlib.sha256(schedule_name.encode()).hexdigest()
+        return f"schedule:{schedule_name}@{scheduled_for}"
+    return f"schedule:{message_id}" if message_id else ""
+
+
+def _header(task: Task, name: str) -> str | None:
+    # A worker's request carries custom message headers both as attributes and in
+    # `headers`; an eager call's only in `headers`.
+    return (task.request.headers or {}).get(name) or getattr(task.request, name, None)

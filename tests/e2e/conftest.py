@@ -5,6 +5,10 @@ they never touch other tests' rows) against pytest-django's test
 database (PostgreSQL) and the broker in CELERY_BROKER_URL. Tests use committed
 data (`transactional_db`) so the workers see it, and wait for the database to
 show the outcome, as an operator would.
+
+The browser tests (test_inbox_browser.py) drive runs in the test process and
+must run before the first test that starts the cluster, whose workers would
+claim their steps: files using the cluster are named to sort after it.
 """
 
 from __future__ import annotations
@@ -38,12 +42,12 @@ class Cluster:
         self.workers: dict[str, subprocess.Popen] = {}
         self.beats: list[subprocess.Popen] = []
 
-    def _spawn(self, name: str, *args: str) -> subprocess.Popen:
+    def _spawn(self, name: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
         log = open(self.logs / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
         return subprocess.Popen(
             [str(BIN / "celery"), "-A", "config", *args],
             cwd=ROOT,
-            env=self.env,
+            env={**self.env, **(env or {})},
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -88,11 +92,28 @@ class Cluster:
             for process in frozen:
                 os.killpg(process.pid, signal.SIGCONT)
 
-    def start_beat(self, name: str) -> None:
-        schedule = self.logs / f"{name}-schedule"
-        self.beats.append(
-            self._spawn(name, "beat", "-S", "celery.beat:PersistentScheduler", "-s", str(schedule))
-        )
+    def start_beat(self, name: str, *, database_scheduler: bool = False) -> subprocess.Popen:
+        """Start a beat: with a local schedule file, or Baton's scheduler over the database."""
+        env = {}
+        if database_scheduler:
+            args = ["-S", "workflows.beat:Scheduler", "--loglevel=INFO"]
+            # Database interval schedules count whole seconds: the sweep's 0.5 s would be 0.
+            env["BATON_SWEEP_INTERVAL"] = "1"
+        else:
+            args = [
+                "-S",
+                "celery.beat:PersistentScheduler",
+                "-s",
+                str(self.logs / f"{name}-schedule"),
+            ]
+        process = self._spawn(name, "beat", *args, env=env)
+        self.beats.append(process)
+        return process
+
+    def stop_beat(self, process: subprocess.Popen) -> None:
+        self.beats.remove(process)
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=15)
 
     def kill_worker(self, name: str) -> None:
         """SIGKILL a worker and its pool processes: no shutdown, no acknowledgements."""

@@ -9,7 +9,9 @@ import subprocess
 import pytest
 import yaml
 
-from tests.e2e.conftest import BIN, ROOT
+from tests.e2e.conftest import BIN, ROOT, wait_until
+from workflows import heartbeats
+from workflows.beat import beat_heartbeat_name
 
 pytestmark = pytest.mark.e2e
 
@@ -44,9 +46,29 @@ class TestWorkerHealthcheck:
         assert frozen.returncode != 0
 
 
-class TestBeatHealthcheck:
+class TestSweepLiveness:
     def test_it_passes_while_beat_and_workers_sweep(self, workers):
-        result = run(healthcheck("beat"), workers.env)
+        result = run([str(BIN / "python"), "manage.py", "liveness", "sweep"], workers.env)
 
         assert result.returncode == 0, result.stdout + result.stderr
         assert result.stdout.startswith("Alive: the last sweep was")
+
+
+class TestBeatHealthcheck:
+    def test_it_passes_while_this_hosts_beat_ticks_and_fails_without_one(self, workers):
+        beat = workers.start_beat("db-beat-health", database_scheduler=True)
+        try:
+            wait_until(
+                lambda: heartbeats.last_seen(name=beat_heartbeat_name()) is not None,
+                timeout=60,
+                what="the beat's first heartbeat",
+            )
+            alive = run(healthcheck("beat"), workers.env)
+        finally:
+            workers.stop_beat(beat)
+        elsewhere = run([*healthcheck("beat"), "--hostname", "no-beat-here"], workers.env)
+
+        assert alive.returncode == 0, alive.stdout + alive.stderr
+        assert alive.stdout.startswith(f"Alive: the last {beat_heartbeat_name()} was")
+        assert elsewhere.returncode != 0
+        assert "no beat@no-beat-here has been recorded yet" in elsewhere.stderr

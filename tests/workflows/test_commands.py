@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from tests.workflows.test_engine import sweep_until_quiet
 from workflows import heartbeats
+from workflows.beat import beat_heartbeat_name
 from workflows.models import WorkflowRun
 from workflows.states import RunState
 from workflows.tasks import start_scheduled_workflow
@@ -112,3 +113,16 @@ class TestLiveness:
     def test_no_sweep_yet_is_not_alive(self):
         with pytest.raises(CommandError, match="no sweep has been recorded yet"):
             run_command("liveness", "sweep")
+
+    def test_this_hosts_beat_is_alive_once_it_ticked(self):
+        heartbeats.record(name=beat_heartbeat_name(), now=timezone.now())
+
+        assert run_command("liveness", "beat").startswith(
+            f"Alive: the last {beat_heartbeat_name()}"
+        )
+
+    def test_a_beat_that_never_ticked_here_is_not_alive(self):
+        heartbeats.record(name=heartbeats.SWEEP, now=timezone.now())  # another beat sweeps
+
+        with pytest.raises(CommandError, match="no beat@elsewhere has been recorded yet"):
+            run_command("liveness", "beat", "--hostname", "elsewhere")

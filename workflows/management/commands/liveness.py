@@ -10,16 +10,19 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from workflows import heartbeats
+from workflows.beat import beat_heartbeat_name
 
 
 class Command(BaseCommand):
     help = (
         "Exit 0 if the named heartbeat is recent, else exit 1 saying why. `sweep`: a sweep "
-        "ran (beat sends them, a worker on baton.sweep runs them)."
+        "ran (beat sends them, a worker on baton.sweep runs them). `beat`: the beat on this "
+        "host (or --hostname) ticked."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("what", choices=["sweep"], help="whose heartbeat to check")
+        parser.add_argument("what", choices=["sweep", "beat"], help="whose heartbeat to check")
+        parser.add_argument("--hostname", default=None, help="the beat's host (default: this one)")
         parser.add_argument(
             "--max-age",
             type=float,
@@ -28,7 +31,10 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        name = heartbeats.SWEEP
+        if options["what"] == "beat":
+            name = beat_heartbeat_name(options["hostname"])
+        else:
+            name = heartbeats.SWEEP
         max_age = options["max_age"] or settings.BATON_SWEEP_STALE_AFTER
         now = timezone.now()
         last = heartbeats.last_seen(name=name)
