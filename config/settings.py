@@ -263,6 +263,22 @@ BATON_SWEEP_BATCH = int(env_float("BATON_SWEEP_BATCH", 1000))
 # /readyz and `manage.py liveness sweep` fail when no sweep ran for this many seconds.
 BATON_SWEEP_STALE_AFTER = env_float("BATON_SWEEP_STALE_AFTER", 60.0)
 
+# Retention: runs that finished more than this many days ago are deleted, with their
+# steps, events, signals and human tasks (the audit log is kept), by a task beat
+# sends every 10 minutes. Off (0) by default; `manage.py prune_runs` does it by hand.
+BATON_PRUNE_AFTER_DAYS = env_float("BATON_PRUNE_AFTER_DAYS", 0)
+BATON_PRUNE_BATCH = int(env_float("BATON_PRUNE_BATCH", 500))
+if BATON_PRUNE_AFTER_DAYS < 0 or BATON_PRUNE_BATCH < 1:
+    raise ImproperlyConfigured(
+        "BATON_PRUNE_AFTER_DAYS must be 0 (off) or more, and BATON_PRUNE_BATCH at least 1."
+    )
+if BATON_PRUNE_AFTER_DAYS:
+    CELERY_BEAT_SCHEDULE["baton-prune-runs"] = {
+        "task": "baton.prune_runs",
+        "schedule": 600.0,
+        "options": {"expires": 540.0},
+    }
+
 # ---------------------------------------------------------------------------
 # Human tasks
 # ---------------------------------------------------------------------------

@@ -5,11 +5,13 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Mapping
+from datetime import timedelta
 
 from celery import Task, shared_task
+from django.conf import settings
 from django.utils import timezone
 
-from workflows import engine, heartbeats
+from workflows import engine, heartbeats, retention
 from workflows.beat import SCHEDULED_FOR_HEADER
 
 logger = logging.getLogger("baton.engine")
@@ -138,3 +140,26 @@ def _header(task: Task, name: str) -> str | None:
     # A worker's request carries custom message headers both as attributes and in
     # `headers`; an eager call's only in `headers`.
     return (task.request.headers or {}).get(name) or getattr(task.request, name, None)
+
+
+# Batches one periodic pass deletes at most, so a large backlog drains over passes.
+PRUNE_MAX_BATCHES = 20
+
+
+@shared_task(name="baton.prune_runs", acks_late=True, ignore_result=True)
+def prune_runs() -> dict[str, int]:
+    """Delete runs finished more than BATON_PRUNE_AFTER_DAYS ago; nothing when it is 0.
+
+    Reads the setting when it runs, so turning it off stops pruning even where the
+    schedule lives on in django-celery-beat's table.
+    """
+    days = settings.BATON_PRUNE_AFTER_DAYS
+    if not days:
+        logger.debug("prune.disabled")
+        return {}
+    report = retention.prune_runs(
+        finished_before=timezone.now() - timedelta(days=days),
+        batch=settings.BATON_PRUNE_BATCH,
+        max_batches=PRUNE_MAX_BATCHES,
+    )
+    return report.deleted
