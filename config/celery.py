@@ -26,6 +26,15 @@ def run_system_checks(**kwargs: object) -> None:
         raise SystemCheckError("\n".join(str(message) for message in errors))
 
 
+@worker_init.connect
+@beat_init.connect
+def quiet_idle_sweeps(**kwargs: object) -> None:
+    """Keep Celery's per-message lines about the sweep out of an info-level log."""
+    from workflows.tasks import quiet_sweep_logs
+
+    quiet_sweep_logs()
+
+
 @task_prerun.connect
 @task_postrun.connect
 def reuse_database_connections(**kwargs: object) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 import dj_database_url
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
+from kombu import Exchange, Queue
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("BATON_VAR_DIR", BASE_DIR / "var"))
@@ -144,7 +145,10 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # First, so every answer carries X-Request-ID and every log line its request's id.
+    # First: /healthz and /readyz answer probes by any address, before host checks
+    # and the HTTPS redirect (see workflows.health).
+    "workflows.health.health_endpoints",
+    # Then every other answer carries X-Request-ID and every log line its request's id.
     "config.request_ids.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -358,9 +362,17 @@ CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
 # Keep worker connections across tasks (see config.celery.reuse_database_connections);
 # Celery's fix-up still closes them every this many tasks.
 CELERY_DB_REUSE_MAX = 1000
+# Every queue Baton sends to, declared, so a plain `celery -A config worker`
+# consumes them all; `-Q baton.steps` or `-Q baton.sweep` still makes a dedicated
+# worker. Each queue has its own exchange and routing key, as Celery would create it.
+CELERY_TASK_QUEUES = [
+    Queue(name, Exchange(name), routing_key=name) for name in ("baton.steps", "baton.sweep")
+]
 CELERY_TASK_DEFAULT_QUEUE = "baton.steps"
 CELERY_TASK_ROUTES = {"baton.sweep": {"queue": "baton.sweep"}}
-CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# django-celery-beat's DatabaseScheduler, stamping each message with its tick so that
+# several beats start one run per tick (see workflows.beat).
+CELERY_BEAT_SCHEDULER = "workflows.beat:Scheduler"
 
 BATON_SWEEP_INTERVAL = env_float("BATON_SWEEP_INTERVAL", 2.0)
 CELERY_BEAT_SCHEDULE = {
@@ -386,6 +398,29 @@ BATON_WORKFLOW_MODULES = env_list(
 BATON_REDISPATCH_AFTER = env_float("BATON_REDISPATCH_AFTER", 30.0)
 # How many due rows one sweep handles per kind of work.
 BATON_SWEEP_BATCH = int(env_float("BATON_SWEEP_BATCH", 1000))
+
+# ---------------------------------------------------------------------------
+# Health and operations
+# ---------------------------------------------------------------------------
+
+# /readyz and `manage.py liveness sweep` fail when no sweep ran for this many seconds.
+BATON_SWEEP_STALE_AFTER = env_float("BATON_SWEEP_STALE_AFTER", 60.0)
+
+# Retention: runs that finished more than this many days ago are deleted, with their
+# steps, events, signals and human tasks (the audit log is kept), by a task beat
+# sends every 10 minutes. Off (0) by default; `manage.py prune_runs` does it by hand.
+BATON_PRUNE_AFTER_DAYS = env_float("BATON_PRUNE_AFTER_DAYS", 0)
+BATON_PRUNE_BATCH = int(env_float("BATON_PRUNE_BATCH", 500))
+if BATON_PRUNE_AFTER_DAYS < 0 or BATON_PRUNE_BATCH < 1:
+    raise ImproperlyConfigured(
+        "BATON_PRUNE_AFTER_DAYS must be 0 (off) or more, and BATON_PRUNE_BATCH at least 1."
+    )
+if BATON_PRUNE_AFTER_DAYS:
+    CELERY_BEAT_SCHEDULE["baton-prune-runs"] = {
+        "task": "baton.prune_runs",
+        "schedule": 600.0,
+        "options": {"expires": 540.0},
+    }
 
 # ---------------------------------------------------------------------------
 # Human tasks

@@ -439,3 +439,16 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.user}{', revoked' if self.revoked_at else ''})"
+
+
+class Heartbeat(models.Model):
+    """When a named part of Baton last showed it was alive: the sweep, each beat.
+
+    One row per name, overwritten in place (see `workflows.heartbeats`).
+    """
+
+    name = models.CharField(max_length=200, primary_key=True)
+    at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.name} at {self.at:%Y-%m-%d %H:%M:%S}"

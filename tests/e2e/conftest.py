@@ -5,6 +5,10 @@ they never touch other tests' rows) against pytest-django's test
 database (PostgreSQL) and the broker in CELERY_BROKER_URL. Tests use committed
 data (`transactional_db`) so the workers see it, and wait for the database to
 show the outcome, as an operator would.
+
+The browser tests (test_inbox_browser.py) drive runs in the test process and
+must run before the first test that starts the cluster, whose workers would
+claim their steps: files using the cluster are named to sort after it.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -37,18 +42,19 @@ class Cluster:
         self.workers: dict[str, subprocess.Popen] = {}
         self.beats: list[subprocess.Popen] = []
 
-    def _spawn(self, name: str, *args: str) -> subprocess.Popen:
+    def _spawn(self, name: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
         log = open(self.logs / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
         return subprocess.Popen(
             [str(BIN / "celery"), "-A", "config", *args],
             cwd=ROOT,
-            env=self.env,
+            env={**self.env, **(env or {})},
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
 
-    def start_worker(self, name: str) -> None:
+    def start_worker(self, name: str, *, queues: str | None = "baton.steps,baton.sweep") -> None:
+        """Start a worker consuming `queues` (None: no -Q, as `celery -A config worker`)."""
         log = self.logs / f"{name}.log"
         offset = log.stat().st_size if log.exists() else 0
         self.workers[name] = self._spawn(
@@ -57,19 +63,57 @@ class Cluster:
             "-n",
             f"{name}@%h",
             "--concurrency=2",
-            "-Q",
-            "baton.steps,baton.sweep",
+            *(["-Q", queues] if queues else []),
             "--without-mingle",
             "--without-gossip",
             "--loglevel=INFO",
         )
         wait_until(lambda: b" ready." in log.read_bytes()[offset:], timeout=60, what=f"{name} up")
 
-    def start_beat(self, name: str) -> None:
-        schedule = self.logs / f"{name}-schedule"
-        self.beats.append(
-            self._spawn(name, "beat", "-S", "celery.beat:PersistentScheduler", "-s", str(schedule))
-        )
+    def stop_worker(self, name: str) -> None:
+        """Stop a worker as an operator would (SIGTERM: warm shutdown)."""
+        process = self.workers.pop(name)
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+    @contextmanager
+    def workers_paused(self) -> Iterator[None]:
+        """Freeze every running worker (SIGSTOP) for the block, so others' work is seen alone."""
+        frozen = [p for p in self.workers.values() if p.poll() is None]
+        for process in frozen:
+            os.killpg(process.pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            for process in frozen:
+                os.killpg(process.pid, signal.SIGCONT)
+
+    def start_beat(self, name: str, *, database_scheduler: bool = False) -> subprocess.Popen:
+        """Start a beat: with a local schedule file, or Baton's scheduler over the database."""
+        env = {}
+        if database_scheduler:
+            args = ["-S", "workflows.beat:Scheduler", "--loglevel=INFO"]
+            # Database interval schedules count whole seconds: the sweep's 0.5 s would be 0.
+            env["BATON_SWEEP_INTERVAL"] = "1"
+        else:
+            args = [
+                "-S",
+                "celery.beat:PersistentScheduler",
+                "-s",
+                str(self.logs / f"{name}-schedule"),
+            ]
+        process = self._spawn(name, "beat", *args, env=env)
+        self.beats.append(process)
+        return process
+
+    def stop_beat(self, process: subprocess.Popen) -> None:
+        self.beats.remove(process)
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=15)
 
     def kill_worker(self, name: str) -> None:
         """SIGKILL a worker and its pool processes: no shutdown, no acknowledgements."""

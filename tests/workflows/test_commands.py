@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 
 from tests.workflows.test_engine import sweep_until_quiet
+from workflows import heartbeats
+from workflows.beat import beat_heartbeat_name
 from workflows.models import WorkflowRun
 from workflows.states import RunState
 from workflows.tasks import start_scheduled_workflow
@@ -92,3 +96,33 @@ class TestScheduledStart:
             start_scheduled_workflow.apply(args=("order", order_input()), task_id="fire-2")
 
         assert WorkflowRun.objects.filter(idempotency_key="schedule:fire-2").count() == 1
+
+
+class TestLiveness:
+    def test_a_recent_sweep_is_alive(self):
+        heartbeats.record(name=heartbeats.SWEEP, now=timezone.now() - timedelta(seconds=3))
+
+        assert run_command("liveness", "sweep").startswith("Alive: the last sweep was 3")
+
+    def test_a_stale_sweep_exits_non_zero_saying_why(self):
+        heartbeats.record(name=heartbeats.SWEEP, now=timezone.now() - timedelta(seconds=120))
+
+        with pytest.raises(CommandError, match=r"Not alive: the last sweep was 120 s ago"):
+            run_command("liveness", "sweep", "--max-age", "60")
+
+    def test_no_sweep_yet_is_not_alive(self):
+        with pytest.raises(CommandError, match="no sweep has been recorded yet"):
+            run_command("liveness", "sweep")
+
+    def test_this_hosts_beat_is_alive_once_it_ticked(self):
+        heartbeats.record(name=beat_heartbeat_name(), now=timezone.now())
+
+        assert run_command("liveness", "beat").startswith(
+            f"Alive: the last {beat_heartbeat_name()}"
+        )
+
+    def test_a_beat_that_never_ticked_here_is_not_alive(self):
+        heartbeats.record(name=heartbeats.SWEEP, now=timezone.now())  # another beat sweeps
+
+        with pytest.raises(CommandError, match="no beat@elsewhere has been recorded yet"):
+            run_command("liveness", "beat", "--hostname", "elsewhere")

@@ -1,0 +1,148 @@
+"""Beat's scheduler: every replica names a tick alike, so each tick starts one run."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from celery import current_app
+from celery.schedules import crontab, schedule
+from django_celery_beat.models import IntervalSchedule, PeriodicTask
+
+from workflows import heartbeats
+from workflows.beat import SCHEDULED_FOR_HEADER, Scheduler, beat_heartbeat_name, scheduled_for
+from workflows.models import WorkflowRun
+from workflows.tasks import schedule_key, start_scheduled_workflow
+
+
+def at(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+class TestScheduledFor:
+    def test_two_beats_sending_one_cron_tick_name_its_fire_time(self):
+        every_five_minutes = crontab(minute="*/5")
+
+        # Each beat last sent the 10:05 tick at a slightly different moment.
+        first = scheduled_for(
+            every=every_five_minutes,
+            last_run_at=at("2026-12-01T10:05:00.3"),
+            now=at("2026-12-01T10:10:00.2"),
+        )
+        second = scheduled_for(
+            every=every_five_minutes,
+            last_run_at=at("2026-12-01T10:05:00.9"),
+            now=at("2026-12-01T10:10:01.4"),
+        )
+
+        assert first == second == at("2026-12-01T10:10:00")
+
+    def test_a_beat_catching_up_after_a_pause_names_the_tick_it_missed(self):
+        tick = scheduled_for(
+            every=crontab(minute="*/5"),
+            last_run_at=at("2026-12-01T10:05:00.3"),
+            now=at("2026-12-01T10:31:07"),
+        )
+
+        assert tick == at("2026-12-01T10:10:00")  # the other beat started that one already
+
+    def test_interval_ticks_are_whole_intervals_since_the_epoch(self):
+        every_second = schedule(timedelta(seconds=1))
+        hourly = schedule(timedelta(hours=1))
+
+        assert scheduled_for(
+            every=every_second,
+            last_run_at=at("2026-12-01T12:00:02.1"),
+            now=at("2026-12-01T12:00:03.7"),
+        ) == at("2026-12-01T12:00:03")
+        assert scheduled_for(
+            every=hourly, last_run_at=at("2026-12-01T11:20:00"), now=at("2026-12-01T12:20:00.4")
+        ) == at("2026-12-01T12:00:00")
+
+
+class TestScheduleKey:
+    def test_a_tick_is_keyed_on_its_schedule_and_time(self):
+        key = schedule_key(
+            schedule_name="nightly", scheduled_for="2026-12-01T02:00:00+00:00", message_id="m-1"
+        )
+
+        assert key == "schedule:nightly@2026-12-01T02:00:00+00:00"
+
+    def test_a_long_schedule_name_is_hashed_to_fit(self):
+        key = schedule_key(
+            schedule_name="n" * 200, scheduled_for="2026-12-01T02:00:00+00:00", message_id="m"
+        )
+
+        assert len(key) <= 200
+        assert key.endswith("@2026-12-01T02:00:00+00:00")
+
+    def test_a_message_without_a_tick_is_keyed_on_its_id(self):
+        assert (
+            schedule_key(schedule_name=None, scheduled_for=None, message_id="m-1") == "schedule:m-1"
+        )
+
+
+@pytest.mark.django_db
+class TestScheduledStartAcrossBeats:
+    def test_two_messages_for_one_tick_start_one_run(self, order_input):
+        headers = {
+            "periodic_task_name": "nightly",
+            SCHEDULED_FOR_HEADER: "2026-12-01T02:00:00+00:00",
+        }
+
+        first = start_scheduled_workflow.apply(
+            args=("order", order_input()), task_id="beat-a", headers=headers
+        ).get()
+        second = start_scheduled_workflow.apply(
+            args=("order", order_input()), task_id="beat-b", headers=headers
+        ).get()
+
+        assert first == second
+        assert (
+            WorkflowRun.objects.get().idempotency_key
+            == "schedule:nightly@2026-12-01T02:00:00+00:00"
+        )
+
+    def test_the_next_tick_starts_the_next_run(self, order_input):
+        for tick in ("2026-12-01T02:00:00+00:00", "2026-12-02T02:00:00+00:00"):
+            headers = {"periodic_task_name": "nightly", SCHEDULED_FOR_HEADER: tick}
+            start_scheduled_workflow.apply(args=("order", order_input()), headers=headers)
+
+        assert WorkflowRun.objects.count() == 2
+
+
+@pytest.mark.django_db
+class TestScheduler:
+    def test_each_message_carries_its_schedule_and_tick(self, monkeypatch, order_input):
+        interval = IntervalSchedule.objects.create(every=1, period=IntervalSchedule.SECONDS)
+        PeriodicTask.objects.create(
+            name="every-second",
+            task="baton.start_scheduled_workflow",
+            interval=interval,
+            kwargs=json.dumps({"workflow_type": "order", "input": order_input()}),
+        )
+        sent = []
+        monkeypatch.setattr(
+            start_scheduled_workflow, "apply_async", lambda *a, **options: sent.append(options)
+        )
+        scheduler = Scheduler(app=current_app, lazy=True)
+        entry = scheduler.Entry(PeriodicTask.objects.get(name="every-second"), app=current_app)
+
+        scheduler.apply_async(entry, advance=True)
+
+        (options,) = sent
+        assert options["headers"]["periodic_task_name"] == "every-second"
+        tick = datetime.fromisoformat(options["headers"][SCHEDULED_FOR_HEADER])
+        assert tick.microsecond == 0
+        assert timedelta(0) <= datetime.now(UTC) - tick < timedelta(seconds=2)
+
+
+@pytest.mark.django_db(transaction=True)  # the scheduler commits and recycles its connection
+class TestSchedulerTick:
+    def test_a_tick_records_that_this_beat_is_alive(self):
+        scheduler = Scheduler(app=current_app, lazy=True)
+
+        scheduler.tick()
+
+        assert heartbeats.last_seen(name=beat_heartbeat_name()) is not None

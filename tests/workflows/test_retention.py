@@ -1,0 +1,170 @@
+"""Pruning finished runs: old finished runs go with their rows, everything else stays."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from auditlog.models import LogEntry
+from django.core.management import CommandError, call_command
+from django.utils import timezone
+
+from approvals import services
+from approvals.models import HumanTask
+from approvals.states import Channel
+from tests.workflows.test_engine import sweep_until_quiet
+from workflows import retention
+from workflows.models import Signal, StepEvent, StepRun, WorkflowRun
+from workflows.states import RunState
+from workflows.tasks import prune_runs
+
+pytestmark = pytest.mark.django_db
+
+
+def prune(*args: str) -> str:
+    out = StringIO()
+    call_command("prune_runs", *args, stdout=out)
+    return out.getvalue()
+
+
+def age(run: WorkflowRun, days: float) -> WorkflowRun:
+    """Make the run look as if it started and (if it did) finished `days` ago."""
+    then = timezone.now() - timedelta(days=days)
+    WorkflowRun.objects.filter(pk=run.pk).update(
+        created_at=then, finished_at=then if run.finished_at else None
+    )
+    return run
+
+
+@pytest.fixture
+def approved_expense(manager_task, carol, drive) -> WorkflowRun:
+    """alice's expense, approved by carol through the API, paid and finished."""
+    services.approve_human_task(
+        task_id=manager_task.pk, user=carol, channel=Channel.API, comment="ok"
+    )
+    run = drive(manager_task.run)
+    assert run.state == RunState.SUCCEEDED
+    return run
+
+
+@pytest.fixture
+def runs(approved_expense, start_expense, start, drive, order_input) -> dict[str, WorkflowRun]:
+    """One run of each kind pruning must tell apart, all but `recent` started 100 days ago."""
+    failing = order_input(simulate={"shipping": "fail", "refund": "outage"})
+    dead_letter = sweep_until_quiet(drive(start("order", failing)), drive)
+    assert dead_letter.state == RunState.DEAD_LETTERED
+    recent = drive(start("order", order_input(order_id="A-2")))
+    assert recent.state == RunState.SUCCEEDED
+    return {
+        "old finished": age(approved_expense, 100),
+        "old live": age(start_expense(), 100),
+        "old dead letter": age(dead_letter, 100),
+        "recent": age(recent, 1),
+    }
+
+
+def remaining(runs: dict[str, WorkflowRun]) -> set[str]:
+    kept = set(WorkflowRun.objects.values_list("pk", flat=True))
+    return {name for name, run in runs.items() if run.pk in kept}
+
+
+class TestDryRun:
+    def test_it_counts_what_would_go_and_deletes_nothing(self, runs):
+        old = runs["old finished"]
+        rows_before = WorkflowRun.objects.count(), StepRun.objects.count()
+
+        output = prune("--finished-before", "90d", "--dry-run")
+
+        assert output.startswith("Would delete 1 runs that finished before ")
+        assert (
+            f"with {old.steps.count()} steps, {old.events.count()} events, "
+            f"{old.signals.count()} signals and 1 human tasks"
+        ) in output
+        assert (WorkflowRun.objects.count(), StepRun.objects.count()) == rows_before
+
+
+class TestPrune:
+    def test_old_finished_runs_go_with_their_rows(self, runs):
+        old = runs["old finished"]
+        assert old.events.exists()
+        assert old.signals.exists()
+        assert old.human_tasks.exists()
+
+        output = prune("--finished-before", "90d")
+
+        assert output.startswith("Deleted 1 runs that finished before ")
+        assert remaining(runs) == {"old live", "old dead letter", "recent"}
+        for model in (StepRun, StepEvent, Signal, HumanTask):
+            assert not model.objects.filter(run_id=old.pk).exists()
+
+    def test_live_and_dead_lettered_runs_stay_however_old(self, runs):
+        prune("--finished-before", "1s")
+
+        assert remaining(runs) == {"old live", "old dead letter"}
+        assert runs["old live"].human_tasks.exists()
+
+    def test_the_audit_log_is_kept_and_its_chain_still_verifies(self, runs):
+        entries = LogEntry.objects.count()
+        task_id = str(runs["old finished"].human_tasks.get().pk)
+
+        prune("--finished-before", "90d")
+
+        assert LogEntry.objects.count() == entries
+        assert LogEntry.objects.filter(object_pk=task_id).exists()
+        verified = StringIO()
+        call_command("verify_audit", stdout=verified)  # raises CommandError if broken
+        assert verified.getvalue().startswith("The audit chain is intact")
+
+    def test_runs_go_one_batch_at_a_time(self, runs):
+        age(runs["recent"], 100)
+
+        report = retention.prune_runs(finished_before=timezone.now() - timedelta(days=90), batch=1)
+
+        assert report.count("runs") == 2
+        assert report.batches == 2
+        assert remaining(runs) == {"old live", "old dead letter"}
+
+    def test_a_bounded_pass_stops_after_its_batches(self, runs):
+        age(runs["recent"], 100)
+
+        report = retention.prune_runs(
+            finished_before=timezone.now() - timedelta(days=90), batch=1, max_batches=1
+        )
+
+        assert report.count("runs") == 1
+        assert len(remaining(runs)) == 3
+
+
+class TestRefusals:
+    @pytest.mark.parametrize(
+        ("given", "reason"),
+        [
+            ("90", "a whole number and a unit"),
+            ("ninety days", "a whole number and a unit"),
+            ("0d", "an age of 0 would take runs that just finished"),
+        ],
+    )
+    def test_an_age_it_cannot_read_is_refused_saying_why(self, given, reason):
+        with pytest.raises(CommandError, match=reason):
+            prune("--finished-before", given)
+
+    def test_an_empty_batch_is_refused(self):
+        with pytest.raises(CommandError, match="--batch must be at least 1"):
+            prune("--finished-before", "90d", "--batch", "0")
+
+
+class TestPeriodicPrune:
+    def test_it_deletes_nothing_while_the_setting_is_off(self, runs, settings):
+        settings.BATON_PRUNE_AFTER_DAYS = 0
+
+        assert prune_runs.apply().get() == {}
+        assert len(remaining(runs)) == 4
+
+    def test_it_deletes_runs_older_than_the_setting(self, runs, settings):
+        settings.BATON_PRUNE_AFTER_DAYS = 90
+
+        deleted = prune_runs.apply().get()
+
+        assert deleted["runs"] == 1
+        assert remaining(runs) == {"old live", "old dead letter", "recent"}
