@@ -129,6 +129,7 @@ EXPENSE = Workflow(
     # it cannot approve it again as finance.
     requester_field="requester",
     distinct_approvers=True,
+    starters=("employees",),
     start="submit",
     nodes=(
         Activity("submit", run=submit_expense, next="manager_approval", mutating=False),
@@ -229,6 +230,7 @@ VENDOR_ONBOARDING = Workflow(
     version=1,
     description="Legal and security review in parallel; both must approve the new vendor.",
     input_schema=VendorInput,
+    starters=("procurement",),
     start="reviews",
     nodes=(
         Parallel("reviews", branches=("legal_review", "security_review"), join="reviews_done"),

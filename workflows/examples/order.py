@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from workflows import registry
 from workflows.activity import ActivityContext, NonRetryableError
-from workflows.dsl import Activity, NoCompensation, RetryPolicy, Timeouts, Workflow
+from workflows.dsl import ANYONE, Activity, NoCompensation, RetryPolicy, Timeouts, Workflow
 from workflows.examples import services
 from workflows.examples.fields import Amount, Currency, Email
 
@@ -137,6 +137,8 @@ ORDER = Workflow(
     version=1,
     description="Reserve stock, charge, ship and notify; on failure undo in reverse order.",
     input_schema=OrderInput,
+    # Orders come from the shop's systems, and from anyone taking one by phone.
+    starters=ANYONE,
     start="validate",
     nodes=(
         Activity("validate", run=validate_order, next="reserve_inventory", mutating=False),
