@@ -20,7 +20,7 @@ from django.utils import timezone
 from ninja import Field, Header, Query, Router, Schema, Status
 from pydantic import BeforeValidator, model_validator
 
-from workflows import engine, registry
+from workflows import engine, registry, starting
 from workflows.dsl import NUL_MESSAGE, InvalidInput, has_nul
 from workflows.models import StepRun, WorkflowRun
 from workflows.registry import UnknownWorkflow
@@ -268,17 +268,25 @@ def start_workflow(
     body: StartWorkflowIn,
     idempotency_key: str | None = Header(None, alias="Idempotency-Key", max_length=200),
 ) -> Status:
-    """Start a run; the same Idempotency-Key again returns the first run (200), starts nothing."""
+    """Start a run as its requester; the same Idempotency-Key again returns the first run
+    (200) and starts nothing. 403 if the type is not yours to start, or the input names
+    someone else as its requester and you are no operator."""
     try:
-        run, created = engine.start_workflow(
+        run, created = starting.start_for(
+            user=request.user,
             workflow_type=body.type,
             input=body.input,
             idempotency_key=idempotency_key or "",
             correlation_id=body.correlation_id,
-            started_by=request.user,
+            channel="api",
+            remote_addr=request.META.get("REMOTE_ADDR"),
         )
     except UnknownWorkflow as error:
         raise ApiProblem(404, "Unknown workflow type", str(error)) from None
+    except starting.StartRefused as error:
+        raise ApiProblem(403, "Forbidden", str(error)) from None
+    except starting.KeyTaken as error:
+        raise ApiProblem(409, "Idempotency key taken", str(error)) from None
     except InvalidInput as error:
         raise ApiProblem(
             422,
