@@ -38,11 +38,15 @@ RETRY = RetryPolicy(max_attempts=4, initial_interval=timedelta(seconds=1))
 class ExpenseInput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    requester: str = Field(min_length=1, max_length=150, description="a username")
-    title: str = Field(min_length=1, max_length=120)
+    requester: str = Field(
+        min_length=1, max_length=150, description="the username of whom it is for, e.g. alice"
+    )
+    title: str = Field(min_length=1, max_length=120, description="what it was for")
     amount: Amount
     currency: Currency
-    description: str = Field(default="", max_length=2000)
+    description: str = Field(
+        default="", max_length=2000, description="anything your approvers should know"
+    )
 
     @field_validator("requester")
     @classmethod
@@ -177,7 +181,12 @@ class VendorInput(BaseModel):
 
     vendor_name: str = Field(min_length=1, max_length=120)
     contact_email: Email
-    country: str = Field(default="", max_length=2, pattern=r"^([A-Z]{2})?$")
+    country: str = Field(
+        default="",
+        max_length=2,
+        pattern=r"^([A-Z]{2})?$",
+        description="a two-letter ISO 3166 country code, e.g. DE",
+    )
 
 
 def _both_approved(data: RunData) -> bool:

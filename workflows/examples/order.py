@@ -22,19 +22,25 @@ SimulatedService = Literal[
 class OrderItem(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    sku: str = Field(min_length=1, max_length=64)
+    sku: str = Field(
+        min_length=1, max_length=64, title="SKU", description="the stock-keeping unit, e.g. BOOK-1"
+    )
     quantity: int = Field(ge=1, le=10_000)
 
 
 class OrderInput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    order_id: str = Field(min_length=1, max_length=100)
+    order_id: str = Field(
+        min_length=1, max_length=100, description="the shop's reference for it, e.g. A-1001"
+    )
     customer_email: Email
     items: list[OrderItem] = Field(min_length=1, max_length=100)
     amount: Amount
     currency: Currency
-    simulate: dict[SimulatedService, Behaviour] = Field(default_factory=dict)
+    simulate: dict[SimulatedService, Behaviour] = Field(
+        default_factory=dict, description="make the demo services misbehave (for the demo only)"
+    )
 
 
 class InvalidOrder(NonRetryableError):
