@@ -180,3 +180,20 @@ def can_reassign(reviewer: Reviewer, task: TaskFacts) -> bool:
 
 def can_comment(reviewer: Reviewer, task: TaskFacts) -> bool:
     return can_see(reviewer, task)
+
+
+# ---------------------------------------------------------------------------
+# Requests: a run as seen by the people who asked for it
+# ---------------------------------------------------------------------------
+
+
+def can_see_request(
+    *, username: str, requesters: frozenset[str], has_task: bool, is_operator: bool
+) -> bool:
+    """The run's requesters, anyone with a task on it, and operators see a request's page."""
+    return is_operator or (bool(username) and username in requesters) or has_task
+
+
+def can_withdraw(*, username: str, requesters: frozenset[str], is_operator: bool) -> bool:
+    """Only whoever asked for a request, or an operator, may withdraw it."""
+    return is_operator or (bool(username) and username in requesters)
