@@ -210,7 +210,7 @@ def _field_spec(
         widget = text_format
     elif text_format == "date-time":
         widget = "datetime"
-    elif max_length is None or max_length > LONG_TEXT:
+    elif max_length is not None and max_length > LONG_TEXT:
         widget = "textarea"
     else:
         widget = "text"
@@ -284,6 +284,8 @@ class Form:
     # For each list, which shown row each item of the input came from (blank rows
     # are left out of the input, so the two can differ).
     row_of_item: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    # The box to put the cursor in: the first of a row just added.
+    focus: str = ""
 
     @property
     def has_errors(self) -> bool:
@@ -293,12 +295,14 @@ class Form:
         """What the template draws, in the schema's order."""
         return [self._group(spec) for spec in self.spec.fields]
 
-    def _box(self, spec: FieldSpec, name: str) -> Box:
+    def _box(self, spec: FieldSpec, name: str, *, in_row: bool = False) -> Box:
         return Box(
             spec=spec,
             name=name,
             value=self.values.get(name, ""),
             error=self.errors.get(name, ""),
+            in_row=in_row,
+            focus=name == self.focus,
         )
 
     def _group(self, spec: Spec) -> BoxGroup:
@@ -313,7 +317,10 @@ class Form:
         rows = [
             Row(
                 index=index,
-                boxes=[self._box(column, row_name(spec, index, column)) for column in spec.columns],
+                boxes=[
+                    self._box(column, row_name(spec, index, column), in_row=True)
+                    for column in spec.columns
+                ],
                 error=self.errors.get(f"{spec.name}-{index}", ""),
             )
             for index in range(count)
@@ -335,12 +342,25 @@ class Form:
         raise KeyError(name)
 
 
+_INPUT_TYPES = {
+    "email": "email",
+    "integer": "number",
+    "number": "number",
+    "date": "date",
+    "datetime": "datetime-local",
+}
+_INPUT_MODES = {"decimal": "decimal", "integer": "numeric"}
+
+
 @dataclass(frozen=True)
 class Box:
     spec: FieldSpec
     name: str
     value: str
     error: str
+    # A box of a list's row: a blank row is skipped, so the browser must not insist.
+    in_row: bool = False
+    focus: bool = False
 
     @property
     def id(self) -> str:
@@ -349,6 +369,18 @@ class Box:
     @property
     def checked(self) -> bool:
         return self.value == "on"
+
+    @property
+    def input_type(self) -> str:
+        return _INPUT_TYPES.get(self.spec.widget, "text")
+
+    @property
+    def inputmode(self) -> str:
+        return _INPUT_MODES.get(self.spec.widget, "")
+
+    @property
+    def html_required(self) -> bool:
+        return self.spec.required and not self.in_row
 
 
 @dataclass(frozen=True)
@@ -479,12 +511,14 @@ def with_rows(form: Form, *, add: str = "", remove: str = "") -> Form:
     ("items-2") taken out of its list; nothing else changes, nothing is checked."""
     rows = dict(form.rows)
     values = dict(form.values)
+    focus = ""
     for spec in form.spec.fields:
         if not isinstance(spec, ListSpec):
             continue
         count = rows.get(spec.name, initial_rows(spec))
         if spec.name == add and count < spec.max_rows:
             rows[spec.name] = count + 1
+            focus = row_name(spec, count, spec.columns[0])
         prefix = f"{spec.name}-"
         if remove.startswith(prefix) and remove[len(prefix) :].isdigit():
             gone = int(remove[len(prefix) :])
@@ -494,7 +528,7 @@ def with_rows(form: Form, *, add: str = "", remove: str = "") -> Form:
                         following = row_name(spec, index + 1, column)
                         values[row_name(spec, index, column)] = values.pop(following, "")
                 rows[spec.name] = count - 1
-    return replace(form, rows=rows, values=values)
+    return replace(form, rows=rows, values=values, focus=focus)
 
 
 # ---------------------------------------------------------------------------
