@@ -198,6 +198,30 @@ class RequestRow:
     kind: str
     where: list[Position]
 
+    @property
+    def state(self) -> str:
+        return state_words(self.run.state)
+
+    @property
+    def headline(self) -> str:
+        return headline(self.run)
+
+
+def headline(run: WorkflowRun) -> str:
+    """A few words that tell a request from others of its type: the first text of its
+    input that is not its requester (an expense's title, an order's id)."""
+    definition = definition_of(run)
+    skip = definition.requester_field if definition else None
+    for name, value in run.input.items():
+        if name != skip and isinstance(value, str) and value.strip():
+            return value
+    return ""
+
+
+def state_words(state: str) -> str:
+    """A run's state in a word or two: "waiting", "dead lettered"."""
+    return state.replace("_", " ")
+
 
 @dataclass
 class Page:

@@ -223,7 +223,8 @@ def _request_context(
     return {
         "page": page,
         "run": run,
-        "headline": _headline(run),
+        "state": request_selectors.state_words(run.state),
+        "headline": request_selectors.headline(run),
         "requested_by": " and ".join(sorted(page.requesters)),
         # Withdrawing is offered to whoever may; others hear why not, once they ask.
         "may_withdraw": refusal is None,
@@ -232,17 +233,6 @@ def _request_context(
         "may_comment": bool(page.tasks),
         "error": error,
     }
-
-
-def _headline(run: Any) -> str:
-    """A few words that tell this request from others of its type: the first text of its
-    input that is not its requester (an expense's title, an order's id)."""
-    definition = request_selectors.definition_of(run)
-    skip = definition.requester_field if definition else None
-    for name, value in run.input.items():
-        if name != skip and isinstance(value, str) and value.strip():
-            return value
-    return ""
 
 
 @login_required

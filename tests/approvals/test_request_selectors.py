@@ -66,6 +66,15 @@ class TestMyRequests:
         assert [r.run for r in page_of(alice, state="succeeded").rows] == [ended]
         assert [r.run for r in page_of(alice, workflow_type="expense").rows] == [waiting]
 
+    def test_each_request_is_named_by_its_first_words_never_its_requester(
+        self, alice, send_expense
+    ):
+        send_expense(alice, title="Hotel in Paris")
+
+        (row,) = page_of(alice).rows
+
+        assert (row.kind, row.headline, row.state) == ("expense", "Hotel in Paris", "waiting")
+
     def test_a_state_it_does_not_know_is_ignored(self):
         assert RequestFilters.from_query({"state": "sleepy", "type": "expense"}) == (
             RequestFilters(state="", workflow_type="expense")
