@@ -4,8 +4,8 @@
 a page is one short range of it, whatever the number of runs in the system, and
 its cost grows with the person's own runs at most (a state or type filter is
 applied to that range). Where each run of a page stands now (which step, waiting
-for whom, since when, due when) comes in a constant number of queries: the live
-steps, the open tasks, and their candidates.
+for whom, since when, due when; for an ended one, how it was last decided) comes
+in a constant number of queries: the live steps, the tasks, and their candidates.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from django.db.models.fields.tuple_lookups import Tuple, TupleLessThan
 from approvals import permissions, start_forms
 from approvals.api import runs_with_my_tasks
 from approvals.models import Comment, HumanTask
-from approvals.states import LIVE_TASK_STATES
+from approvals.states import LIVE_TASK_STATES, TaskState
 from workflows import registry, starting
 from workflows.diagram import Diagram, draw
 from workflows.dsl import Join, Sleep, WaitForSignal, Workflow
@@ -58,6 +58,8 @@ class Position:
     waiting_for: str
     since: datetime | None = None
     due: datetime | None = None
+    # How an ended request was last decided: "rejected by Carol Carter".
+    outcome: str = ""
 
 
 def _stage(node: str) -> str:
@@ -90,9 +92,11 @@ def positions(
     run: WorkflowRun, steps: Iterable[StepRun], tasks: Iterable[HumanTask]
 ) -> list[Position]:
     """Return where `run` is: its live forward steps, each open task of theirs a place
-    of its own; or how it ended."""
+    of its own; or how it ended, with its last decision among `tasks`."""
     if run.state in FINAL_RUN_STATES:
-        return [Position(stage="ended", waiting_for="", since=run.finished_at)]
+        return [
+            Position(stage="ended", waiting_for="", since=run.finished_at, outcome=_last(tasks))
+        ]
     if run.state in (RunState.COMPENSATING, RunState.CANCELLING):
         return [Position(stage="being undone", waiting_for="its completed steps to be undone")]
     if run.state == RunState.DEAD_LETTERED:
@@ -102,7 +106,8 @@ def positions(
     definition = definition_of(run)
     tasks_by_step: dict[int, list[HumanTask]] = {}
     for task in tasks:
-        tasks_by_step.setdefault(task.step_id, []).append(task)
+        if task.is_live:
+            tasks_by_step.setdefault(task.step_id, []).append(task)
     found: list[Position] = []
     for step in steps:
         open_tasks = tasks_by_step.get(step.pk, [])
@@ -121,6 +126,15 @@ def positions(
     if run.state == RunState.PAUSED:
         found.insert(0, Position(stage="paused", waiting_for="an operator to resume it"))
     return found
+
+
+def _last(tasks: Iterable[HumanTask]) -> str:
+    decided = [task for task in tasks if task.decided_at is not None]
+    if not decided:
+        return ""
+    last = max(decided, key=lambda task: (task.decided_at, task.created_at))
+    who = _name(last.decided_by) if last.decided_by_id else "the system"
+    return f"{last.outcome} by {who}"
 
 
 def _step_position(step: StepRun, definition: Workflow | None) -> Position:
@@ -151,7 +165,8 @@ def definition_of(run: WorkflowRun) -> Workflow | None:
 
 
 def _where_now(runs: list[WorkflowRun]) -> dict[UUID, list[Position]]:
-    """Where each run stands, in three queries however many runs there are."""
+    """Where each run stands, in four queries however many runs there are: live steps,
+    open and decided tasks, and the open tasks' candidates (people, then groups)."""
     live = [run.pk for run in runs if run.state in LIVE_RUN_STATES]
     steps: dict[UUID, list[StepRun]] = {}
     tasks: dict[UUID, list[HumanTask]] = {}
@@ -160,9 +175,13 @@ def _where_now(runs: list[WorkflowRun]) -> dict[UUID, list[Position]]:
             run_id__in=live, kind=StepKind.FORWARD, state__in=LIVE_STEP_STATES
         ).order_by("scheduled_at", "id"):
             steps.setdefault(step.run_id, []).append(step)
+    if runs:
         for task in (
-            HumanTask.objects.filter(run_id__in=live, state__in=LIVE_TASK_STATES)
-            .select_related("assignee", "owner")
+            HumanTask.objects.filter(
+                run_id__in=[run.pk for run in runs],
+                state__in=[*LIVE_TASK_STATES, TaskState.COMPLETED],
+            )
+            .select_related("assignee", "owner", "decided_by")
             .prefetch_related("candidate_users", "candidate_groups")
             .order_by("created_at", "id")
         ):
@@ -405,12 +424,11 @@ def request_page(run: WorkflowRun) -> RequestPage:
     live_steps = [
         step for step in steps if step.kind == StepKind.FORWARD and step.state in LIVE_STEP_STATES
     ]
-    live_tasks = [task for task in tasks if task.is_live]
     return RequestPage(
         run=run,
         kind=run.workflow_type.replace("_", " "),
         requesters=requesters_of(run),
-        where=positions(run, sorted(live_steps, key=lambda s: (s.scheduled_at, s.pk)), live_tasks),
+        where=positions(run, sorted(live_steps, key=lambda s: (s.scheduled_at, s.pk)), tasks),
         input_rows=input_rows(run, definition),
         diagram=draw(definition, steps) if definition else None,
         events=list(run.events.select_related("step").order_by("at", "id")),

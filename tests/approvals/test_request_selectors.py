@@ -134,6 +134,19 @@ class TestWhereNow:
 
         assert (where.stage, where.since) == ("ended", run.finished_at)
 
+    def test_an_ended_request_says_how_it_was_last_decided(self, alice, carol, send_expense, drive):
+        from approvals import services
+
+        run = send_expense(alice)
+        services.reject_human_task(
+            task_id=run.human_tasks.get().pk, user=carol, channel="inbox", reason="Too dear"
+        )
+        drive(run)
+
+        (where,) = page_of(alice).rows[0].where
+
+        assert (where.stage, where.outcome) == ("ended", "rejected by Carol")
+
     def test_a_page_costs_the_same_queries_for_one_run_or_many(self, alice, send_expense):
         send_expense(alice)
         with CaptureQueriesContext(connection) as one:
