@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import cache
 from typing import Any
 
 import pydantic
@@ -101,7 +102,7 @@ def spec_for(
     the server, such as an expense's requester)."""
     if schema is None:
         return FormSpec(fields=())
-    document = schema.model_json_schema()
+    document = _json_schema(schema)
     definitions = document.get("$defs", {})
     required = set(document.get("required", []))
     fields: list[Spec] = []
@@ -118,6 +119,12 @@ def spec_for(
         else:
             left_out.append(name)
     return FormSpec(fields=tuple(fields), left_out=tuple(left_out), cannot_fill=tuple(cannot_fill))
+
+
+@cache
+def _json_schema(schema: type[pydantic.BaseModel]) -> dict[str, Any]:
+    """The schema's JSON Schema, made once per class (definitions never change)."""
+    return schema.model_json_schema()
 
 
 def _resolve(prop: Mapping[str, Any], definitions: Mapping[str, Any]) -> dict[str, Any]:
