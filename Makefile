@@ -23,8 +23,21 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e ".[test]"
 	touch $(STAMP)
 
+# The demo's secret key, made on the first `make demo` and kept in var/ with its data
+# (`make clean` removes both). Baton has no built-in key: see config/settings.py.
+DEMO_SECRET_KEY ?= var/secret_key
+
+$(DEMO_SECRET_KEY):
+	mkdir -p $(dir $@)
+	umask 077 && $(PYTHON) -c "import secrets; print(secrets.token_urlsafe(50))" > $@.new
+	mv $@.new $@
+
 # Web, worker and beat together on SQLite and a file-system broker: nothing to install.
-demo: $(STAMP)
+# Production's settings (DEBUG off), with the demo's key and static files served from
+# their folders, so that no collectstatic is needed.
+demo: export DJANGO_SECRET_KEY_FILE = $(abspath $(DEMO_SECRET_KEY))
+demo: export BATON_STATIC_FROM_SOURCE = true
+demo: $(STAMP) $(DEMO_SECRET_KEY)
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py seed_demo
 	$(BIN)/honcho -f Procfile.demo start
@@ -49,6 +62,7 @@ bench: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/bandit -r config workflows approvals -ll -q
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix .

@@ -19,7 +19,7 @@ from ninja import Field, Query, Router, Schema
 
 from approvals import selectors, services
 from approvals.escalation import sla
-from approvals.models import HumanTask
+from approvals.models import COMMENT_MAX_LENGTH, HumanTask
 from approvals.states import LIVE_TASK_STATES, Channel, Priority, Sla
 from workflows import registry
 from workflows.api import ERRORS, ApiIn, ApiProblem, not_found
@@ -61,12 +61,12 @@ class VersionIn(ApiIn):
 
 class DecisionIn(VersionIn):
     outcome: Literal["approve", "reject"]
-    comment: str = Field("", max_length=4000, description="required to reject")
+    comment: str = Field("", max_length=COMMENT_MAX_LENGTH, description="required to reject")
 
 
 class HandOverIn(VersionIn):
     to: str = Field(min_length=1, max_length=150, description="a username")
-    comment: str = Field("", max_length=4000)
+    comment: str = Field("", max_length=COMMENT_MAX_LENGTH)
 
 
 class InboxQuery(ApiIn):
@@ -119,7 +119,10 @@ def list_tasks(request: HttpRequest, query: Query[InboxQuery]) -> dict[str, Any]
         sort=query.sort,
         cursor=query.cursor or "",
     )
-    page = selectors.inbox(user=request.user, filters=filters, now=timezone.now())
+    try:
+        page = selectors.inbox(user=request.user, filters=filters, now=timezone.now())
+    except selectors.BadCursor:
+        raise ApiProblem(400, "Bad cursor", "The cursor is not one this API gave out.") from None
     return {
         "items": [task_out(task) for task in page.tasks],
         "next_cursor": page.next_cursor or None,

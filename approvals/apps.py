@@ -8,6 +8,7 @@ class ApprovalsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from approvals import steps
+        # checks and throttling register a system check and a signal receiver.
+        from approvals import checks, steps, throttling  # noqa: F401
 
         steps.register()

@@ -1,26 +1,65 @@
-"""The audit trail: every action on a human task, as a django-auditlog entry in a hash chain.
+"""The audit trail: every action on a human task, as a django-auditlog entry in a keyed hash chain.
 
 Entries are only ever created here, never updated or deleted. Each one carries,
-in `additional_data["chain"]`, the hash of its own content and of the entry
-before it, so `verify_audit_chain` can name the first entry that no longer fits
-(an edited or deleted row breaks the chain from there on).
+in `additional_data["chain"]`, an HMAC-SHA256 of its own content and of the
+entry before it, under a key kept outside the database (`chain_key`), so
+`verify_audit_chain` can name the first entry that no longer fits: an edited or
+deleted row breaks the chain from there on, and without the key nobody can
+recompute the hashes after an edit.
+
+A chain alone cannot show that its newest entries were deleted: what is left
+is still a valid chain. So its head is anchored outside the audit table from
+time to time: `write_checkpoint` saves a signed checkpoint (entry, count, hash)
+and appends it, as one signed JSON line, to a file the operator chooses. A
+checkpoint whose entries are gone or different shows truncation and rewriting,
+and names the newest checkpoint that still holds.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
-from datetime import datetime
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from auditlog.models import LogEntry
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.contenttypes.models import ContentType
-from django.db import connection
+from django.db import connection, transaction
+from django.utils.crypto import salted_hmac
+
+from approvals.models import AuditCheckpoint
 
 SYSTEM_USERNAME = "baton-system"
 GENESIS = "0" * 64
 _CHAIN_LOCK = 0x0BA70A
+_KEY_SALT = "baton.audit.chain-key"
+
+
+def chain_key() -> bytes:
+    """Return the key of the chain's HMACs: BATON_AUDIT_KEY, else one derived from SECRET_KEY.
+
+    The derived key (salted, so it is no other use's key) keeps a demo or an
+    upgrade working with nothing set, but then whoever learns SECRET_KEY can
+    rewrite the chain, and rotating SECRET_KEY breaks it; the check
+    approvals.W001 says so.
+    """
+    if settings.BATON_AUDIT_KEY:
+        return settings.BATON_AUDIT_KEY.encode()
+    return salted_hmac(_KEY_SALT, "audit chain", algorithm="sha256").digest()
+
+
+def key_source() -> str:
+    """Say, for operators, where the chain's key comes from."""
+    if settings.BATON_AUDIT_KEY:
+        return "BATON_AUDIT_KEY"
+    return "a key derived from DJANGO_SECRET_KEY (BATON_AUDIT_KEY is not set)"
 
 
 def system_actor() -> Any:
@@ -43,6 +82,61 @@ def record(
     changes: dict[str, Any] | None = None,
 ) -> LogEntry:
     """Append one audit entry for `event` on `task`; call inside the use case's transaction."""
+    return _append(
+        task,
+        event=event,
+        actor=actor,
+        channel=channel,
+        now=now,
+        comment=comment,
+        remote_addr=remote_addr,
+        changes=changes or {},
+    )
+
+
+def record_lockout(
+    *,
+    subject: Any,
+    description: str,
+    channel: str,
+    now: datetime,
+    comment: str,
+    remote_addr: str | None,
+    changes: dict[str, Any],
+) -> LogEntry:
+    """Append an entry saying that failed credentials locked out an account or an address.
+
+    `subject` is the account when the failures named one, otherwise the row that
+    counted them; `description` names it in the trail. Sign-in runs outside any
+    transaction, so this opens one: the chain's lock must be held from reading
+    the previous entry until this one is committed.
+    """
+    with transaction.atomic():
+        return _append(
+            subject,
+            event="locked_out",
+            actor=system_actor(),
+            channel=channel,
+            now=now,
+            comment=comment,
+            remote_addr=remote_addr,
+            changes=changes,
+            object_repr=description,
+        )
+
+
+def _append(
+    subject: Any,
+    *,
+    event: str,
+    actor: Any,
+    channel: str,
+    now: datetime,
+    comment: str,
+    remote_addr: str | None,
+    changes: dict[str, Any],
+    object_repr: str | None = None,
+) -> LogEntry:
     if connection.vendor == "postgresql":
         # One writer at a time extends the chain; released at commit.
         with connection.cursor() as cursor:
@@ -55,30 +149,35 @@ def record(
     )
     previous_hash = previous["chain"]["hash"] if previous else GENESIS
     content = {
-        "content_type": ContentType.objects.get_for_model(task).pk,
-        "object_pk": str(task.pk),
+        "content_type": ContentType.objects.get_for_model(subject).pk,
+        "object_pk": str(subject.pk),
         "event": event,
         "actor": actor.pk if actor else None,
         "channel": channel,
         "comment": comment,
         "remote_addr": remote_addr,
-        "changes": changes or {},
+        "changes": changes,
         "timestamp": now.isoformat(),
     }
+    overrides = {"object_repr": object_repr} if object_repr is not None else {}
     return LogEntry.objects.log_create(
-        task,
+        subject,
         force_log=True,
         action=LogEntry.Action.UPDATE,
         actor=actor,
         remote_addr=remote_addr,
         timestamp=now,
-        changes=changes or {},
+        changes=changes,
         additional_data={
             "event": event,
             "channel": channel,
             "comment": comment,
-            "chain": {"previous": previous_hash, "hash": _hash(previous_hash, content)},
+            "chain": {
+                "previous": previous_hash,
+                "hash": _hash(previous_hash, content, key=chain_key()),
+            },
         },
+        **overrides,
     )
 
 
@@ -97,22 +196,347 @@ def _content_of(entry: LogEntry) -> dict[str, Any]:
     }
 
 
-def _hash(previous_hash: str, content: dict[str, Any]) -> str:
+def _canonical(previous_hash: str, content: dict[str, Any]) -> bytes:
     canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(f"{previous_hash}\n{canonical}".encode()).hexdigest()
+    return f"{previous_hash}\n{canonical}".encode()
 
 
-def verify_audit_chain() -> LogEntry | None:
-    """Return the first chained entry that no longer fits the chain, or None if all fit."""
-    previous_hash = GENESIS
-    entries = LogEntry.objects.filter(additional_data__has_key="chain").order_by("id")
+def _hash(previous_hash: str, content: dict[str, Any], *, key: bytes) -> str:
+    return hmac.new(key, _canonical(previous_hash, content), hashlib.sha256).hexdigest()
+
+
+def _unkeyed_hash(previous_hash: str, content: dict[str, Any]) -> str:
+    """The hash entries carried before the chain was keyed (read only by the upgrade)."""
+    return hashlib.sha256(_canonical(previous_hash, content)).hexdigest()
+
+
+# ---------------------------------------------------------------------------
+# Checkpoints: the chain's head, signed, kept outside the audit table
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A checkpoint as read back, from the table or from a line of an exported file."""
+
+    number: int | None
+    at: str  # ISO 8601, exactly as signed
+    entry_id: int
+    entries: int
+    head: str
+    signature: str
+    source: str = "the database"
+
+    @classmethod
+    def of(cls, row: AuditCheckpoint) -> Checkpoint:
+        return cls(
+            number=row.pk,
+            at=row.created_at.isoformat(),
+            entry_id=row.entry_id,
+            entries=row.entries,
+            head=row.head,
+            signature=row.signature,
+        )
+
+    @property
+    def label(self) -> str:
+        where = "" if self.source == "the database" else f" in {self.source}"
+        return f"checkpoint #{self.number} of {self.at[:19].replace('T', ' ')} UTC{where}"
+
+    def payload(self) -> dict[str, Any]:
+        return {"at": self.at, "entry": self.entry_id, "entries": self.entries, "head": self.head}
+
+    def line(self) -> str:
+        """The checkpoint as one JSON line, for a file outside the database."""
+        return json.dumps(
+            {"checkpoint": self.number, **self.payload(), "signature": self.signature},
+            sort_keys=True,
+        )
+
+    def is_signed_with(self, key: bytes) -> bool:
+        return hmac.compare_digest(self.signature, _sign(self.payload(), key=key))
+
+
+class AuditChainBroken(Exception):
+    """The chain does not verify; the message says where and since which checkpoint."""
+
+
+class CheckpointFileError(Exception):
+    """An exported checkpoint file cannot be read; the message says which line."""
+
+
+def _sign(payload: dict[str, Any], *, key: bytes) -> str:
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    return hmac.new(
+        key, f"baton.audit-checkpoint\n{canonical}".encode(), hashlib.sha256
+    ).hexdigest()
+
+
+def stored_checkpoints() -> list[Checkpoint]:
+    """Return the checkpoints saved in the database."""
+    return [Checkpoint.of(row) for row in AuditCheckpoint.objects.order_by("id")]
+
+
+def exported_checkpoints(path: str | Path) -> list[Checkpoint]:
+    """Read the checkpoints exported to `path`, one JSON line each; raise CheckpointFileError."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as error:
+        raise CheckpointFileError(f"Cannot read the checkpoint file {path}: {error}.") from None
+    checkpoints = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+            checkpoints.append(
+                Checkpoint(
+                    number=data["checkpoint"],
+                    at=str(data["at"]),
+                    entry_id=int(data["entry"]),
+                    entries=int(data["entries"]),
+                    head=str(data["head"]),
+                    signature=str(data["signature"]),
+                    source=f"{path}, line {number}",
+                )
+            )
+        except (ValueError, KeyError, TypeError):
+            raise CheckpointFileError(
+                f"Line {number} of {path} is not a checkpoint: it was altered or cut short."
+            ) from None
+    return checkpoints
+
+
+def write_checkpoint(*, now: datetime, export_to: str | Path | None = None) -> Checkpoint | None:
+    """Anchor the chain's head now: save a signed checkpoint and append its line to a file.
+
+    The file is `export_to`, else settings.BATON_AUDIT_CHECKPOINT_FILE (none if
+    empty). Entries since the newest checkpoint are verified first, and a chain
+    that does not verify is never anchored (AuditChainBroken). Return None when
+    the log has no chained entry yet. If the file cannot be written, nothing is
+    saved. Needs no lock: entries are appended under the chain's lock and commit
+    in id order, so every snapshot of them is a prefix of the chain.
+    """
+    key = chain_key()
+    head = _verified_head(key=key)
+    if head is None:
+        return None
+    entry_id, entries, head_hash = head
+    export_to = export_to or settings.BATON_AUDIT_CHECKPOINT_FILE or None
+    at = now.astimezone(UTC)  # as the database gives it back, so the signature still fits
+    payload = {"at": at.isoformat(), "entry": entry_id, "entries": entries, "head": head_hash}
+    with transaction.atomic():
+        row = AuditCheckpoint.objects.create(
+            created_at=at,
+            entry_id=entry_id,
+            entries=entries,
+            head=head_hash,
+            signature=_sign(payload, key=key),
+        )
+        checkpoint = Checkpoint.of(row)
+        if export_to:
+            with open(export_to, "a", encoding="utf-8") as file:
+                file.write(checkpoint.line() + "\n")
+                file.flush()
+                os.fsync(file.fileno())
+    return checkpoint
+
+
+def _verified_head(*, key: bytes) -> tuple[int, int, str] | None:
+    """Verify the entries since the newest stored checkpoint; return the chain's head
+    as (entry id, number of entries, hash), or None if the log has no chained entry."""
+    rows = AuditCheckpoint.objects.order_by("-entry_id", "-id")[:1]
+    newest = Checkpoint.of(rows[0]) if rows else None
+    entries = _chained_entries()
+    previous, count, last_id = GENESIS, 0, None
+    if newest is not None:
+        if not newest.is_signed_with(key):
+            raise AuditChainBroken(_forged(newest))
+        anchored = entries.filter(pk=newest.entry_id).first()
+        if anchored is None or _stored_hash(anchored) != newest.head:
+            raise AuditChainBroken(
+                f"The entries anchored by {newest.label} (up to entry {newest.entry_id}) were "
+                "deleted or rewritten since it. Run verify_audit."
+            )
+        entries = entries.filter(pk__gt=newest.entry_id)
+        previous, count, last_id = newest.head, newest.entries, newest.entry_id
+    for entry in entries.iterator(chunk_size=1000):
+        expected = _hash(previous, _content_of(entry), key=key)
+        if not _fits(entry, previous, expected):
+            raise AuditChainBroken(_misfit(entry, newest))
+        previous, count, last_id = expected, count + 1, entry.pk
+    if last_id is None:
+        return None
+    return last_id, count, previous
+
+
+# ---------------------------------------------------------------------------
+# Verifying the chain against its checkpoints
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChainReport:
+    """What `verify_audit_chain` found: how far the chain goes, and what no longer fits."""
+
+    entries: int
+    checkpoints: int  # distinct checkpoints checked
+    holding: Checkpoint | None  # the newest checkpoint that still holds
+    broken_entry: LogEntry | None = None
+    problem: str = ""
+
+    @property
+    def intact(self) -> bool:
+        return not self.problem
+
+
+def verify_audit_chain(*, checkpoints: Iterable[Checkpoint] | None = None) -> ChainReport:
+    """Check every chained entry, then every checkpoint (those in the database by default).
+
+    An entry that does not fit is named; so is a checkpoint that is not signed
+    with the key, or whose entries are gone (the log was cut short) or differ
+    (rewritten by someone holding the key), with the newest checkpoint that
+    still holds: what changed lies after it.
+    """
+    key = chain_key()
+    anchors = sorted(
+        stored_checkpoints() if checkpoints is None else checkpoints,
+        key=lambda checkpoint: (checkpoint.entry_id, checkpoint.at),
+    )
+    checked = len({anchor.signature for anchor in anchors})  # a row and its line are one
+    for anchor in anchors:
+        if not anchor.is_signed_with(key):
+            return ChainReport(0, checked, None, problem=_forged(anchor))
+    wanted = {anchor.entry_id for anchor in anchors}
+    seen: dict[int, tuple[str, int]] = {}
+    previous, count, last_id = GENESIS, 0, None
+    for entry in _chained_entries().iterator(chunk_size=1000):
+        expected = _hash(previous, _content_of(entry), key=key)
+        if not _fits(entry, previous, expected):
+            holding = _newest_holding([a for a in anchors if a.entry_id < entry.pk], seen)
+            return ChainReport(count, checked, holding, entry, _misfit(entry, holding))
+        previous, count, last_id = expected, count + 1, entry.pk
+        if entry.pk in wanted:
+            seen[entry.pk] = (expected, count)
+    holding = None
+    for anchor in anchors:
+        found = seen.get(anchor.entry_id)
+        if found is None:
+            ends = f"entry {last_id}, with {count}" if last_id else "no entry, with 0"
+            return ChainReport(
+                count,
+                checked,
+                holding,
+                problem=(
+                    f"Entries were deleted: {anchor.label} anchored {anchor.entries} entries "
+                    f"up to entry {anchor.entry_id}, which is gone; the log now ends at {ends} "
+                    f"entries.{_since(holding)}"
+                ),
+            )
+        if found != (anchor.head, anchor.entries):
+            return ChainReport(
+                count,
+                checked,
+                holding,
+                problem=(
+                    f"Entries up to entry {anchor.entry_id} no longer match {anchor.label}: "
+                    f"they were rewritten, by someone holding the audit key.{_since(holding)}"
+                ),
+            )
+        holding = anchor
+    return ChainReport(count, checked, holding)
+
+
+def _chained_entries() -> Any:
+    return LogEntry.objects.filter(additional_data__has_key="chain").order_by("id")
+
+
+def _stored_hash(entry: LogEntry) -> str | None:
+    return (entry.additional_data or {}).get("chain", {}).get("hash")
+
+
+def _fits(entry: LogEntry, previous: str, expected: str) -> bool:
+    chain = entry.additional_data["chain"]
+    return chain.get("previous") == previous and chain.get("hash") == expected
+
+
+def _newest_holding(
+    anchors: list[Checkpoint], seen: dict[int, tuple[str, int]]
+) -> Checkpoint | None:
+    holding = None
+    for anchor in anchors:
+        if seen.get(anchor.entry_id) != (anchor.head, anchor.entries):
+            break
+        holding = anchor
+    return holding
+
+
+def _misfit(entry: LogEntry, holding: Checkpoint | None) -> str:
+    event = (entry.additional_data or {}).get("event")
+    return (
+        f"Audit entry {entry.pk} ({entry.timestamp:%Y-%m-%d %H:%M:%S}, {event} on "
+        f"{entry.object_repr}) does not fit the chain: it, or an entry before it, was "
+        f"changed or deleted.{_since(holding)}"
+    )
+
+
+def _since(holding: Checkpoint | None) -> str:
+    if holding is None:
+        return " No earlier checkpoint still holds."
+    return (
+        f" The chain still matches {holding.label} ({holding.entries} entries, up to "
+        f"entry {holding.entry_id}): what changed lies after it."
+    )
+
+
+def _forged(anchor: Checkpoint) -> str:
+    return (
+        f"{anchor.label[0].upper()}{anchor.label[1:]} is not signed with the audit key: "
+        "it was forged or altered, or the key has changed since it was written."
+    )
+
+
+# ---------------------------------------------------------------------------
+# The upgrade from the unkeyed chain
+# ---------------------------------------------------------------------------
+
+
+def rekey_unkeyed_chain(*, log_entries: Any, now: datetime) -> int:
+    """Re-hash with the key the entries written before the chain was keyed; return how many.
+
+    Run once, by the upgrade's data migration (`log_entries` is its LogEntry
+    model). Each entry is re-hashed only while the chain it was written in
+    still holds, so the upgrade cannot launder an earlier edit: from the first
+    entry that did not fit, entries keep their old hashes and `verify_audit`
+    names that entry as it did before. An entry written by the new code before
+    the migration ran (keyed already) is re-linked too. Each re-hashed entry
+    says so, with the time, in `chain["rekeyed"]`.
+    """
+    key = chain_key()
+    stored_previous = GENESIS  # the previous entry's hash as it was stored
+    new_previous = GENESIS  # the previous entry's hash once re-keyed
+    count = 0
+    entries = log_entries.objects.filter(additional_data__has_key="chain").order_by("id")
     for entry in entries.iterator(chunk_size=1000):
         chain = entry.additional_data["chain"]
-        expected = _hash(previous_hash, _content_of(entry))
-        if chain.get("previous") != previous_hash or chain.get("hash") != expected:
-            return entry
-        previous_hash = chain["hash"]
-    return None
+        content = _content_of(entry)
+        if chain.get("previous") != stored_previous or chain.get("hash") not in (
+            _unkeyed_hash(stored_previous, content),
+            _hash(stored_previous, content, key=key),
+        ):
+            break
+        new_hash = _hash(new_previous, content, key=key)
+        stored_previous = chain["hash"]
+        entry.additional_data["chain"] = {
+            "previous": new_previous,
+            "hash": new_hash,
+            "rekeyed": now.isoformat(),
+        }
+        entry.save(update_fields=["additional_data"])
+        new_previous = new_hash
+        count += 1
+    return count
 
 
 def trail(task: Any) -> list[LogEntry]:

@@ -12,6 +12,7 @@ from django.urls import reverse
 
 from approvals import links
 from approvals.models import HumanTask
+from workflows.cleaning import neutralise_bidi
 
 
 def send_escalation(*, task: HumanTask, recipients: list, now: datetime) -> int:
@@ -30,11 +31,11 @@ def send_escalation(*, task: HumanTask, recipients: list, now: datetime) -> int:
         }
         message = EmailMultiAlternatives(
             subject=_subject(f"Escalated to you: {task.title}"),
-            body=render_to_string("approvals/emails/escalation.txt", context),
+            body=_render("approvals/emails/escalation.txt", context),
             to=[recipient.email],
         )
         message.attach_alternative(
-            render_to_string("approvals/emails/escalation.html", context), "text/html"
+            _render("approvals/emails/escalation.html", context), "text/html"
         )
         messages.append(message)
     if messages:
@@ -50,12 +51,18 @@ def send_delegation_done(*, task: HumanTask) -> None:
     context = {"task": task, "owner": owner}
     message = EmailMultiAlternatives(
         subject=_subject(f"{task.decided_by} {task.outcome} {task.title}"),
-        body=render_to_string("approvals/emails/delegation_done.txt", context),
+        body=_render("approvals/emails/delegation_done.txt", context),
         to=[owner.email],
     )
     transaction.on_commit(message.send, robust=True)
 
 
 def _subject(text: str) -> str:
-    """One line: a newline in a header would make Django refuse to send the mail."""
-    return "[Baton] " + " ".join(text.split())[:150]
+    """One line: a newline in a header would make Django refuse to send the mail.
+    Bidi controls from a title show as their code points, as in the inbox (config.bidi)."""
+    return "[Baton] " + neutralise_bidi(" ".join(text.split()))[:150]
+
+
+def _render(template: str, context: dict) -> str:
+    """Render an email's body with bidi controls from data shown as their code points."""
+    return neutralise_bidi(render_to_string(template, context))

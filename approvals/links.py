@@ -29,9 +29,18 @@ class LinkProblem(Exception):
         "forwarded": "This link was sent to someone else. Only its recipient can use it.",
     }
 
+    # Only a guessed, altered or someone else's link gives these; an honest
+    # recipient meets the others (used, expired, stale), so only these count
+    # towards a lockout (approvals.throttling).
+    GUESSES = frozenset({"tampered", "forwarded"})
+
     def __init__(self, kind: str) -> None:
         self.kind = kind
         super().__init__(self.MESSAGES[kind])
+
+    @property
+    def is_guess(self) -> bool:
+        return self.kind in self.GUESSES
 
 
 def create_link(*, task: HumanTask, recipient, now: datetime) -> tuple[EmailLink, str]:

@@ -20,6 +20,8 @@ from approvals.states import LIVE_TASK_STATES, Channel, InboxTab, Outcome, Prior
 from workflows.models import StepRun, WorkflowRun
 
 User = settings.AUTH_USER_MODEL
+# The longest comment or reason anyone may write on a task, through any channel.
+COMMENT_MAX_LENGTH = 4000
 # Transitions only the engine and the sweep make; the admin offers the others.
 _NOT_IN_ADMIN = {"admin": False}
 
@@ -363,3 +365,22 @@ class Snooze(models.Model):
 
     def __str__(self) -> str:
         return f"#{self.task_id} snoozed by {self.user} until {self.until}"
+
+
+class AuditCheckpoint(models.Model):
+    """A signed note of the audit chain's head at a moment (see approvals.audit).
+
+    It proves later that the chain then held `entries` entries ending in entry
+    `entry_id` with hash `head`: deleting or rewriting any of them, even with the
+    hashes recomputed, no longer matches it. Also exported, one signed JSON line
+    each, to a file outside the database.
+    """
+
+    created_at = models.DateTimeField()
+    entry_id = models.BigIntegerField(help_text="The newest audit entry it covers.")
+    entries = models.PositiveBigIntegerField(help_text="How many chained entries up to it.")
+    head = models.CharField(max_length=64, help_text="The chain's hash at that entry.")
+    signature = models.CharField(max_length=64)
+
+    def __str__(self) -> str:
+        return f"checkpoint #{self.pk} ({self.created_at:%Y-%m-%d %H:%M:%S} UTC)"

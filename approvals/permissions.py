@@ -1,7 +1,8 @@
 """Who may see a human task and who may act on it: pure predicates over plain facts.
 
 The rule of thumb the views and the API follow: a task you may not see is a 404,
-a task you may see but not act on is a 403.
+a task you may see but not act on is a 403. Whom you may hand a task to (and so
+find in the user picker) is `may_hand_to`.
 
 Separation of duties sits above every other rule, operators included: nobody
 claims, decides or hands on a task of a run they requested, and, when the run's
@@ -180,6 +181,37 @@ def can_reassign(reviewer: Reviewer, task: TaskFacts) -> bool:
 
 def can_comment(reviewer: Reviewer, task: TaskFacts) -> bool:
     return can_see(reviewer, task)
+
+
+# ---------------------------------------------------------------------------
+# Handing a task to someone
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Person:
+    """Where someone sits: their groups, the groups they manage, whom they report to."""
+
+    user_id: int
+    group_ids: frozenset[int] = frozenset()
+    managed_group_ids: frozenset[int] = frozenset()
+    manager_id: int | None = None
+    is_operator: bool = False
+
+
+def may_hand_to(giver: Person, receiver: Person) -> bool:
+    """Whom a person may delegate or reassign a task to, and find in the user picker:
+    someone in one of their groups or the groups they manage, their manager, or one
+    of their reports; an operator, anyone. Nobody else's name is theirs to learn.
+
+    approvals.selectors.people_to_hand_to is the same rule as a query.
+    """
+    return (
+        giver.is_operator
+        or bool(receiver.group_ids & (giver.group_ids | giver.managed_group_ids))
+        or (giver.manager_id is not None and receiver.user_id == giver.manager_id)
+        or receiver.manager_id == giver.user_id
+    )
 
 
 # ---------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -28,8 +28,10 @@ from approvals import duties
 from approvals.escalation import DUE_SOON
 from approvals.inbox_entries import FAR_FUTURE, sort_due, sort_priority
 from approvals.models import HumanTask, InboxEntry, SavedFilter, Snooze
+from approvals.permissions import Person
 from approvals.states import InboxTab, Priority, Sla
 from workflows import registry
+from workflows.cleaning import Refused, clean_datetime, clean_text
 from workflows.dsl import Approval
 
 TABS = dict(InboxTab.choices)
@@ -37,11 +39,17 @@ SORTS = {"due": "Due time", "priority": "Priority"}
 PAGE_SIZE = 25
 # Tab counts are exact below this; at it, the inbox shows "99+".
 COUNT_CAP = 100
+# Longer than any cursor `inbox` gives out (about 100 characters).
+MAX_CURSOR = 500
 # The order of each sort, as InboxEntry columns (and so as its indexes hold them).
 _ENTRY_ORDER = {
     "due": ("sort_due", "task_id"),
     "priority": ("sort_priority", "sort_due", "task_id"),
 }
+
+
+class BadCursor(ValueError):
+    """A cursor `inbox` did not give out, or one damaged on its way back."""
 
 
 @dataclass(frozen=True)
@@ -53,20 +61,32 @@ class InboxFilters:
     search: str = ""
     sort: str = "due"
     cursor: str = ""
+    # Why values of the query were left out: the cleaning layer refused them.
+    problems: tuple[str, ...] = ()
 
     @classmethod
     def from_query(cls, query: Any) -> InboxFilters:
-        """Read filters from a QueryDict, ignoring values that make no sense."""
-        query = {key: value.replace("\x00", "") for key, value in query.items()}
+        """Read filters from a QueryDict. A value that is not one of the choices is ignored;
+        text that workflows.cleaning refuses is left out, and `problems` says why."""
+        problems: list[str] = []
+
+        def text(name: str, label: str, max_length: int) -> str:
+            try:
+                return clean_text(query.get(name, "").strip(), max_length=max_length)
+            except Refused as error:
+                problems.append(f"{label} {error}, so it was left out.")
+                return ""
+
         priority = query.get("priority", "")
         return cls(
             tab=query.get("tab") if query.get("tab") in TABS else "mine",
-            workflow_type=query.get("type", "")[:100],
+            workflow_type=text("type", "The workflow type", 100),
             priority=int(priority) if priority in {str(p) for p in Priority.values} else None,
             sla=query.get("sla") if query.get("sla") in Sla.values else "",
-            search=query.get("q", "").strip()[:200],
+            search=text("q", "The search", 200),
             sort=query.get("sort") if query.get("sort") in SORTS else "due",
-            cursor=query.get("cursor", "")[:500],
+            cursor=query.get("cursor", ""),
+            problems=tuple(problems),
         )
 
 
@@ -86,7 +106,8 @@ class Header:
 
 
 def inbox(*, user: Any, filters: InboxFilters, now: datetime, limit: int = PAGE_SIZE) -> Page:
-    """Return one page of a tab, after `filters.cursor`, and the cursor of the next page."""
+    """Return one page of a tab, after `filters.cursor`, and the cursor of the next page;
+    raise BadCursor if the cursor is not one this function gave out."""
     order = _ENTRY_ORDER[filters.sort]
     after = _decode(filters.cursor, filters.sort)
     entries = _entries(filters, user=user, now=now)
@@ -94,7 +115,7 @@ def inbox(*, user: Any, filters: InboxFilters, now: datetime, limit: int = PAGE_
         entries = entries.filter(TupleGreaterThan(Tuple(*order), after))
     page = _first_task_ids(entries, tab=filters.tab, user=user, limit=limit + 1, order=order)
     tasks = (
-        HumanTask.objects.filter(pk__in=RawSQL(*page))
+        HumanTask.objects.filter(pk__in=RawSQL(*page))  # nosec B611 # compiled by Django
         # The run and its decisions come along for separation of duties (approvals.duties).
         .select_related("assignee", "owner", "substitute_for", "run", "run__started_by")
         .annotate(**duties.page_annotations(user))
@@ -108,6 +129,16 @@ def inbox(*, user: Any, filters: InboxFilters, now: datetime, limit: int = PAGE_
     return Page(tasks=rows, next_cursor=next_cursor, filters=filters)
 
 
+def decides_in_tab(tab: str) -> bool:
+    """Whether the viewer is the one who decides the tasks a tab lists.
+
+    "Mine" holds the tasks assigned to them and the queue the open tasks they are a
+    candidate for; "delegated" holds tasks they handed to someone else, who decides
+    them now (an operator may still decide those, from the task's page).
+    """
+    return tab != InboxTab.DELEGATED
+
+
 def inbox_header(*, user: Any, now: datetime) -> Header:
     """Count each tab's tasks, up to COUNT_CAP, and read the saved filters: one query."""
     counts, params = [], []
@@ -118,11 +149,13 @@ def inbox_header(*, user: Any, now: datetime) -> Header:
         sql, tab_params = _first_task_ids(
             entries, tab=tab, user=user, limit=COUNT_CAP, order=_ENTRY_ORDER["due"]
         )
-        counts.append(f"(SELECT COUNT(*) FROM ({sql}) AS capped) AS {tab}")
+        counts.append(f"(SELECT COUNT(*) FROM ({sql}) AS capped) AS {tab}")  # nosec B608 # see below
         params.extend(tab_params)
+    # Text from SQL Django compiled (its parameters passed apart), the fixed tab names
+    # and a table name: nothing a user sent is ever part of the statement's text.
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT counts.*, saved.id, saved.name, saved.query"
+            f"SELECT counts.*, saved.id, saved.name, saved.query"  # nosec B608 # see above
             f" FROM (SELECT {', '.join(counts)}) AS counts"
             f" LEFT JOIN {SavedFilter._meta.db_table} AS saved ON saved.user_id = %s"
             f" ORDER BY saved.name",
@@ -184,21 +217,24 @@ def _first_task_ids(
         groups = memberships.objects.filter(user_id=user.pk).values("group_id")
         queue = entries.filter(Q(user=user, tab=tab) | Q(group__in=groups))
         sql, params = queue.values_list(*order).distinct()[:limit].query.sql_with_params()
-        return f"SELECT task_id FROM ({sql}) AS page", params
+        return f"SELECT task_id FROM ({sql}) AS page", params  # nosec B608 # compiled SQL
     own_sql, own_params = own.values_list(*order)[:limit].query.sql_with_params()
     group_sql, group_params = (
         entries.filter(group_id=RawSQL("membership.group_id", ()))
         .values_list(*order)[:limit]
         .query.sql_with_params()
     )
+    # Only SQL Django compiled (its parameters passed apart), fixed column names from
+    # _ENTRY_ORDER and a table name go into the text: nothing a user sent.
     columns = ", ".join(order)
     merged = (
-        f"SELECT DISTINCT {columns} FROM (({own_sql}) UNION ALL"
+        f"SELECT DISTINCT {columns} FROM (({own_sql}) UNION ALL"  # nosec B608 # see above
         f" (SELECT streams.* FROM {memberships._meta.db_table} AS membership"
         f" CROSS JOIN LATERAL ({group_sql}) AS streams WHERE membership.user_id = %s)"
         f") AS candidates ORDER BY {columns} LIMIT %s"
     )
-    return f"SELECT task_id FROM ({merged}) AS page", (*own_params, *group_params, user.pk, limit)
+    page = f"SELECT task_id FROM ({merged}) AS page"  # nosec B608 # see above
+    return page, (*own_params, *group_params, user.pk, limit)
 
 
 def _task_order(sort: str) -> list[Any]:
@@ -217,27 +253,36 @@ def _encode(value: list[Any]) -> str:
 
 
 def _decode(cursor: str, sort: str) -> tuple[Any, ...] | None:
-    """Read a cursor made by `inbox` as InboxEntry sort keys; a damaged one reads as None,
-    which starts from the first page."""
+    """Read a cursor made by `inbox` as InboxEntry sort keys (None for the first page);
+    raise BadCursor for any other text. Its time goes through workflows.cleaning."""
     if not cursor:
         return None
+    if len(cursor) > MAX_CURSOR:  # also keeps json from recursing past Python's limit
+        raise BadCursor(cursor[:MAX_CURSOR])
     try:
         value = json.loads(base64.urlsafe_b64decode(cursor.encode()))
         if sort == "priority":
             priority, due, last_id = value
             if priority not in Priority.values or isinstance(priority, bool):
-                return None
-            return sort_priority(priority), _moment(due), UUID(last_id)
+                raise BadCursor(cursor)
+            return sort_priority(priority), clean_datetime(due), UUID(last_id)
         due, last_id = value
-        return _moment(due), UUID(last_id)
-    except (ValueError, TypeError, AttributeError, OverflowError):
-        return None
+        return clean_datetime(due), UUID(last_id)
+    except (ValueError, TypeError, AttributeError):  # Refused and BadCursor are ValueErrors
+        raise BadCursor(cursor) from None
 
 
-def _moment(value: str) -> datetime:
-    # In UTC: the database refuses offsets past +-16 h, which Python accepts.
-    moment = datetime.fromisoformat(value)
-    return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
+def people_to_hand_to(*, giver: Person) -> QuerySet[Any]:
+    """Active people `giver` may delegate or reassign a task to: permissions.may_hand_to
+    as a query (a test holds the two equal), for the user picker."""
+    people = get_user_model().objects.filter(is_active=True).exclude(pk=giver.user_id)
+    if giver.is_operator:
+        return people
+    return people.filter(
+        Q(groups__in=giver.group_ids | giver.managed_group_ids)
+        | Q(pk=giver.manager_id)
+        | Q(reporting_line__manager_id=giver.user_id)
+    ).distinct()
 
 
 def workflow_types() -> list[str]:

@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from approvals import audit, duties, emails, escalation, inbox_entries, links, permissions
 from approvals.models import (
+    COMMENT_MAX_LENGTH,
     Comment,
     GroupManager,
     HumanTask,
@@ -32,6 +33,7 @@ from approvals.models import (
 )
 from approvals.states import LIVE_TASK_STATES, Channel, Outcome, TaskState
 from workflows import engine, registry
+from workflows.cleaning import Refused, clean_text
 from workflows.dsl import Approval, RunData
 from workflows.models import StepRun, WorkflowRun
 
@@ -113,6 +115,20 @@ def reviewer_for(user: Any) -> permissions.Reviewer:
         managed_group_ids=managed,
         is_operator=user.has_perm("approvals.operate_humantask"),
         username=user.get_username(),
+    )
+
+
+def person_for(user: Any) -> permissions.Person:
+    """Where `user` sits, for permissions.may_hand_to."""
+    line = ReportingLine.objects.filter(user=user).values_list("manager_id", flat=True).first()
+    return permissions.Person(
+        user_id=user.pk,
+        group_ids=frozenset(user.groups.values_list("id", flat=True)),
+        managed_group_ids=frozenset(
+            GroupManager.objects.filter(manager=user).values_list("group_id", flat=True)
+        ),
+        manager_id=line,
+        is_operator=user.has_perm("approvals.operate_humantask"),
     )
 
 
@@ -217,8 +233,10 @@ def _refuse_conflict_of_duty(
     )
 
 
-def _refuse_handing_to(task: HumanTask, person: Any, action: str) -> None:
-    """Refuse to delegate or reassign a task to someone who may not decide it."""
+def _refuse_handing_to(task: HumanTask, giver: Any, person: Any, action: str) -> None:
+    """Refuse to delegate or reassign a task to someone who may not decide it, or whom
+    the giver may not hand tasks to (permissions.may_hand_to); duties first, as the
+    more telling reason."""
     conflict = _conflict_of(person, duties.duties_of(task))
     if conflict is not None:
         raise ConflictOfDuty(
@@ -228,6 +246,11 @@ def _refuse_handing_to(task: HumanTask, person: Any, action: str) -> None:
                 action=action,
                 name=_display_name(person),
             )
+        )
+    if not permissions.may_hand_to(person_for(giver), person_for(person)):
+        raise NotAllowed(
+            f"You can {action} tasks only to people in your groups or the groups you manage,"
+            f" your manager or your reports; {_display_name(person)} is none of these."
         )
 
 
@@ -271,15 +294,24 @@ def _audit(task: HumanTask, event: str, request: _Request, **extra: Any) -> None
     )
 
 
-def _text(value: str) -> str:
-    """Return text as stored: trimmed, and refused if PostgreSQL could not store it."""
-    if "\x00" in value:
-        raise InvalidRequest("Text must not contain NUL characters.")
-    return value.strip()
+def _text(
+    value: str, *, label: str = "The text", max_length: int | None = None, multiline: bool = True
+) -> str:
+    """Return text as stored, trimmed; refuse, saying why, what workflows.cleaning refuses."""
+    try:
+        return clean_text(value.strip(), max_length=max_length, multiline=multiline)
+    except Refused as error:
+        raise InvalidRequest(f"{label} {error}.") from None
+
+
+def _comment(value: str, *, label: str = "The comment") -> str:
+    """Return a comment or reason as stored, refused past COMMENT_MAX_LENGTH (every channel)."""
+    return _text(value, label=label, max_length=COMMENT_MAX_LENGTH)
 
 
 def _user_named(username: str) -> Any:
-    user = User.objects.filter(username=_text(username), is_active=True).first()
+    name = _text(username, label="The username", max_length=150, multiline=False)
+    user = User.objects.filter(username=name, is_active=True).first()
     if user is None:
         raise InvalidRequest(f"There is no active user called {username!r}.")
     return user
@@ -345,7 +377,7 @@ def approve_human_task(
     **extra: Any,
 ) -> HumanTask:
     request = _request(user, channel, now, **extra)
-    comment = _text(comment)
+    comment = _comment(comment)
     with transaction.atomic():
         return _decide(task_id, request, Outcome.APPROVED, comment)
 
@@ -362,7 +394,7 @@ def reject_human_task(
     """Reject a task; the reason is required and becomes a comment in its timeline."""
     request = _request(user, channel, now, **extra)
     with transaction.atomic():
-        return _decide(task_id, request, Outcome.REJECTED, _text(reason))
+        return _decide(task_id, request, Outcome.REJECTED, _comment(reason, label="The reason"))
 
 
 def _decide(task_id: UUID, request: _Request, outcome: Outcome, comment: str) -> HumanTask:
@@ -473,7 +505,7 @@ def delegate_human_task(
         delegate = _user_named(to_username)
         if delegate.pk == user.pk:
             raise InvalidRequest("You cannot delegate a task to yourself.")
-        _refuse_handing_to(task, delegate, "delegate")
+        _refuse_handing_to(task, user, delegate, "delegate")
         task.delegate(owner=user, delegate=delegate)
         task.save()
         inbox_entries.refresh(task)
@@ -512,7 +544,7 @@ def reassign_human_task(
         previous = task.assignee.get_username() if task.assignee else None
         if new_assignee.pk == task.assignee_id:
             raise InvalidRequest(f"The task is already with {to_username}.")
-        _refuse_handing_to(task, new_assignee, "reassign")
+        _refuse_handing_to(task, user, new_assignee, "reassign")
         task.reassign(to=new_assignee, now=request.now)
         task.save()
         task.candidate_users.add(new_assignee)
@@ -532,7 +564,7 @@ def comment_on_human_task(
     *, task_id: UUID, user: Any, body: str, channel: str, now: datetime | None = None, **extra: Any
 ) -> Comment:
     request = _request(user, channel, now, **extra)
-    body = _text(body)
+    body = _comment(body)
     if not body:
         raise InvalidRequest("A comment cannot be empty.")
     with transaction.atomic():
@@ -545,8 +577,9 @@ def comment_on_human_task(
 
 
 def _comment_if_any(task: HumanTask, user: Any, body: str, now: datetime) -> None:
-    if _text(body):
-        Comment.objects.create(task=task, author=user, body=_text(body), created_at=now)
+    body = _comment(body)
+    if body:
+        Comment.objects.create(task=task, author=user, body=body, created_at=now)
 
 
 # ---------------------------------------------------------------------------

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 from uuid import UUID
 
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, QueryDict
@@ -27,16 +27,16 @@ from django.utils.crypto import constant_time_compare, salted_hmac
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
-from django_htmx.http import trigger_client_event
+from django_htmx.http import reswap, trigger_client_event
 
-from approvals import audit, links, permissions, selectors, services
+from approvals import audit, links, permissions, selectors, services, throttling
 from approvals.escalation import sla
 from approvals.models import HumanTask, SavedFilter
 from approvals.states import Channel, Priority, Sla
 from workflows import registry
+from workflows.cleaning import Refused, clean_datetime, clean_text
 from workflows.diagram import draw
 
-User = get_user_model()
 INBOX_CHANGED = "inbox-changed"
 
 
@@ -69,25 +69,36 @@ def inbox(request: HttpRequest) -> HttpResponse:
         "filters": filters,
         "query": _query_without(request.GET, "cursor"),
         "tab_query": _query_without(request.GET, "cursor", "tab"),
+        "problems": filters.problems,
     }
+    # A refused filter is a bad request; the page still shows the list without it.
+    status = 400 if filters.problems else 200
     if target != "tab-counts":
-        page = selectors.inbox(user=request.user, filters=filters, now=now)
+        try:
+            page = selectors.inbox(user=request.user, filters=filters, now=now)
+        except selectors.BadCursor:
+            # A stale or mangled "next page" link: start again rather than refuse.
+            filters = replace(filters, cursor="")
+            page = selectors.inbox(user=request.user, filters=filters, now=now)
+            context["notice"] = "That page link no longer works, so here is the first page."
         barred = services.barred_on_page(tasks=page.tasks, user=request.user)
+        decides = selectors.decides_in_tab(filters.tab)
         context.update(
             page=page,
-            rows=_rows(page.tasks, now, barred),
+            decides=decides,
+            rows=_rows(page.tasks, now, barred, {task.pk: decides for task in page.tasks}),
             tab_label=selectors.TABS[filters.tab],
             poll_seconds=settings.BATON_INBOX_POLL_SECONDS,
             snooze_choices=selectors.snooze_choices(now),
         )
     if target == "task-list":
-        return render(request, "approvals/inbox.html#task-list", context)
+        return render(request, "approvals/inbox.html#task-list", context, status=status)
     header = selectors.inbox_header(user=request.user, now=now)
     context["tabs"] = [
         (name, label, _count_label(header.counts[name])) for name, label in selectors.TABS.items()
     ]
     if target == "tab-counts":
-        return render(request, "approvals/inbox.html#tab-counts", context)
+        return render(request, "approvals/inbox.html#tab-counts", context, status=status)
     context.update(
         saved_filters=header.saved_filters,
         sorts=selectors.SORTS,
@@ -95,7 +106,7 @@ def inbox(request: HttpRequest) -> HttpResponse:
         slas=Sla.choices,
         workflow_types=selectors.workflow_types(),
     )
-    return render(request, "approvals/inbox.html", context)
+    return render(request, "approvals/inbox.html", context, status=status)
 
 
 def _count_label(count: int) -> str:
@@ -112,16 +123,20 @@ _ROW_LINKS = ("task", "claim", "approve", "snooze")
 _ANY_TASK = UUID(int=0)
 
 
-def _rows(tasks: list[HumanTask], now: datetime, barred: dict[UUID, str]) -> list[dict[str, Any]]:
+def _rows(
+    tasks: list[HumanTask], now: datetime, barred: dict[UUID, str], decides: dict[UUID, bool]
+) -> list[dict[str, Any]]:
     """What each row shows beside its task, with the URLs it links to: reversed once and
     filled in per row, since six {% url %} tags in each of 25 rows took a fifth of the page.
-    `barred` says why a task's decisions are not offered ("" if they are)."""
+    `barred` says why separation of duties keeps the viewer from deciding a task ("" if
+    it does not); `decides` whether the viewer is the one who decides it at all."""
     links = {name: reverse(f"approvals:{name}", args=[_ANY_TASK]) for name in _ROW_LINKS}
     return [
         {
             "task": task,
             "sla": sla(due_at=task.due_at, now=now),
             "barred": barred.get(task.pk, ""),
+            "decides": decides.get(task.pk, False),
             "urls": {
                 name: url.replace(str(_ANY_TASK), str(task.pk)) for name, url in links.items()
             },
@@ -133,8 +148,19 @@ def _rows(tasks: list[HumanTask], now: datetime, barred: dict[UUID, str]) -> lis
 @login_required
 @require_POST
 def save_filter(request: HttpRequest) -> HttpResponse:
-    name = request.POST.get("name", "").strip()[:80]
-    query = request.POST.get("query", "")[:500]
+    """Save the inbox's current query under a name; refuse, saying why, what cannot be kept."""
+    name = request.POST.get("name", "").strip()
+    query = request.POST.get("query", "").strip()
+    try:
+        clean_text(name, max_length=_max_length(SavedFilter, "name"))
+    except Refused as error:
+        messages.error(request, f"The filter name {error}.")
+        return redirect("approvals:inbox")
+    try:
+        clean_text(query, max_length=_max_length(SavedFilter, "query"))
+    except Refused as error:
+        messages.error(request, f"The filter query {error}.")
+        return redirect("approvals:inbox")
     if not name:
         messages.error(request, "Give the filter a name to save it.")
     else:
@@ -143,6 +169,10 @@ def save_filter(request: HttpRequest) -> HttpResponse:
         )
         messages.success(request, f"Saved the filter “{name}”.")
     return redirect(f"{reverse('approvals:inbox')}?{query}")
+
+
+def _max_length(model: Any, field: str) -> int:
+    return model._meta.get_field(field).max_length
 
 
 @login_required
@@ -230,22 +260,21 @@ def _after_action(
         if task is None:
             return redirect("approvals:inbox")
         return redirect("approvals:task", task_id=task_id)
-    if task is None:
+    # Whatever the answer, it replaces only the part the form named: the row or the
+    # decision panel, with the refusal inside it, never the page around it.
+    if (request.htmx.target or "").startswith("row-"):
+        response = _row_after_action(request, task_id, task, done=done, error=error)
+        response.status_code = status
+        if error:
+            # Shown in the row, even where success removes the row (snooze).
+            reswap(response, "outerHTML")
+    elif task is None:
         response = render(
-            request, "approvals/problem.html#problem", {"message": error}, status=status
+            request,
+            "approvals/human_task.html#decision-panel-problem",
+            {"error": error},
+            status=status,
         )
-    elif request.htmx.target and request.htmx.target.startswith("row-"):
-        context = {
-            "row": _rows(
-                [task],
-                timezone.now(),
-                {task.pk: services.why_barred(task=task, user=request.user)},
-            )[0],
-            "error": error,
-            "done": done,
-            "snooze_choices": selectors.snooze_choices(timezone.now()),
-        }
-        response = render(request, "approvals/inbox.html#task-row", context, status=status)
     else:
         context = _task_context(request, task, error=error)
         context["done"] = done
@@ -253,6 +282,29 @@ def _after_action(
             request, "approvals/human_task.html#decision-panel", context, status=status
         )
     return trigger_client_event(response, INBOX_CHANGED) if not error else response
+
+
+def _row_after_action(
+    request: HttpRequest, task_id: UUID, task: HumanTask | None, *, done: str, error: str
+) -> HttpResponse:
+    """The inbox row of `task_id` as it now stands, or the refusal alone in its place."""
+    if task is None:
+        return render(
+            request, "approvals/inbox.html#row-problem", {"task_id": task_id, "error": error}
+        )
+    reviewer = services.reviewer_for(request.user)
+    context = {
+        "row": _rows(
+            [task],
+            timezone.now(),
+            {task.pk: services.why_barred(task=task, user=request.user)},
+            {task.pk: permissions.can_decide(reviewer, services.facts_for(task))},
+        )[0],
+        "error": error,
+        "done": done,
+        "snooze_choices": selectors.snooze_choices(timezone.now()),
+    }
+    return render(request, "approvals/inbox.html#task-row", context)
 
 
 def _common(request: HttpRequest) -> dict[str, Any]:
@@ -415,9 +467,13 @@ def bulk_approve(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def user_search(request: HttpRequest) -> HttpResponse:
-    """Options for the user picker: active people whose name starts with what was typed."""
-    term = request.GET.get("to", "").strip()
-    users = User.objects.filter(is_active=True).exclude(pk=request.user.pk)
+    """Options for the user picker: people the user may hand a task to (see
+    permissions.may_hand_to) whose name starts with what was typed."""
+    try:
+        term = clean_text(request.GET.get("to", "").strip(), max_length=150)
+    except Refused as error:
+        return HttpResponse(f"The name {error}.", status=400, content_type="text/plain")
+    users = selectors.people_to_hand_to(giver=services.person_for(request.user))
     if term:
         users = users.filter(username__istartswith=term)
     users = users.exclude(username=audit.SYSTEM_USERNAME).order_by("username")[:10]
@@ -440,11 +496,19 @@ def email_link(request: HttpRequest, token: str) -> HttpResponse:
         return HttpResponse(status=405)
     if request.method == "POST" and not request.user.is_authenticated:
         return redirect_to_login(request.get_full_path())
+    username = request.user.get_username() if request.user.is_authenticated else None
+    lockout = throttling.lockout_of(request, username=username)
+    if lockout is not None:
+        return _link_lockout_page(request, lockout)
     try:
         link = links.resolve(token, now=timezone.now())
         if request.user.is_authenticated:
             links.check_recipient(link, request.user)
     except links.LinkProblem as problem:
+        if problem.is_guess:
+            lockout = throttling.record_failure(request, username=username, channel=Channel.EMAIL)
+            if lockout is not None:
+                return _link_lockout_page(request, lockout)
         return _link_page(request, {"problem": problem}, status=_link_status(problem))
     context = {
         "link": link,
@@ -499,16 +563,24 @@ def _link_page(request: HttpRequest, context: dict[str, Any], status: int = 200)
     return response
 
 
+def _link_lockout_page(request: HttpRequest, lockout: throttling.Lockout) -> HttpResponse:
+    response = _link_page(request, {"lockout": lockout}, status=429)
+    response["Retry-After"] = str(lockout.retry_after)
+    return response
+
+
 # ---------------------------------------------------------------------------
 # Out of office
 # ---------------------------------------------------------------------------
 
 
-def _aware(moment: datetime) -> datetime:
-    """In the site's time zone if naive; otherwise in UTC (the database refuses far offsets)."""
-    if timezone.is_naive(moment):
-        return timezone.make_aware(moment)
-    return moment.astimezone(UTC)
+def _moment(request: HttpRequest, name: str, label: str) -> datetime:
+    """Read a date (or date and time) field, naive ones in the site's time zone, into UTC;
+    raise Refused with the field's label in its message."""
+    try:
+        return clean_datetime(request.POST.get(name, ""), naive_in=timezone.get_current_timezone())
+    except Refused as error:
+        raise Refused(f"{label} {error}.") from None
 
 
 @login_required
@@ -516,17 +588,17 @@ def away(request: HttpRequest) -> HttpResponse:
     error = ""
     if request.method == "POST":
         try:
-            starts = datetime.fromisoformat(request.POST.get("starts_at", ""))
-            ends = datetime.fromisoformat(request.POST.get("ends_at", ""))
-        except ValueError:
-            error = "Give both dates as YYYY-MM-DD."
+            starts = _moment(request, "starts_at", "The start date")
+            ends = _moment(request, "ends_at", "The end date")
+        except Refused as problem:
+            error = str(problem)
         else:
             try:
                 services.set_substitution(
                     user=request.user,
                     substitute_username=request.POST.get("substitute", "").strip(),
-                    starts_at=_aware(starts),
-                    ends_at=_aware(ends),
+                    starts_at=starts,
+                    ends_at=ends,
                 )
             except services.TaskError as problem:
                 error = str(problem)

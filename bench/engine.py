@@ -81,12 +81,13 @@ def run(*, profile: Profile) -> list[Result]:
     results += [
         Result("commits_per_start", counts.commits, note="bench_noop10 (10 remote no-op steps)"),
         Result("statements_per_start", counts.statements),
+        Result("round_trips_per_start", counts.round_trips),
     ]
-    per_step: list[tuple[int, int]] = []
+    per_step: list[tuple[int, int, int]] = []
     while (step_id := next_step(run=counted_run)) is not None:
         with counting() as counts:
             engine.execute_step(step_id=step_id)
-        per_step.append((counts.commits, counts.statements))
+        per_step.append((counts.commits, counts.statements, counts.round_trips))
     commits = [item[0] for item in per_step]
     statements = [item[1] for item in per_step]
     spread = (
@@ -96,6 +97,10 @@ def run(*, profile: Profile) -> list[Result]:
     results += [
         Result("commits_per_remote_step", _average(sum(commits), len(commits)), note=spread),
         Result("statements_per_remote_step", _average(sum(statements), len(statements))),
+        Result(
+            "round_trips_per_remote_step",
+            _average(sum(item[2] for item in per_step), len(per_step)),
+        ),
     ]
     local_run = start(workflow_type=definitions.LOCAL10)
     first = next_step(run=local_run)
@@ -109,6 +114,7 @@ def run(*, profile: Profile) -> list[Result]:
             note=f"one execute_step ran {local_steps} local steps; totals ÷ {local_steps}",
         ),
         Result("statements_per_local_step", _average(counts.statements, local_steps)),
+        Result("round_trips_per_local_step", _average(counts.round_trips, local_steps)),
     ]
 
     # Times.

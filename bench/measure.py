@@ -3,9 +3,12 @@
 Counting is deterministic, read from Django's own connection rather than from
 PostgreSQL's statistics (which other sessions on the server would disturb):
 
-- a statement is every SQL text Django sends through its cursors, seen by
-  `connection.execute_wrapper` (SAVEPOINT and RELEASE included, since each is a
-  round trip; the BEGIN and COMMIT psycopg sends are not statements);
+- a statement is every SQL statement Django sends through its cursors, seen by
+  `connection.execute_wrapper` (SAVEPOINT and RELEASE included; the BEGIN and
+  COMMIT psycopg sends are not statements); the engine sends several in one
+  query where it can (`workflows.engine.batch`), so each is counted;
+- a round trip is every query sent, plus the BEGIN and COMMIT of each
+  transaction that commits;
 - a commit is a statement run in autocommit mode (its own transaction), or an
   outermost `transaction.atomic` block that commits, seen by wrapping the
   connection's `commit` for the duration of the count.
@@ -22,11 +25,19 @@ from typing import Any
 
 from django.db import connection
 
+from workflows.engine.batch import statements_in
+
 
 @dataclass
 class Counts:
     statements: int = 0
     commits: int = 0
+    queries: int = 0
+    transactions: int = 0
+
+    @property
+    def round_trips(self) -> int:
+        return self.queries + 2 * self.transactions
 
 
 @contextmanager
@@ -36,13 +47,15 @@ def counting() -> Iterator[Counts]:
     original_commit = connection.commit
 
     def count_statement(execute: Callable[..., Any], sql: str, params: Any, many: bool, context):
-        counts.statements += 1
+        counts.statements += statements_in(sql)
+        counts.queries += 1
         if connection.get_autocommit() and not connection.in_atomic_block:
             counts.commits += 1
         return execute(sql, params, many, context)
 
     def count_commit() -> None:
         counts.commits += 1
+        counts.transactions += 1
         original_commit()
 
     connection.commit = count_commit  # type: ignore[method-assign]

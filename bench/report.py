@@ -76,6 +76,7 @@ CATALOGUE: dict[str, Spec] = dict(
         _spec("commit_round_trip_ms", "engine", "raw PostgreSQL commit round trip, p50", "ms"),
         _spec("commits_per_start", "engine", "commits per start", "", target=Target(1)),
         _spec("statements_per_start", "engine", "statements per start", ""),
+        _spec("round_trips_per_start", "engine", "database round trips per start", ""),
         _spec("commits_per_remote_step", "engine", "commits per remote step", "", target=Target(2)),
         _spec(
             "statements_per_remote_step",
@@ -84,10 +85,12 @@ CATALOGUE: dict[str, Spec] = dict(
             "",
             target=Target(5),
         ),
+        _spec("round_trips_per_remote_step", "engine", "database round trips per remote step", ""),
         _spec("commits_per_local_step", "engine", "commits per local step", "", target=Target(1)),
         _spec(
             "statements_per_local_step", "engine", "statements per local step", "", target=Target(5)
         ),
+        _spec("round_trips_per_local_step", "engine", "database round trips per local step", ""),
         _spec(
             "step_in_process_ms",
             "engine",

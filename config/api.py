@@ -8,20 +8,24 @@ traces, SQL) ever reaches a caller, and any 5xx is logged as a bug.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
-from ninja.security import HttpBearer, django_auth
+from ninja.security import HttpBearer, SessionAuth
 
+from approvals import throttling
 from approvals.api import router as tasks_router
+from approvals.states import Channel
+from workflows import tokens
 from workflows.api import ApiProblem
 from workflows.api import router as workflows_router
-from workflows.tokens import user_for_token
 
 logger = logging.getLogger("baton.api")
 PROBLEM = "application/problem+json"
@@ -29,10 +33,34 @@ PROBLEM = "application/problem+json"
 
 class BearerToken(HttpBearer):
     def authenticate(self, request: HttpRequest, token: str) -> Any:
-        user = user_for_token(token)
-        if user is not None:
-            request.user = user
-        return user
+        """Return the token's user; count a wrong token against its account and address.
+
+        A locked account or address is refused before the token is checked, so a
+        guesser cannot tell a right guess from a wrong one while locked out.
+        """
+        claimed = tokens.claimed_token(token)
+        username = claimed.user.username if claimed else None
+        lockout = throttling.lockout_of(request, username=username)
+        if lockout is None:
+            user = tokens.accept_token(claimed, token)
+            if user is not None:
+                request.user = user
+                return user
+            lockout = throttling.record_failure(request, username=username, channel=Channel.API)
+        if lockout is not None:
+            raise throttling.LockedOut(lockout)
+        return None
+
+
+class BrowserSession(SessionAuth):
+    """The signed-in browser's session, whose CSRF token is checked only when it is the
+    session that signs the request in: ninja's own checks CSRF first, so a caller with
+    neither a session nor a token heard "CSRF check failed" (403) instead of 401."""
+
+    def _get_key(self, request: HttpRequest) -> str | None:
+        if not request.user.is_authenticated:
+            return None
+        return super()._get_key(request)
 
 
 class BatonAPI(NinjaAPI):
@@ -51,12 +79,43 @@ class BatonAPI(NinjaAPI):
 api = BatonAPI(
     title="Baton API",
     version="1",
-    description="Start, query, signal and cancel workflow runs; work human tasks.",
+    description=(
+        "Start, query, signal and cancel workflow runs; work human tasks. Every error is"
+        " application/problem+json: a body over BATON_MAX_BODY_BYTES answers 413, a query"
+        " string over 4096 characters 414. A request line over 8190 bytes never reaches the"
+        " API: gunicorn refuses it with a plain-text 414."
+    ),
     urls_namespace="api",
-    auth=[BearerToken(), django_auth],
+    auth=[BearerToken(), BrowserSession()],
 )
 api.add_router("/workflows", workflows_router)
 api.add_router("/tasks", tasks_router)
+
+# The longest query string the API reads, in characters as sent. gunicorn.conf.py lets
+# request lines through up to 8190 bytes, so a client past this limit (and short of
+# that one) gets a problem+json 414 rather than gunicorn's HTML page.
+MAX_QUERY_STRING = 4096
+
+
+def limit_query_string(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Refuse an over-long query string with 414 before authentication or validation."""
+
+    @functools.wraps(view)
+    def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        length = len(request.META.get("QUERY_STRING", ""))
+        if length > MAX_QUERY_STRING:
+            return problem(
+                414,
+                "URI too long",
+                f"The query string has {length} characters; this API reads at most"
+                f" {MAX_QUERY_STRING}. Send fewer or shorter parameters.",
+            )
+        return view(request, *args, **kwargs)
+
+    return checked
+
+
+api.add_decorator(limit_query_string, mode="view")
 
 
 def problem(status: int, title: str, detail: str, **extra: Any) -> HttpResponse:
@@ -74,8 +133,19 @@ def on_problem(request: HttpRequest, error: ApiProblem) -> HttpResponse:
 
 @api.exception_handler(ValidationError)
 def on_invalid(request: HttpRequest, error: ValidationError) -> HttpResponse:
-    errors = [{"field": _field(item["loc"]), "message": item["msg"]} for item in error.errors]
-    return problem(422, "Invalid request", "The request does not fit the API.", errors=errors)
+    errors = [{"field": _field(item["loc"]), "message": _message(item)} for item in error.errors]
+    unknown = [item["field"] for item in errors if item["message"] == UNKNOWN_FIELD]
+    detail = "The request does not fit the API."
+    if unknown:
+        detail += f" Unknown fields: {', '.join(unknown)}."
+    return problem(422, "Invalid request", detail, errors=errors)
+
+
+UNKNOWN_FIELD = "is not a field of this request"
+
+
+def _message(item: dict[str, Any]) -> str:
+    return UNKNOWN_FIELD if item.get("type") == "extra_forbidden" else item["msg"]
 
 
 def _field(location: tuple[Any, ...] | list[Any]) -> str:
@@ -92,6 +162,13 @@ def on_unauthenticated(request: HttpRequest, error: AuthenticationError) -> Http
     return problem(
         401, "Unauthorized", "Send 'Authorization: Bearer <token>' or sign in (with CSRF)."
     )
+
+
+@api.exception_handler(throttling.LockedOut)
+def on_locked_out(request: HttpRequest, error: throttling.LockedOut) -> HttpResponse:
+    response = problem(429, "Too many failed attempts", error.lockout.message)
+    response["Retry-After"] = str(error.lockout.retry_after)
+    return response
 
 
 @api.exception_handler(HttpError)

@@ -1,16 +1,23 @@
 """Baton's settings: one module, read from environment variables.
 
-Every value has an embedded default so `make demo` runs on a fresh machine with
-nothing else installed (SQLite in WAL mode and kombu's filesystem transport).
-Production sets DATABASE_URL (PostgreSQL) and CELERY_BROKER_URL (Redis or RabbitMQ).
+The defaults are production's where safety is at stake: DEBUG is off unless
+DJANGO_DEBUG asks for it, and no secret key is built in, so nothing starts
+without DJANGO_SECRET_KEY (or DJANGO_SECRET_KEY_FILE; `make demo` makes one in
+var/). Everything else has an embedded default so `make demo` runs on a fresh
+machine with nothing else installed (SQLite in WAL mode and kombu's filesystem
+transport). Production sets DATABASE_URL (PostgreSQL) and CELERY_BROKER_URL
+(Redis or RabbitMQ); README's "Production" section lists the rest.
 """
 
 from __future__ import annotations
 
 import os
+import re
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -47,6 +54,16 @@ def env_float(name: str, default: float) -> float:
         raise ImproperlyConfigured(f"{name} must be a number, not {raw!r}.") from None
 
 
+def env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a whole number, not {raw!r}.") from None
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     raw = os.environ.get(name)
     if raw is None:
@@ -54,17 +71,57 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def env_header(name: str) -> tuple[str, str] | None:
+    """Read "Header-Name: value" as Django's META key and value, e.g.
+    ("HTTP_X_FORWARDED_PROTO", "https"); None when unset or empty."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    header, _, value = raw.partition(":")
+    header, value = header.strip(), value.strip()
+    if not re.fullmatch(r"[A-Za-z0-9-]+", header) or not value:
+        raise ImproperlyConfigured(
+            f'{name} must be "Header-Name: value", such as "X-Forwarded-Proto: https", not {raw!r}.'
+        )
+    return "HTTP_" + header.upper().replace("-", "_"), value
+
+
+def secret_key() -> str:
+    """Return DJANGO_SECRET_KEY, or else the contents of the file DJANGO_SECRET_KEY_FILE names.
+
+    There is no default: the key signs sessions, CSRF tokens and email links, and a
+    key anyone can read in the source would let them forge all three.
+    """
+    key = env_str("DJANGO_SECRET_KEY", "")
+    path = env_str("DJANGO_SECRET_KEY_FILE", "")
+    if not key and path:
+        try:
+            key = Path(path).read_text().strip()
+        except OSError as error:
+            raise ImproperlyConfigured(
+                f"DJANGO_SECRET_KEY_FILE names {path!r}, which cannot be read: {error.strerror}."
+            ) from None
+        if not key:
+            raise ImproperlyConfigured(f"DJANGO_SECRET_KEY_FILE names {path!r}, which is empty.")
+    if not key:
+        raise ImproperlyConfigured(
+            "DJANGO_SECRET_KEY is not set, and Baton has no built-in key: it signs sessions, "
+            "CSRF tokens and email links, so a known key would let anyone forge them. Set "
+            "DJANGO_SECRET_KEY to a long random value (python3 -c 'import secrets; "
+            "print(secrets.token_urlsafe(50))'), or DJANGO_SECRET_KEY_FILE to a file holding "
+            "one. `make demo` makes one for the demo in var/secret_key."
+        )
+    return key
+
+
 # ---------------------------------------------------------------------------
 # Core
 # ---------------------------------------------------------------------------
 
-DEBUG = env_bool("DJANGO_DEBUG", default=True)
-SECRET_KEY = env_str("DJANGO_SECRET_KEY", "")
-if not SECRET_KEY:
-    if not DEBUG:
-        raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set when DJANGO_DEBUG is false.")
-    SECRET_KEY = "baton-insecure-demo-key-never-use-in-production"
+DEBUG = env_bool("DJANGO_DEBUG", default=False)
+SECRET_KEY = secret_key()
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
+# Other origins (scheme and host) whose form posts are accepted, e.g. https://baton.example.com.
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
@@ -87,6 +144,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First, so every answer carries X-Request-ID and every log line its request's id.
+    "config.request_ids.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -95,7 +154,11 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "django_permissions_policy.PermissionsPolicyMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, so it sees each page as rendered: bidi controls from data shown as code points.
+    "config.bidi.NeutraliseBidiMiddleware",
     # No AuditlogMiddleware: approvals.audit passes actor and address itself, and
     # the middleware would overwrite the address from X-Forwarded-For, which a
     # client controls (and which would break the audit hash chain).
@@ -118,6 +181,75 @@ TEMPLATES = [
         },
     },
 ]
+
+# ---------------------------------------------------------------------------
+# HTTPS: off by default (the demo and the tests speak plain HTTP on 127.0.0.1);
+# production turns it on (docker-compose.yml does, behind its TLS proxy)
+# ---------------------------------------------------------------------------
+
+# Redirect plain HTTP to HTTPS. Behind a proxy that terminates TLS, Django learns
+# the scheme from the header in DJANGO_SECURE_PROXY_SSL_HEADER.
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", default=False)
+# Trust this header, set by the proxy, to say a request came over HTTPS, e.g.
+# "X-Forwarded-Proto: https". Only behind a proxy that sets it on every request
+# and that clients cannot bypass: anyone who can send it directly can pass for HTTPS.
+SECURE_PROXY_SSL_HEADER = env_header("DJANGO_SECURE_PROXY_SSL_HEADER")
+# Send cookies over HTTPS only: on by default wherever HTTP is redirected to HTTPS.
+SESSION_COOKIE_SECURE = env_bool("DJANGO_SESSION_COOKIE_SECURE", default=SECURE_SSL_REDIRECT)
+CSRF_COOKIE_SECURE = env_bool("DJANGO_CSRF_COOKIE_SECURE", default=SECURE_SSL_REDIRECT)
+# HTTP Strict Transport Security: browsers then refuse plain HTTP to this host (and
+# its subdomains, if included) for this many seconds. A commitment: start small.
+SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", default=False)
+
+# ---------------------------------------------------------------------------
+# What browsers may do with the pages: Content-Security-Policy and Permissions-Policy
+# ---------------------------------------------------------------------------
+
+# Scripts, styles, images, fonts and requests from this site only, and nothing inline:
+# an injected <script>, style or on...= attribute does not run. Every script and style
+# lives in static/ (htmx's indicator style too: see base.html), and htmx evaluates no
+# expressions (allowEval off). The admin and the API's docs work under it unchanged.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    },
+}
+# Browser features no page of Baton uses, denied to it and to anything it could embed.
+PERMISSIONS_POLICY: dict[str, list[str]] = {
+    feature: []
+    for feature in (
+        "accelerometer",
+        "autoplay",
+        "camera",
+        "display-capture",
+        "encrypted-media",
+        "gamepad",
+        "geolocation",
+        "gyroscope",
+        "hid",
+        "idle-detection",
+        "magnetometer",
+        "microphone",
+        "midi",
+        "payment",
+        "screen-wake-lock",
+        "serial",
+        "usb",
+        "xr-spatial-tracking",
+    )
+}
+# Django's own headers, said out loud: no MIME sniffing, no framing, referrers within
+# this site only, and a browsing context group of its own.
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
 
 # ---------------------------------------------------------------------------
 # Database: PostgreSQL in production, SQLite (WAL) for the demo
@@ -147,8 +279,14 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # Auth, i18n, static files
 # ---------------------------------------------------------------------------
 
+# Django's defaults: not like the username or email, at least 8 characters, not a
+# common password, not all digits. (Demo and test users are made with set_password,
+# which does not validate.)
 AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
@@ -161,11 +299,16 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = BASE_DIR / "staticfiles"
+# Production serves the files `collectstatic` gathered (the Dockerfile runs it), under
+# hashed names and compressed. BATON_STATIC_FROM_SOURCE serves them from their source
+# folders instead, with no collectstatic: the demo and the test suite ask for it.
+STATIC_FROM_SOURCE = env_bool("BATON_STATIC_FROM_SOURCE", default=DEBUG)
+WHITENOISE_USE_FINDERS = STATIC_FROM_SOURCE
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
         "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
-        if DEBUG
+        if STATIC_FROM_SOURCE
         else "whitenoise.storage.CompressedManifestStaticFilesStorage"
     },
 }
@@ -257,24 +400,83 @@ BATON_EXPENSE_FINANCE_THRESHOLD = env_str("BATON_EXPENSE_FINANCE_THRESHOLD", "10
 BATON_INBOX_POLL_SECONDS = int(env_float("BATON_INBOX_POLL_SECONDS", 20))
 
 # ---------------------------------------------------------------------------
-# Logging: structured JSON lines carrying run id, node, attempt, correlation id
+# Hardening: throttled credentials (django-axes) and the audit chain's key
+# ---------------------------------------------------------------------------
+
+INSTALLED_APPS += ["axes"]
+# Last, so it sees the answer of every view: it turns a lockout into its 429 page.
+MIDDLEWARE += ["axes.middleware.AxesMiddleware"]
+AUTHENTICATION_BACKENDS = [
+    # Refuses a locked account or address before any password is checked.
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Failures are counted in the database, which every web process shares (SQLite too).
+AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
+AXES_FAILURE_LIMIT = int(env_float("BATON_LOCKOUT_FAILURES", 5))
+AXES_COOLOFF_TIME = timedelta(minutes=env_float("BATON_LOCKOUT_MINUTES", 15))
+# Per account and per address (see approvals.throttling.lockout_parameters).
+AXES_LOCKOUT_PARAMETERS = "approvals.throttling.lockout_parameters"
+AXES_CLIENT_IP_CALLABLE = "approvals.throttling.client_address"
+AXES_LOCKOUT_CALLABLE = "approvals.throttling.lockout_response"
+# A lockout lasts the cool-off from the failure that caused it: retrying while
+# locked neither extends it nor counts, so Retry-After is the truth.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+# A success does not wipe the counters: otherwise an attacker signing in to an
+# account of their own between guesses would reset their address's count.
+AXES_RESET_ON_SUCCESS = False
+# Successful sign-ins are not logged by axes (a table that only grows); lockouts
+# are written to the audit log.
+AXES_DISABLE_ACCESS_LOG = True
+
+# The audit chain's HMAC key (approvals.audit). Keep it apart from the database
+# and from DJANGO_SECRET_KEY; unset, a key is derived from DJANGO_SECRET_KEY and
+# `manage.py check --deploy` warns (approvals.W001).
+BATON_AUDIT_KEY = env_str("BATON_AUDIT_KEY", "")
+# The chain's head is anchored by a signed checkpoint every this many minutes
+# (beat), saved in the database and appended as a JSON line to this file if
+# set: put it where the database's writers cannot rewrite it.
+BATON_AUDIT_CHECKPOINT_FILE = env_str("BATON_AUDIT_CHECKPOINT_FILE", "")
+BATON_AUDIT_CHECKPOINT_MINUTES = env_float("BATON_AUDIT_CHECKPOINT_MINUTES", 60)
+CELERY_BEAT_SCHEDULE["baton-audit-checkpoint"] = {
+    "task": "baton.audit_checkpoint",
+    "schedule": BATON_AUDIT_CHECKPOINT_MINUTES * 60,
+    # A checkpoint that waited past the next one's time is superseded by it.
+    "options": {"expires": BATON_AUDIT_CHECKPOINT_MINUTES * 60},
+}
+
+# ---------------------------------------------------------------------------
+# Logging: structured JSON lines to stderr carrying the request id, run id, node,
+# attempt and correlation id
 # ---------------------------------------------------------------------------
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {"request_id": {"()": "config.request_ids.RequestIdFilter"}},
     "formatters": {
         "json": {
             "()": "pythonjsonlogger.json.JsonFormatter",
-            "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s",
+            "fmt": "%(asctime)s %(levelname)s %(name)s %(request_id)s %(message)s",
         },
     },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json"}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "json",
+            "filters": ["request_id"],
+        },
+    },
     "loggers": {
         "baton": {
             "handlers": ["console"],
             "level": env_str("BATON_LOG_LEVEL", "INFO"),
             "propagate": False,
         },
+        # Django's own warnings (a disallowed host, a suspicious request) and, through
+        # django.request, every unhandled error with its traceback and every 5xx answer
+        # of the pages and the API. Django's default prints these only while DEBUG is on.
+        "django": {"handlers": ["console"], "level": "WARNING"},
+        "django.request": {"level": "ERROR"},
     },
 }

@@ -9,19 +9,19 @@ from __future__ import annotations
 
 import base64
 import json
-import re
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
 
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
-from django.utils import timezone
 from ninja import Field, Header, Query, Router, Schema, Status
-from pydantic import BeforeValidator, model_validator
+from pydantic import BeforeValidator, ConfigDict, field_validator
+from pydantic_core import PydanticCustomError
 
 from workflows import engine, registry, starting
-from workflows.dsl import NUL_MESSAGE, InvalidInput, has_nul
+from workflows.cleaning import Refused, clean_datetime, clean_text, refuse_unstorable
+from workflows.dsl import InvalidInput
 from workflows.models import StepRun, WorkflowRun
 from workflows.registry import UnknownWorkflow
 from workflows.states import LIVE_RUN_STATES, RunState, StepKind, StepState
@@ -66,7 +66,9 @@ ERRORS = {
     404: Problem,
     409: Problem,
     413: Problem,
+    414: Problem,
     422: Problem,
+    429: Problem,
 }
 
 
@@ -75,14 +77,33 @@ ERRORS = {
 # ---------------------------------------------------------------------------
 
 
-class ApiIn(Schema):
-    """What callers send: also refused if any text holds a NUL (PostgreSQL cannot store it)."""
+def refused(error: Refused) -> PydanticCustomError:
+    """Carry a cleaning refusal into pydantic, its reason as the field's message."""
+    return PydanticCustomError("refused", str(error))
 
-    @model_validator(mode="after")
-    def no_nul_characters(self) -> ApiIn:
-        if has_nul(self.model_dump(mode="json")):
-            raise ValueError(NUL_MESSAGE)
-        return self
+
+class ApiIn(Schema):
+    """What callers send, every field through workflows.cleaning: text without control
+    characters (line breaks allowed), JSON data without what PostgreSQL cannot store.
+
+    A body field the schema does not know is refused (422 naming it), not ignored: a
+    client that put, say, its idempotency key in the body instead of the header would
+    otherwise start a second run on every retry. (Query strings pass only their known
+    parameters to these schemas, so extra ones there are still ignored.)
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def cleaned(cls, value: Any) -> Any:
+        try:
+            if isinstance(value, str):
+                return clean_text(value, max_length=None, multiline=True)
+            refuse_unstorable(value)
+        except Refused as error:
+            raise refused(error) from None
+        return value
 
 
 class StartWorkflowIn(ApiIn):
@@ -272,11 +293,20 @@ def start_workflow(
     (200) and starts nothing. 403 if the type is not yours to start, or the input names
     someone else as its requester and you are no operator."""
     try:
+        key = clean_text(idempotency_key or "", max_length=200)
+    except Refused as error:
+        raise ApiProblem(
+            422,
+            "Invalid request",
+            f"The Idempotency-Key header {error}.",
+            errors=[{"field": "Idempotency-Key", "message": str(error)}],
+        ) from None
+    try:
         run, created = starting.start_for(
             user=request.user,
             workflow_type=body.type,
             input=body.input,
-            idempotency_key=idempotency_key or "",
+            idempotency_key=key,
             correlation_id=body.correlation_id,
             channel="api",
             remote_addr=request.META.get("REMOTE_ADDR"),
@@ -297,11 +327,15 @@ def start_workflow(
     return Status(201 if created else 200, details(run))
 
 
-def _iso_8601(value: Any) -> Any:
-    """Accept only ISO 8601 text (pydantic alone would read "0.5" as a Unix time)."""
-    if isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}([T ].+)?", value):
-        return value
-    raise ValueError("must be an ISO 8601 date-time, e.g. 2026-11-30T12:00:00Z")
+def _iso_8601(value: Any) -> datetime:
+    """Read ISO 8601 text into UTC, through workflows.cleaning (pydantic alone would read
+    "0.5" as a Unix time, and keep offsets and years PostgreSQL or Python cannot take)."""
+    if not isinstance(value, str):
+        raise refused(Refused("must be an ISO 8601 date-time, e.g. 2026-11-30T12:00:00Z"))
+    try:
+        return clean_datetime(value)
+    except Refused as error:
+        raise refused(error) from None
 
 
 IsoDateTime = Annotated[datetime, BeforeValidator(_iso_8601)]
@@ -327,7 +361,7 @@ def list_workflows(request: HttpRequest, query: Query[RunQuery]) -> dict[str, An
     if query.correlation_id:
         runs = runs.filter(correlation_id=query.correlation_id)
     if query.started_after:
-        runs = runs.filter(created_at__gt=_in_utc(query.started_after))
+        runs = runs.filter(created_at__gt=query.started_after)
     limit = query.limit
     after = _decode_cursor(query.cursor)
     if after is not None:
@@ -341,13 +375,6 @@ def list_workflows(request: HttpRequest, query: Query[RunQuery]) -> dict[str, An
     return {"items": [summary(run) for run in page], "next_cursor": next_cursor}
 
 
-def _in_utc(moment: datetime) -> datetime:
-    """Normalise to UTC: the database refuses offsets past ±16 hours, ISO 8601 allows them."""
-    if timezone.is_naive(moment):
-        return moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC)
-
-
 def _encode_cursor(run: WorkflowRun) -> str:
     raw = json.dumps([run.created_at.isoformat(), str(run.id)])
     return base64.urlsafe_b64encode(raw.encode()).decode()
@@ -358,8 +385,8 @@ def _decode_cursor(cursor: str | None) -> tuple[datetime, UUID] | None:
         return None
     try:
         created_at, run_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-        return datetime.fromisoformat(created_at), UUID(run_id)
-    except (ValueError, TypeError):
+        return clean_datetime(created_at), UUID(run_id)
+    except (ValueError, TypeError, AttributeError):  # Refused is a ValueError
         raise ApiProblem(400, "Bad cursor", "The cursor is not one this API gave out.") from None
 
 
@@ -375,10 +402,10 @@ def signal_workflow(request: HttpRequest, run_id: UUID, name: str, body: SignalI
     """Deliver a durable signal; the same signal id twice is accepted once."""
     run = _run(request, run_id)
     _may_act(request, run)
-    if len(name) > 150 or has_nul(name):
-        raise ApiProblem(
-            422, "Invalid signal", f"A signal name has 1 to 150 characters; {NUL_MESSAGE}."
-        )
+    try:
+        clean_text(name, max_length=150)
+    except Refused as error:
+        raise ApiProblem(422, "Invalid signal", f"A signal name {error}.") from None
     try:
         signal, created = engine.signal_run(
             run_id=run.pk, name=name, payload=body.payload, signal_id=body.id

@@ -18,6 +18,7 @@ from typing import Any, Literal
 import pydantic
 
 from workflows.activity import ActivityContext
+from workflows.cleaning import Refused, refuse_unstorable
 
 ActivityFunction = Callable[[ActivityContext], Any]
 
@@ -338,23 +339,11 @@ class Workflow:
                         for problem in error.errors()
                     ]
                 ) from None
-        if has_nul(data):
-            raise InvalidInput([{"field": "input", "message": NUL_MESSAGE}])
+        try:
+            refuse_unstorable(data)
+        except Refused as error:
+            raise InvalidInput([{"field": "input", "message": str(error)}]) from None
         return data
-
-
-NUL_MESSAGE = "text must not contain NUL characters"
-
-
-def has_nul(value: Any) -> bool:
-    """Tell whether any text in a JSON value holds a NUL, which PostgreSQL cannot store."""
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(has_nul(key) or has_nul(item) for key, item in value.items())
-    if isinstance(value, list):
-        return any(has_nul(item) for item in value)
-    return False
 
 
 def _reachable(workflow: Workflow, starts: tuple[str, ...], stop_at: str | None = None) -> set[str]:

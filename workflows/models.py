@@ -9,7 +9,6 @@ a save fail if the state changed underneath anyway.
 
 from __future__ import annotations
 
-import json
 import uuid
 from datetime import datetime
 from typing import Any
@@ -18,7 +17,6 @@ import django_fsm as fsm
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
-from django.utils import timezone
 
 from workflows.dsl import RunData
 from workflows.results import RunResults
@@ -89,50 +87,6 @@ class SavesChanges(models.Model):
 
 def _auto_now_fields(model: type[models.Model]) -> list[str]:
     return [f.name for f in model._meta.concrete_fields if getattr(f, "auto_now", False)]
-
-
-def save_changes(model: type[SavesChanges], rows: list[SavesChanges]) -> None:
-    """Write each row's changed fields, one UPDATE per set of rows changed alike.
-
-    Rows that a transition moved from the same state to the same values (a batch of
-    timers firing at one `now`) share one `UPDATE ... WHERE id IN (...) AND state =
-    <their state before>`. Fenced like ConcurrentTransitionMixin: if a row is no
-    longer in the state it was read in, nothing is written and ConcurrentTransition
-    is raised (the caller holds the rows' locks, so this is a second fence).
-    """
-    if len(rows) == 1:
-        rows[0].save_changes()
-        return
-    auto_now = _auto_now_fields(model)
-    state_fields = [f.attname for f in model._meta.concrete_fields if isinstance(f, fsm.FSMField)]
-    alike: dict[tuple[Any, ...], tuple[dict[str, Any], dict[str, Any], list[Any]]] = {}
-    for row in rows:
-        changes = {name: row.__dict__[name] for name in row.changed_fields()}
-        if not changes:
-            continue
-        before = {name: row._saved_values[name] for name in state_fields}
-        key = (_hashable(changes), _hashable(before))
-        alike.setdefault(key, (changes, before, []))[2].append(row)
-    now = timezone.now()
-    for changes, before, group in alike.values():
-        written = model.objects.filter(pk__in=[row.pk for row in group], **before).update(
-            **changes, **dict.fromkeys(auto_now, now)
-        )
-        if written != len(group):
-            raise fsm.ConcurrentTransition(
-                f"{len(group) - written} of {len(group)} {model.__name__} rows changed state "
-                "since they were read"
-            )
-        for row in group:
-            for name in auto_now:
-                setattr(row, name, now)
-            row.mark_saved()
-
-
-def _hashable(values: dict[str, Any]) -> tuple[tuple[str, str], ...]:
-    return tuple(
-        (name, json.dumps(value, sort_keys=True, default=str)) for name, value in values.items()
-    )
 
 
 class WorkflowRun(fsm.ConcurrentTransitionMixin, SavesChanges, models.Model):

@@ -22,16 +22,24 @@ def issue_token(*, user: Any, name: str = "") -> tuple[ApiToken, str]:
     return token, secret
 
 
-def user_for_token(secret: str) -> Any | None:
-    """Return the active user a presented token belongs to, or None."""
+def claimed_token(secret: str) -> ApiToken | None:
+    """Return the live token that a presented secret's public prefix names, or None.
+
+    The rest of the secret is not checked here: this names the account a
+    presented token claims, so failures can be counted against it.
+    """
     parts = secret.split("_", 2)
     if len(parts) != 3 or parts[0] != _SCHEME:
         return None
-    token = (
+    return (
         ApiToken.objects.select_related("user")
         .filter(prefix=parts[1], revoked_at__isnull=True, user__is_active=True)
         .first()
     )
+
+
+def accept_token(token: ApiToken | None, secret: str) -> Any | None:
+    """Return the token's user if `secret` is its secret (and note its use), else None."""
     if token is None or not constant_time_compare(token.digest, _digest(secret)):
         return None
     ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())

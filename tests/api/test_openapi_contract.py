@@ -7,6 +7,7 @@ fits the documented status codes, content types and schemas.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -22,12 +23,27 @@ EXAMPLES = os.environ.get("BATON_SCHEMATHESIS_EXAMPLES", "15")
 SCHEMATHESIS = Path(sys.executable).parent / "schemathesis"
 
 
+# A request that breaks the schema must be refused with one of these. schemathesis's
+# own list lacks 413 and 414, which the API answers (as documented) to a body or a
+# query string past its limits, before it reads any field.
+REFUSALS = [
+    *("400", "401", "403", "404", "405", "406", "409", "413", "414", "415", "422", "428", "429"),
+    "5xx",  # not_a_server_error reports these
+]
+
+
 def test_no_generated_request_breaks_the_contract(live_server, people, manager_task, tmp_path):
     _, secret = issue_token(user=people["carol"])  # carol has a waiting expense task
+    config = tmp_path / "schemathesis.toml"
+    config.write_text(
+        f"[checks.negative_data_rejection]\nexpected-statuses = {json.dumps(REFUSALS)}\n"
+    )
 
     result = subprocess.run(
         [
             str(SCHEMATHESIS),
+            "--config-file",
+            str(config),
             "run",
             f"{live_server.url}/api/v1/openapi.json",
             "--header",

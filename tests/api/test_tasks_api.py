@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import json
+
 import pytest
 from auditlog.models import LogEntry
 
@@ -138,3 +141,37 @@ class TestSeparationOfDuties:
         assert response.status_code == 403
         assert "Alice requested this expense" in response.json()["detail"]
         assert HumanTask.objects.get(pk=manager_task.pk).assignee.username == "carol"
+
+
+class TestCraftedCursor:
+    def test_a_cursor_out_of_range_is_a_bad_cursor(self, api_as, manager_task):
+        cursor = base64.urlsafe_b64encode(
+            json.dumps(["0001-01-01T00:00:00+05:00", str(manager_task.pk)]).encode()
+        ).decode()
+
+        response = api_as("carol").get("/tasks", cursor=cursor)
+
+        assert response.status_code == 400
+        assert response.json()["detail"] == "The cursor is not one this API gave out."
+
+    def test_a_cursor_it_gave_out_still_pages(self, api_as, start_expense):
+        for n in range(26):
+            start_expense(title=f"Trip {n:02}")
+        api = api_as("carol")
+
+        first = api.get("/tasks").json()
+        second = api.get("/tasks", cursor=first["next_cursor"]).json()
+
+        assert len(first["items"]) + len(second["items"]) == 26
+
+
+class TestUnknownFields:
+    def test_a_decision_with_an_unknown_field_is_refused(self, api_as, manager_task):
+        body = {"outcome": "approve", "reason": "fine"}
+
+        response = api_as("carol").post(f"/tasks/{manager_task.pk}/decision", body)
+
+        assert response.status_code == 422
+        assert response.json()["errors"] == [
+            {"field": "reason", "message": "is not a field of this request"}
+        ]

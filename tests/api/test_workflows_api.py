@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import base64
+import json
+
 import pytest
 from django.contrib.auth.models import Permission
+from django.test import Client
 
 from tests.conftest import at_once
 from tests.workflows.test_engine import sweep_until_quiet
@@ -274,8 +278,6 @@ class TestAuthentication:
         assert len(token.digest) == 64
 
     def test_a_browser_session_needs_its_csrf_token(self, alice):
-        from django.test import Client
-
         browser = Client(enforce_csrf_checks=True)
         browser.force_login(alice)
 
@@ -285,7 +287,41 @@ class TestAuthentication:
         )
 
         assert reading.status_code == 200
-        assert writing.status_code in (401, 403)
+        assert writing.status_code == 403
+        assert "CSRF" in writing.json()["detail"]
+
+    def test_a_browser_session_with_its_csrf_token_may_write(self, alice, order_input):
+        browser = Client(enforce_csrf_checks=True)
+        browser.force_login(alice)
+        browser.get("/")  # the inbox sets the CSRF cookie
+        token = browser.cookies["csrftoken"].value
+
+        response = browser.post(
+            "/api/v1/workflows",
+            {"type": "order", "input": order_input()},
+            content_type="application/json",
+            headers={"X-CSRFToken": token},
+        )
+
+        assert response.status_code == 201
+
+    @pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer not-a-token"}])
+    def test_a_post_with_neither_session_nor_token_gets_401_not_a_csrf_refusal(
+        self, people, headers
+    ):
+        stranger = Client(enforce_csrf_checks=True)
+
+        response = stranger.post(
+            "/api/v1/workflows",
+            {"type": "order", "input": {}},
+            content_type="application/json",
+            headers=headers,
+        )
+
+        assert response.status_code == 401
+        assert response["WWW-Authenticate"].startswith("Bearer")
+        assert response["Content-Type"] == PROBLEM
+        assert WorkflowRun.objects.count() == 0
 
 
 class TestFoundByFuzzing:
@@ -307,3 +343,116 @@ class TestFoundByFuzzing:
 
         assert response.status_code == 422
         assert "ISO 8601" in response.json()["errors"][0]["message"]
+
+
+def cursor_of(*values):
+    return base64.urlsafe_b64encode(json.dumps(values).encode()).decode()
+
+
+class TestCraftedDatesAndText:
+    """Inputs an outside probe sent that reached datetime or PostgreSQL and answered 500."""
+
+    @pytest.mark.parametrize("moment", ["0001-01-01T00:00:00+05:00", "9999-12-31T23:59:59-05:00"])
+    def test_started_after_out_of_range_is_422_saying_the_range(self, api_as, moment):
+        response = api_as("alice").get("/workflows", started_after=moment)
+
+        assert response.status_code == 422
+        assert response["Content-Type"] == PROBLEM
+        assert response.json()["errors"] == [
+            {
+                "field": "started_after",
+                "message": "must lie between 0001-01-02 and 9999-12-30 (UTC)"
+                " once its time zone is applied",
+            }
+        ]
+
+    def test_a_cursor_with_an_offset_past_postgresqls_is_read_in_utc(self, api_as, order_input):
+        api = api_as("alice")
+        newest = start_order(api, order_input).json()
+        far_ahead = cursor_of("2100-01-01T00:00:00+23:00", newest["id"])
+
+        response = api.get("/workflows", cursor=far_ahead)
+
+        assert response.status_code == 200
+        assert [item["id"] for item in response.json()["items"]] == [newest["id"]]
+
+    def test_a_cursor_out_of_range_is_a_bad_cursor(self, api_as):
+        cursor = cursor_of("0001-01-01T00:00:00+05:00", "00000000-0000-0000-0000-000000000001")
+
+        response = api_as("alice").get("/workflows", cursor=cursor)
+
+        assert (response.status_code, response.json()["title"]) == (400, "Bad cursor")
+
+    def test_a_control_character_in_a_text_field_is_422_naming_the_field(self, api_as, order_input):
+        body = {"type": "order", "input": order_input(), "correlation_id": "shop\x1b1"}
+
+        response = api_as("alice").post("/workflows", body)
+
+        assert response.status_code == 422
+        assert response.json()["errors"] == [
+            {
+                "field": "correlation_id",
+                "message": "must not contain control characters (found U+001B at position 5)",
+            }
+        ]
+        assert WorkflowRun.objects.count() == 0
+
+    def test_a_control_character_in_the_idempotency_key_is_422(self, api_as, order_input):
+        response = start_order(api_as("alice"), order_input, key="order\x001")
+
+        assert response.status_code == 422
+        assert response.json()["errors"][0]["field"] == "Idempotency-Key"
+        assert WorkflowRun.objects.count() == 0
+
+    def test_a_lone_surrogate_in_input_is_422(self, api_as, order_input):
+        response = start_order(api_as("alice"), order_input, order_id="A\ud800")
+
+        assert response.status_code == 422
+        assert WorkflowRun.objects.count() == 0
+
+
+class TestUnknownFields:
+    def test_an_idempotency_key_in_the_body_is_refused_naming_it(self, api_as, order_input):
+        body = {"type": "order", "input": order_input(), "idempotency_key": "x"}
+
+        response = api_as("alice").post("/workflows", body)
+
+        assert response.status_code == 422
+        assert response.json()["detail"] == (
+            "The request does not fit the API. Unknown fields: idempotency_key."
+        )
+        assert response.json()["errors"] == [
+            {"field": "idempotency_key", "message": "is not a field of this request"}
+        ]
+        assert WorkflowRun.objects.count() == 0
+
+    def test_a_signal_with_a_misspelt_field_is_refused(self, api_as, start, drive, alice):
+        run = drive(start("test_signalled", {}, started_by=alice))
+
+        response = api_as("alice").post(f"/workflows/{run.pk}/signals/go", {"paylod": {"a": 1}})
+
+        assert response.status_code == 422
+        assert response.json()["errors"][0]["field"] == "paylod"
+        assert run.signals.count() == 0
+
+    def test_unknown_query_parameters_are_still_ignored(self, api_as):
+        assert api_as("alice").get("/workflows", _="1700000000").status_code == 200
+
+
+class TestLimits:
+    def test_a_query_string_over_4096_characters_is_414_problem_json(self, api_as):
+        response = api_as("alice").get("/workflows", correlation_id="x" * 4100)
+
+        assert response.status_code == 414
+        assert response["Content-Type"] == PROBLEM
+        assert "this API reads at most 4096" in response.json()["detail"]
+
+    def test_it_is_refused_before_authentication(self, api_as):
+        response = api_as(None).get("/workflows", correlation_id="x" * 4100)
+
+        assert response.status_code == 414
+
+    def test_a_long_but_allowed_query_string_is_read(self, api_as):
+        response = api_as("alice").get("/workflows", correlation_id="x" * 200, type="y" * 100)
+
+        assert response.status_code == 200

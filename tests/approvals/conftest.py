@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import Permission
+from django.urls import reverse
 from django.utils import timezone
 
 from approvals import inbox_entries
@@ -30,3 +32,24 @@ def make_task(manager_task):
         return task
 
     return make
+
+
+@pytest.fixture
+def admin_operator(olga):
+    """olga, staff with the human-task admin's view and change permissions."""
+    olga.is_staff = True
+    olga.save()
+    olga.user_permissions.add(
+        *Permission.objects.filter(codename__in=["view_humantask", "change_humantask"])
+    )
+    return olga
+
+
+@pytest.fixture
+def transition_url():
+    """The admin page that applies transition `name` to a human task."""
+
+    def url(task, name: str) -> str:
+        return reverse("admin:approvals_humantask_transition", args=[task.pk, name])
+
+    return url

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 from auditlog.models import LogEntry
-from django.contrib.auth.models import Permission
 from django.urls import reverse
 
 from approvals.states import Channel, TaskState
@@ -12,23 +11,9 @@ from approvals.states import Channel, TaskState
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def operator(olga):
-    olga.is_staff = True
-    olga.save()
-    olga.user_permissions.add(
-        *Permission.objects.filter(codename__in=["view_humantask", "change_humantask"])
-    )
-    return olga
-
-
-def transition_url(task, name: str) -> str:
-    return reverse("admin:approvals_humantask_transition", args=[task.pk, name])
-
-
 class TestHumanTaskAdmin:
-    def test_offers_the_legal_transitions_only(self, client, operator, manager_task):
-        client.force_login(operator)
+    def test_offers_the_legal_transitions_only(self, client, admin_operator, manager_task):
+        client.force_login(admin_operator)
 
         response = client.get(reverse("admin:approvals_humantask_change", args=[manager_task.pk]))
 
@@ -37,8 +22,10 @@ class TestHumanTaskAdmin:
         assert "Decide…" in response.text
         assert "escalate" not in response.text.lower().split("transition")[-1]
 
-    def test_an_operator_reassigns_through_the_service(self, client, operator, manager_task):
-        client.force_login(operator)
+    def test_an_operator_reassigns_through_the_service(
+        self, transition_url, client, admin_operator, manager_task
+    ):
+        client.force_login(admin_operator)
 
         client.post(transition_url(manager_task, "reassign"), {"to": "bob", "comment": "cover"})
 
@@ -47,10 +34,12 @@ class TestHumanTaskAdmin:
         assert manager_task.assignee.username == "bob"
         assert entry.additional_data["event"] == "reassigned"
         assert entry.additional_data["channel"] == Channel.ADMIN
-        assert entry.actor == operator
+        assert entry.actor == admin_operator
 
-    def test_an_operator_decides_and_the_run_moves_on(self, client, operator, manager_task, drive):
-        client.force_login(operator)
+    def test_an_operator_decides_and_the_run_moves_on(
+        self, transition_url, client, admin_operator, manager_task, drive
+    ):
+        client.force_login(admin_operator)
 
         client.post(transition_url(manager_task, "complete"), {"outcome": "approved"})
 
@@ -60,9 +49,9 @@ class TestHumanTaskAdmin:
         assert drive(manager_task.run).state == "succeeded"
 
     def test_a_refused_transition_is_reported_and_changes_nothing(
-        self, client, operator, manager_task
+        self, transition_url, client, admin_operator, manager_task
     ):
-        client.force_login(operator)
+        client.force_login(admin_operator)
 
         response = client.post(
             transition_url(manager_task, "complete"),
@@ -74,7 +63,7 @@ class TestHumanTaskAdmin:
         assert "a reason is required" in response.text
         assert manager_task.state == TaskState.CLAIMED
 
-    def test_the_audit_log_is_read_only(self, client, operator, manager_task, admin_user):
+    def test_the_audit_log_is_read_only(self, client, admin_operator, manager_task, admin_user):
         entry = LogEntry.objects.get_for_object(manager_task).first()
         client.force_login(admin_user)
 

@@ -1,15 +1,21 @@
-"""The audit trail: an entry for every action, attributed, and chained so tampering shows."""
+"""The audit trail: an entry for every action, attributed, chained under a key, and anchored."""
 
 from __future__ import annotations
 
+import json
 from io import StringIO
 
 import pytest
 from auditlog.models import LogEntry
 from django.core.management import CommandError, call_command
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+from django.utils import timezone
 
-from approvals import services
-from approvals.audit import SYSTEM_USERNAME, verify_audit_chain
+from approvals import audit, services, tasks
+from approvals.audit import GENESIS, SYSTEM_USERNAME, verify_audit_chain
+from approvals.checks import check_audit_key
+from approvals.models import AuditCheckpoint
 from approvals.states import Channel
 
 pytestmark = pytest.mark.django_db
@@ -58,7 +64,7 @@ class TestAuditEntries:
 
 class TestVerifyAudit:
     def test_an_untouched_chain_verifies(self, decided):
-        assert verify_audit_chain() is None
+        assert verify_audit_chain().intact
         assert "intact" in verify()
 
     def test_an_edited_entry_is_named(self, decided):
@@ -74,4 +80,322 @@ class TestVerifyAudit:
         entries = list(LogEntry.objects.order_by("id"))
         LogEntry.objects.filter(pk=entries[1].pk).delete()
 
-        assert verify_audit_chain().pk == entries[2].pk
+        assert verify_audit_chain().broken_entry.pk == entries[2].pk
+
+
+def recompute_unkeyed(entries) -> None:
+    """What an intruder with database access did to the old chain: recompute every hash."""
+    previous = GENESIS
+    for entry in entries.order_by("id"):
+        data = entry.additional_data
+        data["chain"] = {
+            "previous": previous,
+            "hash": audit._unkeyed_hash(previous, audit._content_of(entry)),
+        }
+        LogEntry.objects.filter(pk=entry.pk).update(additional_data=data)
+        previous = data["chain"]["hash"]
+
+
+@pytest.fixture
+def first_key(settings) -> None:
+    settings.BATON_AUDIT_KEY = "first-key"
+
+
+def recompute_keyed(entries) -> None:
+    """What an intruder who also holds the key could do: rewrite and re-sign the chain."""
+    previous = GENESIS
+    for entry in entries.order_by("id"):
+        data = entry.additional_data
+        new_hash = audit._hash(previous, audit._content_of(entry), key=audit.chain_key())
+        data["chain"] = {"previous": previous, "hash": new_hash}
+        LogEntry.objects.filter(pk=entry.pk).update(additional_data=data)
+        previous = new_hash
+
+
+class TestKeyedChain:
+    def test_an_edit_with_every_hash_recomputed_without_the_key_is_named(self, decided):
+        edited = LogEntry.objects.get(additional_data__event="commented")
+        LogEntry.objects.filter(pk=edited.pk).update(
+            additional_data={**edited.additional_data, "comment": "Nothing to see"}
+        )
+
+        recompute_unkeyed(LogEntry.objects.all())
+
+        assert verify_audit_chain().broken_entry.pk == LogEntry.objects.order_by("id").first().pk
+        with pytest.raises(CommandError, match="does not fit the chain"):
+            verify()
+
+    def test_the_chain_is_keyed_with_baton_audit_key(
+        self, first_key, settings, manager_task, carol
+    ):
+        services.comment_on_human_task(
+            task_id=manager_task.pk, user=carol, body="Receipt?", channel=Channel.INBOX
+        )
+        assert verify_audit_chain().intact
+        assert "keyed with BATON_AUDIT_KEY" in verify()
+
+        settings.BATON_AUDIT_KEY = "another-key"
+
+        assert not verify_audit_chain().intact
+
+    def test_without_baton_audit_key_the_deploy_check_says_where_the_key_comes_from(self, settings):
+        settings.BATON_AUDIT_KEY = ""
+
+        warnings = check_audit_key()
+
+        assert [w.id for w in warnings] == ["approvals.W001"]
+        assert "keyed from DJANGO_SECRET_KEY" in warnings[0].msg
+        assert "derived from DJANGO_SECRET_KEY" in verify()
+
+    def test_with_baton_audit_key_the_deploy_check_is_quiet(self, settings):
+        settings.BATON_AUDIT_KEY = "k" * 40
+
+        assert check_audit_key() == []
+
+
+class TestRekeyingAtUpgrade:
+    def test_an_intact_unkeyed_chain_is_rehashed_with_the_key_and_marked(self, decided):
+        recompute_unkeyed(LogEntry.objects.all())
+        assert not verify_audit_chain().intact
+        upgrade = timezone.now()
+
+        rekeyed = audit.rekey_unkeyed_chain(log_entries=LogEntry, now=upgrade)
+
+        assert rekeyed == LogEntry.objects.count() == 3
+        assert verify_audit_chain().intact
+        assert {e.additional_data["chain"]["rekeyed"] for e in LogEntry.objects.all()} == {
+            upgrade.isoformat()
+        }
+
+    def test_an_edit_made_before_the_upgrade_stays_named(self, decided):
+        entries = list(LogEntry.objects.order_by("id"))
+        recompute_unkeyed(LogEntry.objects.all())
+        LogEntry.objects.filter(pk=entries[1].pk).update(
+            additional_data={
+                **LogEntry.objects.get(pk=entries[1].pk).additional_data,
+                "comment": "Nothing to see",
+            }
+        )
+
+        rekeyed = audit.rekey_unkeyed_chain(log_entries=LogEntry, now=timezone.now())
+
+        assert rekeyed == 1
+        assert verify_audit_chain().broken_entry.pk == entries[1].pk
+
+    def test_entries_written_after_the_upgrade_extend_the_rekeyed_chain(
+        self, decided, manager_task, carol
+    ):
+        recompute_unkeyed(LogEntry.objects.all())
+        audit.rekey_unkeyed_chain(log_entries=LogEntry, now=timezone.now())
+
+        services.comment_on_human_task(
+            task_id=manager_task.pk, user=carol, body="After", channel=Channel.INBOX
+        )
+
+        assert verify_audit_chain().intact
+
+    @pytest.mark.django_db(transaction=True)
+    def test_the_upgrade_migration_rehashes_an_unkeyed_chain(self, decided):
+        executor = MigrationExecutor(connection)
+        executor.migrate([("approvals", "0004_decisions_index")])
+        recompute_unkeyed(LogEntry.objects.all())
+        assert not verify_audit_chain(checkpoints=[]).intact  # (no checkpoint table yet)
+
+        executor.loader.build_graph()
+        executor.migrate(executor.loader.graph.leaf_nodes("approvals"))
+
+        assert verify_audit_chain().intact
+        assert all("rekeyed" in e.additional_data["chain"] for e in LogEntry.objects.all())
+
+
+def checkpoint(**options) -> audit.Checkpoint:
+    return audit.write_checkpoint(now=timezone.now(), **options)
+
+
+def comment(task, user, body: str) -> None:
+    services.comment_on_human_task(task_id=task.pk, user=user, body=body, channel=Channel.INBOX)
+
+
+class TestCheckpoints:
+    def test_an_intact_chain_holds_against_its_checkpoints(self, decided):
+        anchored = checkpoint()
+
+        report = verify_audit_chain()
+
+        assert (report.intact, report.entries, report.holding) == (True, 3, anchored)
+        assert f"the newest, checkpoint #{anchored.number}" in verify()
+
+    def test_deleting_the_newest_entries_after_a_checkpoint_is_named_with_the_checkpoint(
+        self, decided
+    ):
+        anchored = checkpoint()
+        newest = list(LogEntry.objects.order_by("-id")[:2])
+        LogEntry.objects.filter(pk__in=[entry.pk for entry in newest]).delete()
+
+        report = verify_audit_chain()
+
+        assert not report.intact
+        assert f"checkpoint #{anchored.number} of" in report.problem
+        assert f"anchored 3 entries up to entry {newest[0].pk}, which is gone" in report.problem
+        with pytest.raises(CommandError, match="Entries were deleted"):
+            verify()
+
+    def test_a_cut_is_placed_after_the_newest_checkpoint_that_still_holds(
+        self, decided, manager_task, carol
+    ):
+        first = checkpoint()
+        comment(manager_task, carol, "One more")
+        second = checkpoint()
+        LogEntry.objects.filter(pk=second.entry_id).delete()
+
+        report = verify_audit_chain()
+
+        assert report.holding == first
+        assert f"checkpoint #{second.number} of" in report.problem
+        assert f"still matches checkpoint #{first.number} of" in report.problem
+
+    def test_an_edit_recomputed_with_the_key_still_breaks_its_checkpoint(self, decided):
+        anchored = checkpoint()
+        edited = LogEntry.objects.get(additional_data__event="commented")
+        LogEntry.objects.filter(pk=edited.pk).update(
+            additional_data={**edited.additional_data, "comment": "Nothing to see"}
+        )
+
+        recompute_keyed(LogEntry.objects.all())
+
+        report = verify_audit_chain()
+        assert f"no longer match checkpoint #{anchored.number} of" in report.problem
+        assert "rewritten" in report.problem
+
+    def test_an_edit_in_the_chain_names_the_entry_and_the_checkpoint_before_it(
+        self, decided, manager_task, carol
+    ):
+        anchored = checkpoint()
+        comment(manager_task, carol, "Later")
+        later = LogEntry.objects.order_by("-id").first()
+        LogEntry.objects.filter(pk=later.pk).update(
+            additional_data={**later.additional_data, "comment": "Edited"}
+        )
+
+        report = verify_audit_chain()
+
+        assert report.broken_entry.pk == later.pk
+        assert f"still matches checkpoint #{anchored.number} of" in report.problem
+
+    def test_a_forged_checkpoint_is_named(self, decided):
+        anchored = checkpoint()
+        AuditCheckpoint.objects.filter(pk=anchored.number).update(entries=2)
+
+        report = verify_audit_chain()
+
+        assert f"Checkpoint #{anchored.number} of" in report.problem
+        assert "not signed with the audit key" in report.problem
+
+    def test_a_broken_chain_is_never_anchored(self, decided):
+        edited = LogEntry.objects.get(additional_data__event="commented")
+        LogEntry.objects.filter(pk=edited.pk).update(
+            additional_data={**edited.additional_data, "comment": "Nothing to see"}
+        )
+
+        with pytest.raises(audit.AuditChainBroken, match=f"Audit entry {edited.pk} "):
+            checkpoint()
+
+        assert not AuditCheckpoint.objects.exists()
+
+    def test_a_checkpoint_is_refused_when_the_last_ones_entries_are_gone(self, decided):
+        anchored = checkpoint()
+        LogEntry.objects.filter(pk=anchored.entry_id).delete()
+
+        with pytest.raises(audit.AuditChainBroken, match="deleted or rewritten since it"):
+            checkpoint()
+
+        assert AuditCheckpoint.objects.count() == 1
+
+    def test_an_empty_log_has_nothing_to_anchor(self, db):
+        assert checkpoint() is None
+        assert not AuditCheckpoint.objects.exists()
+
+    def test_the_beat_task_writes_a_checkpoint(self, decided, settings):
+        tasks.audit_checkpoint()
+
+        assert AuditCheckpoint.objects.get().entries == 3
+        schedule = settings.CELERY_BEAT_SCHEDULE["baton-audit-checkpoint"]
+        assert schedule["task"] == tasks.audit_checkpoint.name
+
+
+class TestExportedCheckpoints:
+    def test_the_command_prints_a_signed_line_and_appends_it_to_the_export_file(
+        self, decided, tmp_path
+    ):
+        path = tmp_path / "checkpoints.jsonl"
+        out = StringIO()
+
+        call_command("audit_checkpoint", "--export", str(path), stdout=out)
+        call_command("audit_checkpoint", "--export", str(path), stdout=StringIO())
+
+        line = json.loads(out.getvalue())
+        assert line["entries"] == 3
+        assert len(line["signature"]) == 64
+        assert path.read_text().splitlines()[0] == out.getvalue().strip()
+        assert len(path.read_text().splitlines()) == 2
+
+    def test_the_file_shows_a_cut_even_with_the_checkpoint_rows_deleted(
+        self, decided, tmp_path, settings
+    ):
+        path = tmp_path / "checkpoints.jsonl"
+        settings.BATON_AUDIT_CHECKPOINT_FILE = str(path)
+        checkpoint()
+        AuditCheckpoint.objects.all().delete()
+        LogEntry.objects.filter(pk=LogEntry.objects.order_by("-id").first().pk).delete()
+
+        with pytest.raises(CommandError, match=f"in {path}, line 1"):
+            verify()
+        assert verify_audit_chain().intact  # the database alone no longer knows
+
+    def test_a_file_named_on_the_command_line_is_read(self, decided, tmp_path):
+        path = tmp_path / "elsewhere.jsonl"
+        checkpoint(export_to=path)
+        AuditCheckpoint.objects.all().delete()
+        LogEntry.objects.filter(pk=LogEntry.objects.order_by("-id").first().pk).delete()
+
+        with pytest.raises(CommandError, match="Entries were deleted"):
+            call_command("verify_audit", "--checkpoints", str(path), stdout=StringIO())
+
+    def test_a_checkpoint_both_saved_and_exported_counts_once(self, decided, tmp_path):
+        path = tmp_path / "checkpoints.jsonl"
+        checkpoint(export_to=path)
+        out = StringIO()
+
+        call_command("verify_audit", "--checkpoints", str(path), stdout=out)
+
+        assert "1 checkpoint(s) hold" in out.getvalue()
+
+    def test_an_altered_line_is_named(self, decided, tmp_path):
+        path = tmp_path / "checkpoints.jsonl"
+        checkpoint(export_to=path)
+        path.write_text(path.read_text().replace('"entries": 3', '"entries": 2'))
+
+        with pytest.raises(CommandError, match="not signed with the audit key"):
+            call_command("verify_audit", "--checkpoints", str(path), stdout=StringIO())
+
+    def test_a_line_cut_short_is_named(self, decided, tmp_path):
+        path = tmp_path / "checkpoints.jsonl"
+        checkpoint(export_to=path)
+        path.write_text(path.read_text()[:40])
+
+        with pytest.raises(CommandError, match=f"Line 1 of {path} is not a checkpoint"):
+            call_command("verify_audit", "--checkpoints", str(path), stdout=StringIO())
+
+    def test_a_missing_file_is_named(self, decided, tmp_path):
+        with pytest.raises(CommandError, match="Cannot read the checkpoint file"):
+            call_command(
+                "verify_audit", "--checkpoints", str(tmp_path / "gone.jsonl"), stdout=StringIO()
+            )
+
+    def test_an_unwritable_export_anchors_nothing(self, decided, tmp_path):
+        with pytest.raises(CommandError, match="Nothing was anchored"):
+            call_command(
+                "audit_checkpoint", "--export", str(tmp_path / "no-dir" / "x"), stdout=StringIO()
+            )
+
+        assert not AuditCheckpoint.objects.exists()

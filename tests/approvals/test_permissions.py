@@ -10,6 +10,7 @@ from approvals.permissions import (
     Conflict,
     Duties,
     DutyConflict,
+    Person,
     Reviewer,
     StageDecision,
     TaskFacts,
@@ -20,13 +21,14 @@ from approvals.permissions import (
     can_release,
     can_see,
     duty_conflict,
+    may_hand_to,
     run_requesters,
 )
 from approvals.states import TaskState
 from workflows.dsl import Workflow
 
-ALICE, BOB, CAROL, OLGA = 1, 2, 3, 4
-FINANCE = 10
+ALICE, BOB, CAROL, OLGA, EVE = 1, 2, 3, 4, 5
+FINANCE, LEGAL, SECURITY = 10, 11, 12
 NOON = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 
 
@@ -194,3 +196,36 @@ class TestPredicatesHonourSeparationOfDuties:
 
         assert not can_decide(bob, task)
         assert can_release(bob, task)
+
+
+class TestMayHandTo:
+    """carol manages finance and has alice and bob as reports; bob is in finance."""
+
+    carol = Person(
+        user_id=CAROL, group_ids=frozenset({FINANCE}), managed_group_ids=frozenset({FINANCE})
+    )
+    bob = Person(user_id=BOB, group_ids=frozenset({FINANCE, SECURITY}), manager_id=CAROL)
+    alice = Person(user_id=ALICE, group_ids=frozenset({LEGAL}), manager_id=CAROL)
+    eve = Person(user_id=EVE)
+    olga = Person(user_id=OLGA, is_operator=True)
+
+    def test_someone_in_one_of_my_groups(self):
+        assert may_hand_to(self.carol, self.bob)
+        assert may_hand_to(self.bob, self.carol)
+
+    def test_my_manager_and_my_reports(self):
+        assert may_hand_to(self.alice, self.carol)
+        assert may_hand_to(self.carol, self.alice)
+
+    def test_not_a_peer_in_another_group_nor_a_stranger(self):
+        assert not may_hand_to(self.alice, self.bob)
+        assert not may_hand_to(self.bob, self.eve)
+        assert not may_hand_to(self.eve, self.alice)
+
+    def test_the_members_of_a_group_i_manage_without_being_in_it(self):
+        manager = Person(user_id=99, managed_group_ids=frozenset({SECURITY}))
+
+        assert may_hand_to(manager, self.bob)
+
+    def test_an_operator_anyone(self):
+        assert may_hand_to(self.olga, self.eve)

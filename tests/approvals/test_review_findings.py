@@ -64,7 +64,7 @@ class TestAuditAddress:
 
         entry = LogEntry.objects.get(additional_data__event="approved")
         assert entry.remote_addr == "127.0.0.1"
-        assert verify_audit_chain() is None
+        assert verify_audit_chain().intact
 
 
 class TestNOfMIsNPeople:

@@ -12,7 +12,6 @@ from types import SimpleNamespace
 
 import pytest
 from auditlog.models import LogEntry
-from django.contrib.auth.models import Permission
 from django.urls import reverse
 from django.utils import timezone
 
@@ -66,20 +65,6 @@ def olgas_manager_task(olga, carol, start_expense) -> HumanTask:
     """carol's approval of an expense of olga, the operator."""
     ReportingLine.objects.create(user=olga, manager=carol)
     return start_expense(requester="olga").human_tasks.get()
-
-
-@pytest.fixture
-def admin_operator(olga):
-    olga.is_staff = True
-    olga.save()
-    olga.user_permissions.add(
-        *Permission.objects.filter(codename__in=["view_humantask", "change_humantask"])
-    )
-    return olga
-
-
-def transition_url(task, name: str) -> str:
-    return reverse("admin:approvals_humantask_transition", args=[task.pk, name])
 
 
 class TestTheRequesterNeverDecides:
@@ -336,7 +321,7 @@ class TestEveryChannelObeys:
 
 class TestTheAdmin:
     def test_decide_on_the_operators_own_request_is_refused_with_the_reason(
-        self, client, admin_operator, olgas_manager_task
+        self, transition_url, client, admin_operator, olgas_manager_task
     ):
         client.force_login(admin_operator)
         before = snapshot(olgas_manager_task)
@@ -349,7 +334,7 @@ class TestTheAdmin:
         assert snapshot(olgas_manager_task) == before
 
     def test_reassign_to_the_requester_is_refused_with_the_reason(
-        self, client, admin_operator, manager_task
+        self, transition_url, client, admin_operator, manager_task
     ):
         client.force_login(admin_operator)
         before = snapshot(manager_task)

@@ -9,7 +9,7 @@ from auditlog.models import LogEntry
 from django.utils import timezone
 
 from approvals import services
-from approvals.models import Comment, HumanTask, Substitution
+from approvals.models import Comment, HumanTask, ReportingLine, Substitution
 from approvals.states import Channel, Outcome, TaskState
 from tests.conftest import at_once
 from workflows.examples.models import ServiceEffect
@@ -164,6 +164,27 @@ class TestClaimAndRelease:
 
 
 class TestDelegateAndReassign:
+    def test_a_task_cannot_be_handed_to_a_stranger_and_the_refusal_says_whom_one_may(
+        self, manager_task, carol
+    ):
+        for hand_over in (services.delegate_human_task, services.reassign_human_task):
+            with pytest.raises(
+                services.NotAllowed, match="only to people in your groups"
+            ) as refusal:
+                hand_over(task_id=manager_task.pk, user=carol, to_username="eve", channel=INBOX)
+
+            assert "Eve is none of these" in str(refusal.value)
+        manager_task.refresh_from_db()
+        assert (manager_task.state, manager_task.assignee.username) == (TaskState.CLAIMED, "carol")
+
+    def test_an_operator_may_hand_a_task_to_anyone(self, manager_task, olga):
+        services.reassign_human_task(
+            task_id=manager_task.pk, user=olga, to_username="eve", channel=INBOX
+        )
+
+        manager_task.refresh_from_db()
+        assert manager_task.assignee.username == "eve"
+
     def test_the_delegate_decides_and_the_owner_is_told(
         self, manager_task, carol, bob, mailoutbox, django_capture_on_commit_callbacks
     ):
@@ -197,11 +218,12 @@ class TestDelegateAndReassign:
         with pytest.raises(services.NotAllowed):
             services.approve_human_task(task_id=task.pk, user=carol, channel=INBOX)
 
-    def test_the_groups_manager_reassigns_a_group_task(self, start_expense, carol, bob, drive):
+    def test_the_groups_manager_reassigns_a_group_task(self, start_expense, carol, bob, eve, drive):
         run = start_expense(amount="5000.00")
         services.approve_human_task(task_id=run.human_tasks.get().pk, user=carol, channel=INBOX)
         finance = drive(run).human_tasks.get(node="finance_approval")
         services.claim_human_task(task_id=finance.pk, user=bob, channel=INBOX)
+        ReportingLine.objects.create(user=eve, manager=carol)  # someone carol may hand it to
 
         # To eve: alice requested this expense, so it may not go to her.
         task = services.reassign_human_task(
@@ -308,8 +330,30 @@ class TestRaceOfTwoDecisions:
 
 
 class TestText:
+    def test_a_comment_past_the_shared_limit_is_refused_whatever_the_channel(
+        self, manager_task, carol
+    ):
+        for channel in (Channel.INBOX, Channel.API, Channel.EMAIL, Channel.ADMIN):
+            with pytest.raises(
+                services.InvalidRequest,
+                match=r"The comment must be at most 4000 characters \(this has 4001\)",
+            ):
+                services.approve_human_task(
+                    task_id=manager_task.pk, user=carol, channel=channel, comment="x" * 4001
+                )
+
+        manager_task.refresh_from_db()
+        assert manager_task.state == TaskState.CLAIMED
+
+    def test_a_comment_at_the_limit_is_kept_whole(self, manager_task, carol):
+        services.comment_on_human_task(
+            task_id=manager_task.pk, user=carol, body="x" * 4000, channel=INBOX
+        )
+
+        assert len(Comment.objects.get().body) == 4000
+
     def test_a_comment_with_a_nul_character_is_refused(self, manager_task, carol):
-        with pytest.raises(services.InvalidRequest, match="NUL"):
+        with pytest.raises(services.InvalidRequest, match="control characters \\(found U\\+0000"):
             services.approve_human_task(
                 task_id=manager_task.pk, user=carol, channel=INBOX, comment="ok\x00"
             )

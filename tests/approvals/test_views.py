@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import json
+import re
 from datetime import timedelta
 
 import pytest
@@ -10,7 +13,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from approvals.models import HumanTask
+from approvals import permissions, selectors, services
+from approvals.models import GroupManager, HumanTask, SavedFilter, Substitution
 from approvals.states import TaskState
 
 pytestmark = pytest.mark.django_db
@@ -151,6 +155,19 @@ class TestDecidingFromTheInbox:
         assert "a reason is required" in response.text
         assert manager_task.state == TaskState.CLAIMED
 
+    def test_a_100_kb_comment_is_refused_at_the_apis_limit(self, client, carol, manager_task):
+        client.force_login(carol)
+
+        response = client.post(
+            reverse("approvals:comment", args=[manager_task.pk]),
+            {"body": "x" * 100_000},
+            **htmx_target("decision-panel"),
+        )
+
+        assert response.status_code == 422
+        assert "The comment must be at most 4000 characters (this has 100000)." in response.text
+        assert not manager_task.comments.exists()
+
     def test_a_stale_form_is_refused(self, client, carol, manager_task):
         client.force_login(carol)
 
@@ -249,6 +266,38 @@ class TestSavedFiltersAndPicker:
         assert '<option value="bob">' in response.text
         assert "carol" not in response.text
 
+    @pytest.mark.parametrize(
+        ("who", "offered"),
+        [
+            ("carol", ["alice", "bob"]),  # her reports, and finance, which she is in and manages
+            ("bob", ["carol"]),  # finance and security, and his manager
+            ("alice", ["carol"]),  # her manager; legal has nobody else
+            ("eve", []),  # no group, no manager, no reports
+            ("olga", ["alice", "bob", "carol", "eve"]),  # an operator: anyone
+        ],
+    )
+    def test_the_user_picker_offers_only_people_one_may_hand_a_task_to(
+        self, client, people, who, offered
+    ):
+        client.force_login(people[who])
+
+        response = client.get(reverse("approvals:user_search"))
+
+        assert re.findall(r'<option value="([^"]+)">', response.text) == offered
+
+    def test_the_picker_and_the_rule_agree_for_every_pair(self, people, groups):
+        GroupManager.objects.create(group=groups["security"], manager=people["eve"])
+
+        for giver in people.values():
+            offered = set(selectors.people_to_hand_to(giver=services.person_for(giver)))
+            allowed = {
+                person
+                for person in people.values()
+                if person != giver
+                and permissions.may_hand_to(services.person_for(giver), services.person_for(person))
+            }
+            assert offered == allowed, giver.username
+
 
 class TestOutOfOffice:
     def test_setting_a_substitute_sends_new_tasks_to_them(self, client, carol, start_expense):
@@ -329,3 +378,92 @@ class TestQueriesPerPage:
 
         assert 'aria-label="99+ tasks">99+</span>' in response.text
         assert 'aria-label="0 tasks">0</span>' in response.text
+
+
+def cursor_of(*values) -> str:
+    return base64.urlsafe_b64encode(json.dumps(values).encode()).decode()
+
+
+class TestCraftedText:
+    """NUL and other control characters once reached PostgreSQL and answered 500."""
+
+    def test_the_user_picker_refuses_a_control_character_saying_so(self, client, carol):
+        client.force_login(carol)
+
+        response = client.get(reverse("approvals:user_search"), {"to": "b\x00"})
+
+        assert response.status_code == 400
+        assert response.text == (
+            "The name must not contain control characters (found U+0000 at position 2)."
+        )
+
+    @pytest.mark.parametrize(
+        ("name", "query", "said"),
+        [
+            ("Tr\x00ins", "q=train", "The filter name must not contain control characters"),
+            ("Trains", "q=tr\x00in", "The filter query must not contain control characters"),
+            ("T" * 81, "q=train", "The filter name must be at most 80 characters (this has 81)"),
+        ],
+    )
+    def test_a_saved_filter_that_cannot_be_kept_is_refused_and_nothing_saved(
+        self, client, carol, name, query, said
+    ):
+        client.force_login(carol)
+
+        response = client.post(
+            reverse("approvals:save_filter"), {"name": name, "query": query}, follow=True
+        )
+
+        assert said in response.text
+        assert SavedFilter.objects.count() == 0
+
+    def test_a_search_with_a_control_character_is_400_and_left_out(
+        self, client, carol, manager_task
+    ):
+        client.force_login(carol)
+
+        response = client.get(reverse("approvals:inbox"), {"q": "Lyon\x00"})
+
+        assert response.status_code == 400
+        assert "The search must not contain control characters" in response.text
+        assert manager_task.title in response.text
+
+
+class TestCraftedTimes:
+    """Moments at the ends of the calendar once answered 500 (OverflowError or PostgreSQL)."""
+
+    def test_a_cursor_out_of_range_starts_from_the_first_page_saying_so(
+        self, client, carol, manager_task
+    ):
+        client.force_login(carol)
+        cursor = cursor_of("0001-01-01T00:00:00+05:00", str(manager_task.pk))
+
+        response = client.get(reverse("approvals:inbox"), {"cursor": cursor})
+
+        assert response.status_code == 200
+        assert "That page link no longer works, so here is the first page." in response.text
+        assert manager_task.title in response.text
+
+    @pytest.mark.parametrize("moment", ["0001-01-01T00:00:00+05:00", "9999-12-31T23:59:59-05:00"])
+    def test_an_away_date_out_of_range_is_422_saying_the_range(self, client, carol, bob, moment):
+        client.force_login(carol)
+
+        response = client.post(
+            reverse("approvals:away"),
+            {"substitute": "bob", "starts_at": moment, "ends_at": "2026-12-05"},
+        )
+
+        assert response.status_code == 422
+        assert "The start date must lie between 0001-01-02 and 9999-12-30" in response.text
+        assert Substitution.objects.count() == 0
+
+    def test_an_away_date_that_is_not_a_date_is_named(self, client, carol, bob):
+        client.force_login(carol)
+
+        response = client.post(
+            reverse("approvals:away"),
+            {"substitute": "bob", "starts_at": "2026-12-01", "ends_at": "soon"},
+        )
+
+        assert response.status_code == 422
+        assert "The end date must be an ISO 8601 date-time" in response.text

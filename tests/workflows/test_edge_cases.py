@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
 import pytest
@@ -90,6 +91,32 @@ class TestSweepIsolation:
         # The step they wake up to waits in the queue, so the sweep is the only writer.
         few = statements_to_fire(2)
         assert few == statements_to_fire(40)
+
+    def test_a_batch_logs_its_routine_events_in_one_line_and_each_at_debug(
+        self, start, drive, caplog
+    ):
+        for _ in range(3):
+            drive(start("test_sleeping", {}))
+        caplog.clear()
+
+        with caplog.at_level(logging.INFO, logger="baton.engine"):
+            engine.sweep(now=later(60))
+
+        summaries = [r for r in caplog.records if r.getMessage() == "sweep.batch"]
+        assert [r.getMessage() for r in caplog.records] == ["sweep.batch"]
+        assert summaries[0].events_completed == 3
+
+    def test_a_batch_still_logs_a_lost_lease_on_its_own(self, start, caplog):
+        run = start("test_linear", {})
+        execute.claim_step(run.steps.get().pk, now=timezone.now())  # the worker dies
+        caplog.clear()
+
+        with caplog.at_level(logging.INFO, logger="baton.engine"):
+            engine.sweep(now=later(3600))
+
+        messages = [r.getMessage() for r in caplog.records]
+        assert "step.lease_expired" in messages
+        assert "sweep.batch" in messages
 
     def test_a_large_batch_is_sent_a_few_steps_a_message(
         self, start, drive, monkeypatch, django_capture_on_commit_callbacks

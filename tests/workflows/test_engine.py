@@ -18,7 +18,7 @@ from tests.conftest import at_once, steps_by_node
 from workflows import engine, registry
 from workflows.activity import ActivityCancelled
 from workflows.dsl import Activity, InvalidInput, NoCompensation, Workflow
-from workflows.engine import execute, work
+from workflows.engine import batch, execute, work
 from workflows.examples.models import ServiceEffect
 from workflows.models import Signal, StepEvent, StepRun, WorkflowRun
 from workflows.registry import UnknownWorkflow
@@ -28,7 +28,17 @@ pytestmark = pytest.mark.django_db
 
 
 def _statements(queries: CaptureQueriesContext) -> list[str]:
-    return [q["sql"].split()[0] for q in queries if "SAVEPOINT" not in q["sql"]]
+    """The first word of each statement sent, savepoints aside, batched ones included."""
+    return [
+        statement.split()[0]
+        for query in queries
+        if "SAVEPOINT" not in query["sql"]
+        for statement in query["sql"].split(batch.SEPARATOR)
+    ]
+
+
+def _round_trips(queries: CaptureQueriesContext) -> int:
+    return sum("SAVEPOINT" not in query["sql"] for query in queries)
 
 
 def later(seconds: float = 3600) -> timezone.datetime:
@@ -202,7 +212,7 @@ class TestExecuteStep:
             EventKind.COMPLETED,
         ]
 
-    def test_a_step_costs_one_statement_to_claim_and_four_to_record(self, start, order_input):
+    def test_a_step_costs_one_round_trip_to_claim_and_two_to_record(self, start, order_input):
         run = start("order", order_input())
         engine.execute_step(step_id=run.steps.get().pk)
         step = run.steps.get(node="reserve_inventory")
@@ -215,11 +225,12 @@ class TestExecuteStep:
             )
 
         # Claim: one UPDATE that locks the run in a CTE and starts the step.
-        # Record: lock the run and read the step, insert the next step, finish this
-        # one, insert its events in one statement. The run row is not rewritten.
-        # (Savepoints come from this test's own transaction.)
+        # Record: lock the run and read the step, then in one round trip insert the
+        # next step, finish this one and insert its events in one statement. The
+        # run row is not rewritten. (Savepoints come from this test's own transaction.)
         assert _statements(claiming) == ["WITH"]
         assert _statements(recording) == ["SELECT", "INSERT", "UPDATE", "INSERT"]
+        assert (_round_trips(claiming), _round_trips(recording)) == (1, 2)
 
     def test_a_claim_holds_the_step_for_its_nodes_first_lease(self, start, order_input):
         run = start("order", order_input())

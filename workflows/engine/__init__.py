@@ -10,8 +10,9 @@ whose worker died.
 
 One module per use case: `start`, `execute` (claim, run, record), `signals`,
 `undo` (compensation, cancel, dead letters), `pause`, `sweeper`; `advance` moves a
-run through its graph for all of them, and `work` gathers what one use case
-writes and sends. This package's face is the few functions below.
+run through its graph for all of them, asking `nodes` (one module per node kind)
+what entering a node or a due step does; `work` gathers what one use case writes
+and `batch` writes it. This package's face is the few functions below.
 """
 
 from __future__ import annotations

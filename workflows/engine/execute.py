@@ -84,25 +84,34 @@ def claim_step(step_id: int, *, now: datetime) -> Claim | None:
 # sibling steps only queue behind each other) and reads the run's state after the
 # lock, so a cancel that committed meanwhile is seen. A step with no stored lease
 # (written before leases were stored on steps) is left to `_claim_with_orm`.
-_CLAIM = f"""
+_CLAIM_TEMPLATE = """
 WITH run AS (
     SELECT id, state, workflow_type, workflow_version, input, correlation_id
-    FROM {WorkflowRun._meta.db_table}
-    WHERE id = (SELECT run_id FROM {StepRun._meta.db_table} WHERE id = %(step_id)s)
+    FROM {runs}
+    WHERE id = (SELECT run_id FROM {steps} WHERE id = %(step_id)s)
     FOR NO KEY UPDATE
 )
-UPDATE {StepRun._meta.db_table} AS step
-SET state = '{StepState.RUNNING}', attempt = step.attempt + 1, lease_token = %(token)s,
+UPDATE {steps} AS step
+SET state = '{running}', attempt = step.attempt + 1, lease_token = %(token)s,
     started_at = %(now)s, heartbeat_at = NULL, due_at = %(now)s + step.lease
 FROM run
 WHERE step.id = %(step_id)s AND step.run_id = run.id
-  AND step.state = '{StepState.SCHEDULED}' AND step.lease IS NOT NULL
-  AND CASE WHEN step.kind = '{StepKind.FORWARD}'
-      THEN run.state IN ('{RunState.RUNNING}', '{RunState.WAITING}')
-      ELSE run.state IN ({", ".join(f"'{state}'" for state in UNDOING_RUN_STATES)}) END
+  AND step.state = '{scheduled}' AND step.lease IS NOT NULL
+  AND CASE WHEN step.kind = '{forward}' THEN run.state IN ({moving})
+      ELSE run.state IN ({undoing}) END
 RETURNING step.node, step.kind, step.attempt,
     run.id, run.workflow_type, run.workflow_version, run.input, run.correlation_id
 """
+# Table names and state constants only; every value is bound.
+_CLAIM = _CLAIM_TEMPLATE.format(
+    runs=WorkflowRun._meta.db_table,
+    steps=StepRun._meta.db_table,
+    running=StepState.RUNNING,
+    scheduled=StepState.SCHEDULED,
+    forward=StepKind.FORWARD,
+    moving=", ".join(f"'{state}'" for state in (RunState.RUNNING, RunState.WAITING)),
+    undoing=", ".join(f"'{state}'" for state in UNDOING_RUN_STATES),
+)
 
 
 def _claim_in_one_statement(step_id: int, *, now: datetime) -> Claim | None:
@@ -302,8 +311,7 @@ def _step_succeeded(
         undo.undo_next(run, definition, now, work)
         return
     if run.state in LIVE_FORWARD_RUN_STATES:
-        node = definition.node(step.node)
-        assert isinstance(node, Activity)
+        node = definition.activity(step.node)
         advance.continue_to(run, definition, step, node.next, now, work)
         advance.settle(run, work)
     elif run.state in UNDOING_RUN_STATES:
@@ -321,8 +329,7 @@ def attempt_failed(
     work: UnitOfWork,
 ) -> None:
     """Retry with backoff while the policy allows; otherwise fail the step for good."""
-    node = definition.node(step.node)
-    assert isinstance(node, Activity)
+    node = definition.activity(step.node)
     forward = step.kind == StepKind.FORWARD
     policy = node.retry if forward else node.compensation_retry
     error = {**error, "attempt": step.attempt}

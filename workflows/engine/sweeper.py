@@ -11,12 +11,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from workflows import registry
-from workflows.dsl import Activity, Sleep, WaitForSignal, Workflow
-from workflows.engine import advance, execute
+from workflows.dsl import Workflow
+from workflows.engine import nodes
 from workflows.engine.start import start_pending_runs
 from workflows.engine.work import UNDOING_RUN_STATES, UnitOfWork, definition_of
 from workflows.models import StepRun, WorkflowRun
-from workflows.states import EventKind, RunState, StepKind, StepState
+from workflows.states import RunState, StepState
 
 logger = logging.getLogger("baton.engine")
 
@@ -66,7 +66,7 @@ _RUNS_PER_TRANSACTION = 500
 
 
 def _sweep_runs(run_ids: list[uuid.UUID], now: datetime) -> int:
-    work = UnitOfWork()
+    work = UnitOfWork(batched=True)
     with transaction.atomic():
         runs = list(
             WorkflowRun.objects.select_for_update(skip_locked=True)
@@ -114,59 +114,6 @@ def handle_due_step(
     run: WorkflowRun, definition: Workflow, step: StepRun, now: datetime, work: UnitOfWork
 ) -> None:
     node = definition.node(step.node)
-    if step.state == StepState.SCHEDULED:
-        assert isinstance(node, Activity)
-        limit = node.timeouts.schedule_to_start
-        forward = step.kind == StepKind.FORWARD  # an undo is re-sent, never given up
-        if forward and limit is not None and now - step.scheduled_at >= limit:
-            # As in Temporal, a schedule-to-start timeout is not retried: no worker
-            # is taking this kind of work, and another attempt would queue the same.
-            error = {"type": "ScheduleToStartTimeout", "message": f"not started within {limit}"}
-            execute.step_failed(run, definition, step, error, now, work)
-        else:
-            step.due_at = advance.redispatch_at(node, now)
-            work.save(step)
-            work.event(run, step, EventKind.REDISPATCHED, now)
-            work.send(step)
-    elif step.state == StepState.RUNNING:
-        assert isinstance(node, Activity)
-        kind = "HeartbeatTimeout" if node.timeouts.heartbeat else "StartToCloseTimeout"
-        error = {"type": kind, "message": "the attempt's lease expired (worker lost or stalled)"}
-        step.may_have_applied = True
-        # The lost attempt's STARTED event, written here since its worker never recorded it.
-        work.event(run, step, EventKind.STARTED, step.started_at)
-        work.event(run, step, EventKind.LEASE_EXPIRED, now, detail=error)
-        execute.attempt_failed(run, definition, step, error, False, now, work)
-    elif step.state == StepState.RETRY_WAIT:
-        assert isinstance(node, Activity)
-        step.reschedule(now=now, redispatch_at=advance.redispatch_at(node, now))
-        work.save(step)
-        work.send(step)
-    elif isinstance(node, Sleep):
-        step.succeed(result={"slept_until": now.isoformat()}, now=now)
-        work.save(step)
-        work.event(run, step, EventKind.COMPLETED, now)
-        advance.continue_to(run, definition, step, node.next, now, work)
-        advance.settle(run, work)
-    elif isinstance(node, WaitForSignal):
-        _wait_timed_out(run, definition, step, node, now, work)
-
-
-def _wait_timed_out(
-    run: WorkflowRun,
-    definition: Workflow,
-    step: StepRun,
-    node: WaitForSignal,
-    now: datetime,
-    work: UnitOfWork,
-) -> None:
-    work.event(run, step, EventKind.TIMED_OUT, now)
-    advance.leave_node(run, definition, step, work)
-    if node.on_timeout is None:
-        error = {"type": "WaitTimedOut", "message": f"no signal within {node.timeout}"}
-        execute.step_failed(run, definition, step, error, now, work)
-        return
-    step.succeed(result={"signal": None, "timed_out": True}, now=now)
-    work.save(step)
-    advance.continue_to(run, definition, step, node.on_timeout, now, work)
-    advance.settle(run, work)
+    due = nodes.kind_of(node).due
+    if due is not None:
+        due(run, definition, step, node, now, work)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -15,8 +16,9 @@ from django.db.models import QuerySet
 
 from workflows import registry
 from workflows.dsl import Workflow
+from workflows.engine import batch
 from workflows.engine.errors import RunNotFound
-from workflows.models import StepEvent, StepRun, WorkflowRun, save_changes
+from workflows.models import StepEvent, StepRun, WorkflowRun
 from workflows.states import EventKind, RunState, StepKind
 
 if TYPE_CHECKING:
@@ -27,6 +29,10 @@ logger = logging.getLogger("baton.engine")
 
 EXECUTE_STEP_TASK = "baton.execute_step"
 EXECUTE_STEPS_TASK = "baton.execute_steps"
+# What a sweep does by the thousand, logged one by one only at debug.
+_ROUTINE_EVENTS = frozenset(
+    {EventKind.STARTED, EventKind.COMPLETED, EventKind.WAITING, EventKind.REDISPATCHED}
+)
 LIVE_FORWARD_RUN_STATES = (RunState.RUNNING, RunState.WAITING, RunState.PAUSED)
 UNDOING_RUN_STATES = (RunState.COMPENSATING, RunState.CANCELLING)
 
@@ -44,10 +50,12 @@ class UnitOfWork:
 
     A worker recording a step (`inline=True`) claims the first local activity that
     follows in the same transaction and runs it next, with no broker round trip and
-    no second commit.
+    no second commit. A sweep's batch (`batched=True`) logs its routine events at
+    debug and sums them up in one line; the timeline keeps every one of them.
     """
 
     inline: bool = False
+    batched: bool = False
     inline_claim: Claim | None = None
     events: list[StepEvent] = field(default_factory=list)
     new_steps: list[StepRun] = field(default_factory=list)
@@ -78,7 +86,8 @@ class UnitOfWork:
         detail: dict[str, Any] | None = None,
     ) -> None:
         """Add a line to the run's timeline (written by `finish`) and log it."""
-        detail = json.loads(json.dumps(detail or {}, default=str))
+        # What the JSON column would give back, so the log says what the row holds.
+        detail = json.loads(json.dumps(detail, default=str)) if detail else {}
         if step is not None and step.kind == StepKind.COMPENSATION:
             detail.setdefault("compensation", True)
         self.events.append(
@@ -92,34 +101,48 @@ class UnitOfWork:
                 detail=detail,
             )
         )
-        logger.info(f"step.{kind}" if step else f"run.{kind}", extra=log_fields(run, step, detail))
+        level = logging.DEBUG if self.batched and kind in _ROUTINE_EVENTS else logging.INFO
+        if logger.isEnabledFor(level):
+            message = f"step.{kind}" if step else f"run.{kind}"
+            logger.log(level, message, extra=log_fields(run, step, detail))
 
     def flush(self) -> None:
-        if self.new_steps:
-            StepRun.objects.bulk_create(self.new_steps)
-            for step in self.new_steps:
-                step.mark_saved()
-            self.new_steps = []
-        if self.changed:
-            rows = [row for row in self.changed.values() if row.changed_fields()]
-            self.changed = {}
-            for model in (StepRun, WorkflowRun):
-                save_changes(model, [row for row in rows if isinstance(row, model)])
+        """Write the new and changed rows now (before the engine reads steps back)."""
+        batch.execute(self._row_statements())
 
     def finish(self, *runs: WorkflowRun) -> None:
         """Write what the use case changed; send its steps once the transaction commits."""
         for run in runs:
             self.save(run)
-        self.flush()
+        if any(event.step is not None and event.step.pk is None for event in self.events):
+            self.flush()  # an event names a step inserted by this unit of work
+        statements = self._row_statements()
         if self.events:
-            StepEvent.objects.bulk_create(self.events)
+            if self.batched:
+                kinds = Counter(event.kind for event in self.events)
+                logger.info("sweep.batch", extra={f"events_{kind}": n for kind, n in kinds.items()})
+            statements.append(batch.insert(StepEvent, self.events, returning_ids=False))
             self.events = []
+        batch.execute(statements)
         if self.to_send:
             step_ids = [step.pk for step in self.to_send]
             self.to_send = []
             # Robust: a broker that is down must not fail a committed use case; the
             # sweep re-sends every step whose message never arrived.
             transaction.on_commit(lambda: send_steps(step_ids), robust=True)
+
+    def _row_statements(self) -> list[batch.Statement]:
+        statements = []
+        # A new step changed before it was written is inserted as it is now.
+        rows = [row for row in self.changed.values() if row.pk is not None]
+        self.changed = {}
+        if self.new_steps:
+            statements.append(batch.insert(StepRun, self.new_steps, returning_ids=True))
+            self.new_steps = []
+        if rows:
+            for model in (StepRun, WorkflowRun):
+                statements += batch.updates(model, [row for row in rows if isinstance(row, model)])
+        return statements
 
 
 def steps_of(run: WorkflowRun, work: UnitOfWork) -> QuerySet[StepRun]:

@@ -1,0 +1,199 @@
+"""config/settings.py on a bare machine: production's defaults, and the demo's few changes.
+
+Each test loads the settings in a fresh Python process with an environment made
+for it (nothing inherited from this test run but PATH), as a server would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+KEY = "k" * 20 + "-a-long-random-looking-key-for-these-tests-only-0123456789"
+
+
+def bare_env(tmp_path: Path, **variables: str) -> dict[str, str]:
+    """A machine with nothing set but PATH, its var/ in tmp_path, and `variables`."""
+    return {"PATH": os.environ["PATH"], "BATON_VAR_DIR": str(tmp_path / "var"), **variables}
+
+
+def load_settings(env: dict[str, str], *names: str) -> subprocess.CompletedProcess[str]:
+    """Load config.settings in a new process; print the named settings as JSON."""
+    script = (
+        "import json, django; from django.conf import settings; django.setup(); "
+        f"print(json.dumps({{name: getattr(settings, name) for name in {list(names)!r}}}, "
+        "default=str))"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        env={**env, "DJANGO_SETTINGS_MODULE": "config.settings"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def loaded(env: dict[str, str], *names: str) -> dict[str, object]:
+    result = load_settings(env, *names)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+class TestSecretKey:
+    def test_nothing_starts_without_one_and_the_refusal_says_how_to_make_one(self, tmp_path):
+        result = load_settings(bare_env(tmp_path), "SECRET_KEY")
+
+        assert result.returncode != 0
+        assert "ImproperlyConfigured: DJANGO_SECRET_KEY is not set" in result.stderr
+        assert "secrets.token_urlsafe(50)" in result.stderr
+        assert "DJANGO_SECRET_KEY_FILE" in result.stderr
+
+    def test_debug_on_does_not_bring_back_a_built_in_key(self, tmp_path):
+        result = load_settings(bare_env(tmp_path, DJANGO_DEBUG="true"), "SECRET_KEY")
+
+        assert result.returncode != 0
+        assert "DJANGO_SECRET_KEY is not set" in result.stderr
+
+    def test_it_is_read_from_the_environment(self, tmp_path):
+        settings = loaded(bare_env(tmp_path, DJANGO_SECRET_KEY=KEY), "SECRET_KEY")
+
+        assert settings["SECRET_KEY"] == KEY
+
+    def test_it_is_read_from_the_file_named_in_the_environment(self, tmp_path):
+        key_file = tmp_path / "secret_key"
+        key_file.write_text(KEY + "\n")
+
+        settings = loaded(bare_env(tmp_path, DJANGO_SECRET_KEY_FILE=str(key_file)), "SECRET_KEY")
+
+        assert settings["SECRET_KEY"] == KEY
+
+    @pytest.mark.parametrize(
+        ("contents", "problem"), [(None, "cannot be read"), ("\n", "is empty")]
+    )
+    def test_a_missing_or_empty_key_file_is_refused_by_name(self, tmp_path, contents, problem):
+        key_file = tmp_path / "secret_key"
+        if contents is not None:
+            key_file.write_text(contents)
+
+        result = load_settings(
+            bare_env(tmp_path, DJANGO_SECRET_KEY_FILE=str(key_file)), "SECRET_KEY"
+        )
+
+        assert result.returncode != 0
+        assert f"DJANGO_SECRET_KEY_FILE names '{key_file}', which {problem}" in result.stderr
+
+
+class TestDebug:
+    def test_is_off_unless_asked_for(self, tmp_path):
+        settings = loaded(bare_env(tmp_path, DJANGO_SECRET_KEY=KEY), "DEBUG", "STORAGES")
+
+        assert settings["DEBUG"] is False
+        assert settings["STORAGES"]["staticfiles"]["BACKEND"] == (
+            "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        )
+
+    def test_is_on_when_asked_for(self, tmp_path):
+        settings = loaded(bare_env(tmp_path, DJANGO_SECRET_KEY=KEY, DJANGO_DEBUG="true"), "DEBUG")
+
+        assert settings["DEBUG"] is True
+
+    def test_a_value_that_is_not_a_boolean_is_refused(self, tmp_path):
+        result = load_settings(bare_env(tmp_path, DJANGO_SECRET_KEY=KEY, DJANGO_DEBUG="maybe"))
+
+        assert "DJANGO_DEBUG must be a boolean (true/false), not 'maybe'." in result.stderr
+
+
+class TestDemo:
+    """`make demo` alone: a key made once, and pages served with DEBUG off."""
+
+    def test_its_key_is_made_once_and_readable_by_its_owner_only(self, tmp_path):
+        key_file = tmp_path / "var" / "secret_key"
+        make = ["make", "--no-print-directory", "-s", f"DEMO_SECRET_KEY={key_file}", str(key_file)]
+
+        subprocess.run(make, cwd=ROOT, check=True, timeout=60)
+        first = key_file.read_text()
+        subprocess.run(make, cwd=ROOT, check=True, timeout=60)
+
+        assert key_file.read_text() == first
+        assert len(first.strip()) >= 50
+        assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+
+    def test_its_settings_serve_the_sign_in_page_and_its_styles_with_debug_off(self, tmp_path):
+        key_file = tmp_path / "secret_key"
+        key_file.write_text(KEY)
+        env = bare_env(
+            tmp_path, DJANGO_SECRET_KEY_FILE=str(key_file), BATON_STATIC_FROM_SOURCE="true"
+        )
+        script = (
+            "import django; django.setup(); from django.conf import settings; "
+            "from django.test import Client; client = Client(HTTP_HOST='127.0.0.1'); "
+            "page = client.get('/accounts/login/'); css = client.get('/static/baton.css'); "
+            "print(settings.DEBUG, page.status_code, css.status_code, "
+            "'/static/baton.css' in page.content.decode())"
+        )
+
+        result = subprocess.run(
+            [sys.executable, "-c", script],
+            cwd=ROOT,
+            env={**env, "DJANGO_SETTINGS_MODULE": "config.settings"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.split() == ["False", "200", "200", "True"]
+
+
+class TestHttps:
+    def test_is_off_by_default_for_the_demo_and_the_tests_on_plain_http(self, tmp_path):
+        names = ("SECURE_SSL_REDIRECT", "SESSION_COOKIE_SECURE", "SECURE_HSTS_SECONDS")
+
+        settings = loaded(bare_env(tmp_path, DJANGO_SECRET_KEY=KEY), *names)
+
+        assert settings == dict.fromkeys(names, False) | {"SECURE_HSTS_SECONDS": 0}
+
+    def test_the_proxy_header_is_read_as_django_expects_it(self, tmp_path):
+        env = bare_env(
+            tmp_path,
+            DJANGO_SECRET_KEY=KEY,
+            DJANGO_SECURE_PROXY_SSL_HEADER="X-Forwarded-Proto: https",
+            DJANGO_SECURE_HSTS_SECONDS="3600",
+        )
+
+        settings = loaded(env, "SECURE_PROXY_SSL_HEADER", "SECURE_HSTS_SECONDS")
+
+        assert settings == {
+            "SECURE_PROXY_SSL_HEADER": ["HTTP_X_FORWARDED_PROTO", "https"],
+            "SECURE_HSTS_SECONDS": 3600,
+        }
+
+    @pytest.mark.parametrize(
+        ("name", "value", "message"),
+        [
+            (
+                "DJANGO_SECURE_PROXY_SSL_HEADER",
+                "X-Forwarded-Proto",
+                'DJANGO_SECURE_PROXY_SSL_HEADER must be "Header-Name: value", such as '
+                "\"X-Forwarded-Proto: https\", not 'X-Forwarded-Proto'.",
+            ),
+            (
+                "DJANGO_SECURE_HSTS_SECONDS",
+                "a year",
+                "DJANGO_SECURE_HSTS_SECONDS must be a whole number, not 'a year'.",
+            ),
+        ],
+    )
+    def test_a_malformed_value_is_refused_by_name(self, tmp_path, name, value, message):
+        result = load_settings(bare_env(tmp_path, DJANGO_SECRET_KEY=KEY, **{name: value}))
+
+        assert result.returncode != 0
+        assert message in result.stderr

@@ -1,0 +1,141 @@
+"""Write a unit of work's rows in as few round trips as the database allows.
+
+Each kind of row costs one statement: new rows one INSERT, changed rows one
+UPDATE per set of rows changed alike. The SQL comes from Django's own compilers,
+so fields convert exactly as `bulk_create` and `update` would convert them. On
+PostgreSQL the statements of one write go to the server in one round trip (the
+driver binds parameters on the client, so several statements fit in one
+query); elsewhere they run one after the other.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import django_fsm as fsm
+from django.db import connection
+from django.db.models import Model, Q
+from django.db.models.sql import InsertQuery, UpdateQuery
+from django.utils import timezone
+
+from workflows.models import SavesChanges
+
+SEPARATOR = ";\n"
+
+
+def statements_in(sql: str) -> int:
+    """How many statements a query sent by `execute` holds."""
+    return sql.count(SEPARATOR) + 1
+
+
+@dataclass(frozen=True)
+class Statement:
+    sql: str
+    params: Sequence[Any]
+    # Reads the statement's result once it ran (the cursor is positioned on it).
+    done: Callable[[Any], None]
+
+
+def insert(model: type[Model], rows: list[Model], *, returning_ids: bool) -> Statement:
+    """One INSERT of `rows`; with `returning_ids`, each row learns its primary key."""
+    meta = model._meta
+    fields = [field for field in meta.concrete_fields if not field.primary_key]
+    for row in rows:
+        row._prepare_related_fields_for_save(operation_name="bulk_create")
+    query = InsertQuery(model)
+    query.insert_values(fields, rows)
+    compiler = query.get_compiler(connection=connection)
+    if returning_ids:
+        compiler.returning_fields = [meta.pk]
+    [(sql, params)] = compiler.as_sql()
+
+    def done(cursor: Any) -> None:
+        ids = [row[0] for row in cursor.fetchall()] if returning_ids else []
+        for index, row in enumerate(rows):
+            if returning_ids:
+                row.pk = ids[index]
+            row._state.adding = False
+            row._state.db = connection.alias
+            if isinstance(row, SavesChanges):
+                row.mark_saved()
+
+    return Statement(sql, params, done)
+
+
+def updates(model: type[SavesChanges], rows: list[SavesChanges]) -> list[Statement]:
+    """One UPDATE per set of rows a transition changed alike, fenced on their state.
+
+    Rows moved from the same state to the same values (a batch of timers firing at
+    one `now`) share one `UPDATE ... WHERE id IN (...) AND state = <their state
+    before>`. Fenced like ConcurrentTransitionMixin: if a row is no longer in the
+    state it was read in, ConcurrentTransition is raised and the transaction rolls
+    back (the caller holds the rows' locks, so this is a second fence).
+    """
+    auto_now = [f.attname for f in model._meta.concrete_fields if getattr(f, "auto_now", False)]
+    state_fields = [f.attname for f in model._meta.concrete_fields if isinstance(f, fsm.FSMField)]
+    alike: dict[tuple[Any, ...], tuple[dict[str, Any], dict[str, Any], list[SavesChanges]]] = {}
+    for row in rows:
+        changes = {name: row.__dict__[name] for name in row.changed_fields()}
+        if not changes:
+            continue
+        before = {name: row._saved_values[name] for name in state_fields}
+        key = (_hashable(changes), _hashable(before))
+        alike.setdefault(key, (changes, before, []))[2].append(row)
+    now = timezone.now()
+    return [
+        _update(model, changes | dict.fromkeys(auto_now, now), before, group)
+        for changes, before, group in alike.values()
+    ]
+
+
+def _update(
+    model: type[SavesChanges],
+    values: dict[str, Any],
+    before: dict[str, Any],
+    group: list[SavesChanges],
+) -> Statement:
+    query = UpdateQuery(model)
+    query.add_update_values({model._meta.get_field(name).name: v for name, v in values.items()})
+    query.add_q(Q(pk__in=[row.pk for row in group], **before))
+    sql, params = query.get_compiler(connection=connection).as_sql()
+
+    def done(cursor: Any) -> None:
+        if cursor.rowcount != len(group):
+            raise fsm.ConcurrentTransition(
+                f"{len(group) - cursor.rowcount} of {len(group)} {model.__name__} rows "
+                "changed state since they were read"
+            )
+        for row in group:
+            row.__dict__.update(values)
+            row.mark_saved()
+
+    return Statement(sql, params, done)
+
+
+def execute(statements: list[Statement]) -> None:
+    """Run the statements in order, on PostgreSQL in one round trip."""
+    if not statements:
+        return
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql" and len(statements) > 1:
+            cursor.execute(
+                SEPARATOR.join(statement.sql for statement in statements),
+                [param for statement in statements for param in statement.params],
+            )
+            for index, statement in enumerate(statements):
+                if index:
+                    cursor.nextset()
+                statement.done(cursor)
+            return
+        for statement in statements:
+            cursor.execute(statement.sql, statement.params)
+            statement.done(cursor)
+
+
+def _hashable(values: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    return tuple(
+        (name, json.dumps(value, sort_keys=True, default=str)) for name, value in values.items()
+    )

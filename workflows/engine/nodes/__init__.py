@@ -1,0 +1,42 @@
+"""One module per node kind: what a run does when it enters the node, and when its step falls due.
+
+The engine asks `kind_of(node)` instead of an isinstance chain in each use case,
+so a new kind is one new module and one line below. Every function runs inside a
+use case's transaction, with the run row locked, and writes through its unit of
+work. Other apps add behaviour to a kind through `workflows.registry` hooks
+(approvals creates and closes human tasks for `Approval`, a kind of wait).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from workflows.dsl import Activity, Branch, Join, Node, Parallel, Sleep, WaitForSignal
+from workflows.engine.nodes import activity, branch, join, parallel, sleep, wait
+
+
+@dataclass(frozen=True)
+class NodeKind:
+    # enter(run, definition, node, *, came_from, now, work): create the node's step.
+    enter: Callable[..., None]
+    # due(run, definition, step, node, now, work): the sweep found the step due.
+    due: Callable[..., None] | None = None
+
+
+_KINDS: dict[type[Node], NodeKind] = {
+    Activity: NodeKind(enter=activity.enter, due=activity.due),
+    Branch: NodeKind(enter=branch.enter),
+    Parallel: NodeKind(enter=parallel.enter),
+    Join: NodeKind(enter=join.enter),
+    Sleep: NodeKind(enter=sleep.enter, due=sleep.due),
+    WaitForSignal: NodeKind(enter=wait.enter, due=wait.due),
+}
+
+
+def kind_of(node: Node) -> NodeKind:
+    """The behaviour of `node`'s kind (a subclass, such as `Approval`, shares its parent's)."""
+    for node_type in type(node).__mro__:
+        if node_type in _KINDS:
+            return _KINDS[node_type]
+    raise TypeError(f"unknown node kind {type(node).__name__}")

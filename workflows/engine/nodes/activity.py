@@ -1,0 +1,73 @@
+"""Activities: a worker runs them; the sweep re-sends lost ones, expires leases and retries."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from workflows.dsl import Activity, Workflow
+from workflows.engine import advance, execute
+from workflows.engine.work import UnitOfWork
+from workflows.models import StepRun, WorkflowRun
+from workflows.states import EventKind, StepKind, StepState
+
+
+def enter(
+    run: WorkflowRun,
+    definition: Workflow,
+    node: Activity,
+    *,
+    came_from: StepRun | None,
+    now: datetime,
+    work: UnitOfWork,
+) -> None:
+    """Schedule the step for a worker, or claim a local one for the worker recording now."""
+    if node.local and work.inline and work.inline_claim is None:
+        work.inline_claim = execute.claim_inline(run, node, now, work)
+        work.busy_runs.add(run.pk)
+        return
+    step = advance.new_step(
+        work,
+        run,
+        node.name,
+        StepState.SCHEDULED,
+        now,
+        due_at=advance.redispatch_at(node, now),
+        lease=node.timeouts.first_lease,
+    )
+    work.send(step)
+
+
+def due(
+    run: WorkflowRun,
+    definition: Workflow,
+    step: StepRun,
+    node: Activity,
+    now: datetime,
+    work: UnitOfWork,
+) -> None:
+    """Re-send a step nobody took, fail an attempt whose lease expired, or retry now."""
+    if step.state == StepState.SCHEDULED:
+        limit = node.timeouts.schedule_to_start
+        forward = step.kind == StepKind.FORWARD  # an undo is re-sent, never given up
+        if forward and limit is not None and now - step.scheduled_at >= limit:
+            # As in Temporal, a schedule-to-start timeout is not retried: no worker
+            # is taking this kind of work, and another attempt would queue the same.
+            error = {"type": "ScheduleToStartTimeout", "message": f"not started within {limit}"}
+            execute.step_failed(run, definition, step, error, now, work)
+        else:
+            step.due_at = advance.redispatch_at(node, now)
+            work.save(step)
+            work.event(run, step, EventKind.REDISPATCHED, now)
+            work.send(step)
+    elif step.state == StepState.RUNNING:
+        kind = "HeartbeatTimeout" if node.timeouts.heartbeat else "StartToCloseTimeout"
+        error = {"type": kind, "message": "the attempt's lease expired (worker lost or stalled)"}
+        step.may_have_applied = True
+        # The lost attempt's STARTED event, written here since its worker never recorded it.
+        work.event(run, step, EventKind.STARTED, step.started_at)
+        work.event(run, step, EventKind.LEASE_EXPIRED, now, detail=error)
+        execute.attempt_failed(run, definition, step, error, False, now, work)
+    elif step.state == StepState.RETRY_WAIT:
+        step.reschedule(now=now, redispatch_at=advance.redispatch_at(node, now))
+        work.save(step)
+        work.send(step)

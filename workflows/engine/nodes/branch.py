@@ -1,0 +1,26 @@
+"""Branches: a condition over the run's data picks the way on, at once."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from workflows.dsl import Branch, Workflow
+from workflows.engine import advance
+from workflows.engine.work import UnitOfWork
+from workflows.models import StepRun, WorkflowRun
+from workflows.states import StepState
+
+
+def enter(
+    run: WorkflowRun,
+    definition: Workflow,
+    node: Branch,
+    *,
+    came_from: StepRun | None,
+    now: datetime,
+    work: UnitOfWork,
+) -> None:
+    work.flush()  # the condition reads earlier results
+    took = bool(node.condition(run.data))
+    step = advance.new_step(work, run, node.name, StepState.SUCCEEDED, now, result={"took": took})
+    advance.continue_to(run, definition, step, node.if_true if took else node.if_false, now, work)

@@ -1,0 +1,56 @@
+"""Joins: close a parallel region once all, any, or N of M of its branches arrived."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from workflows.dsl import Join, Workflow
+from workflows.engine import advance
+from workflows.engine.work import UnitOfWork, steps_of
+from workflows.models import StepRun, WorkflowRun
+from workflows.states import EventKind, StepKind, StepState
+
+
+def enter(
+    run: WorkflowRun,
+    definition: Workflow,
+    node: Join,
+    *,
+    came_from: StepRun | None,
+    now: datetime,
+    work: UnitOfWork,
+) -> None:
+    """Count a branch in; the arrival that completes the join cancels the stragglers."""
+    work.flush()
+    step, _ = StepRun.objects.get_or_create(
+        run=run,
+        node=node.name,
+        kind=StepKind.FORWARD,
+        defaults={"state": StepState.WAITING, "scheduled_at": now, "result": {"arrived": []}},
+    )
+    if step.state != StepState.WAITING:
+        return
+    arrived = [*step.result["arrived"], came_from.node if came_from else None]
+    step.result = {"arrived": arrived}
+    if len(arrived) < node.required(definition.branch_count[node.name]):
+        work.save(step)
+        return
+    step.succeed(result={"arrived": arrived}, now=now)
+    work.save(step)
+    work.event(run, step, EventKind.COMPLETED, now, detail={"arrived": arrived})
+    # Branches that lost the race stop here; a running one loses its lease, so its
+    # heartbeat tells it to stop and its result, or failure, is discarded.
+    region = [name for name, closer in definition.join_of.items() if closer == node.name]
+    for straggler in steps_of(run, work).filter(
+        node__in=region,
+        kind=StepKind.FORWARD,
+        state__in=[*advance.CANCELLABLE_STEP_STATES, StepState.RUNNING],
+    ):
+        advance.cancel_step(run, definition, straggler, now, work)
+    advance.continue_to(run, definition, step, node.next, now, work)
+
+
+def closed(run: WorkflowRun, name: str, work: UnitOfWork) -> bool:
+    """Whether the join `name` already went on (a branch arriving later stops there)."""
+    done = steps_of(run, work).filter(node=name, kind=StepKind.FORWARD, state=StepState.SUCCEEDED)
+    return done.exists()

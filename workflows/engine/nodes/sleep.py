@@ -1,0 +1,38 @@
+"""Timers: the step waits until its due time, when the sweep moves the run on."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from workflows.dsl import Sleep, Workflow
+from workflows.engine import advance
+from workflows.engine.work import UnitOfWork
+from workflows.models import StepRun, WorkflowRun
+from workflows.states import EventKind, StepState
+
+
+def enter(
+    run: WorkflowRun,
+    definition: Workflow,
+    node: Sleep,
+    *,
+    came_from: StepRun | None,
+    now: datetime,
+    work: UnitOfWork,
+) -> None:
+    advance.new_step(work, run, node.name, StepState.WAITING, now, due_at=now + node.duration)
+
+
+def due(
+    run: WorkflowRun,
+    definition: Workflow,
+    step: StepRun,
+    node: Sleep,
+    now: datetime,
+    work: UnitOfWork,
+) -> None:
+    step.succeed(result={"slept_until": now.isoformat()}, now=now)
+    work.save(step)
+    work.event(run, step, EventKind.COMPLETED, now)
+    advance.continue_to(run, definition, step, node.next, now, work)
+    advance.settle(run, work)

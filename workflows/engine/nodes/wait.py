@@ -1,0 +1,59 @@
+"""Waits for a signal (approvals are one kind): a signal ends them, or their timeout does."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from workflows import registry
+from workflows.dsl import WaitForSignal, Workflow
+from workflows.engine import advance, execute, signals
+from workflows.engine.work import UnitOfWork
+from workflows.models import StepRun, WorkflowRun
+from workflows.states import EventKind, StepState
+
+
+def enter(
+    run: WorkflowRun,
+    definition: Workflow,
+    node: WaitForSignal,
+    *,
+    came_from: StepRun | None,
+    now: datetime,
+    work: UnitOfWork,
+) -> None:
+    """Start waiting, run the kind's hook (a human task), and take a signal that came early."""
+    due_at = now + node.timeout if node.timeout is not None else None
+    step = advance.new_step(work, run, node.name, StepState.WAITING, now, due_at=due_at)
+    work.event(run, step, EventKind.WAITING, now, detail={"signals": sorted(node.signals)})
+    hook = registry.node_hooks(node).enter
+    if hook is not None:
+        work.flush()
+        hook(run, step, node)
+    early = (
+        run.signals.filter(name__in=list(node.signals), consumed_by__isnull=True)
+        .order_by("received_at", "id")
+        .first()
+    )
+    if early is not None:
+        signals.consume_signal(run, definition, step, node, early, now, work)
+
+
+def due(
+    run: WorkflowRun,
+    definition: Workflow,
+    step: StepRun,
+    node: WaitForSignal,
+    now: datetime,
+    work: UnitOfWork,
+) -> None:
+    """The timeout passed with no signal: go the timeout's way, or fail the step."""
+    work.event(run, step, EventKind.TIMED_OUT, now)
+    advance.leave_node(run, definition, step, work)
+    if node.on_timeout is None:
+        error = {"type": "WaitTimedOut", "message": f"no signal within {node.timeout}"}
+        execute.step_failed(run, definition, step, error, now, work)
+        return
+    step.succeed(result={"signal": None, "timed_out": True}, now=now)
+    work.save(step)
+    advance.continue_to(run, definition, step, node.on_timeout, now, work)
+    advance.settle(run, work)
