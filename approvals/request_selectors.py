@@ -14,7 +14,7 @@ import base64
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -27,6 +27,7 @@ from approvals.api import runs_with_my_tasks
 from approvals.models import Comment, HumanTask
 from approvals.states import LIVE_TASK_STATES, TaskState
 from workflows import registry, starting
+from workflows.cleaning import clean_datetime
 from workflows.diagram import Diagram, draw
 from workflows.dsl import Join, Sleep, WaitForSignal, Workflow
 from workflows.models import StepEvent, StepRun, WorkflowRun
@@ -34,6 +35,8 @@ from workflows.registry import UnknownWorkflow
 from workflows.states import FINAL_RUN_STATES, LIVE_RUN_STATES, LIVE_STEP_STATES, RunState, StepKind
 
 PAGE_SIZE = 25
+# A cursor holds a time and a run id: well under this once encoded.
+CURSOR_MAX_LENGTH = 200
 ACTIVE = "active"
 STATE_FILTERS = {ACTIVE: "Active", **dict(RunState.choices)}
 
@@ -202,12 +205,15 @@ class RequestFilters:
 
     @classmethod
     def from_query(cls, query: Mapping[str, str]) -> RequestFilters:
-        """Read filters from a query, ignoring values that make no sense."""
+        """Read filters from a query: a value that is not one of the choices is ignored,
+        and so is a cursor longer than any `my_requests` gives out."""
         state = query.get("state", "")
+        workflow_type = query.get("type", "")
+        cursor = query.get("cursor", "")
         return cls(
             state=state if state in STATE_FILTERS else "",
-            workflow_type=query.get("type", "")[:100].replace("\x00", ""),
-            cursor=query.get("cursor", "")[:200],
+            workflow_type=workflow_type if workflow_type in request_types() else "",
+            cursor=cursor if len(cursor) <= CURSOR_MAX_LENGTH else "",
         )
 
 
@@ -291,11 +297,8 @@ def _decode(cursor: str) -> tuple[datetime, UUID] | None:
         return None
     try:
         created_at, run_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-        moment = datetime.fromisoformat(created_at)
-        # In UTC: the database refuses offsets past +-16 h, which Python accepts.
-        moment = moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
-        return moment, UUID(run_id)
-    except (ValueError, TypeError, AttributeError, OverflowError):
+        return clean_datetime(created_at), UUID(run_id)
+    except (ValueError, TypeError, AttributeError):  # Refused is a ValueError
         return None
 
 

@@ -16,9 +16,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from approvals import audit, permissions, request_selectors
-from approvals.models import Comment, HumanTask
+from approvals.models import COMMENT_MAX_LENGTH, Comment, HumanTask
 from approvals.states import LIVE_TASK_STATES
 from workflows import engine
+from workflows.cleaning import Refused, clean_text
 from workflows.models import WorkflowRun
 from workflows.states import RunState
 
@@ -54,7 +55,9 @@ class RequestError(Exception):
     status = 400
 
 
-class InvalidComment(RequestError):
+class InvalidText(RequestError):
+    """A comment or reason that cannot be taken: empty, too long, or unstorable."""
+
     status = 422
 
 
@@ -76,11 +79,13 @@ class NobodyToTell(RequestError):
         )
 
 
-def _text(value: str) -> str:
-    """Return text as stored: trimmed, and refused if PostgreSQL could not store it."""
-    if "\x00" in value:
-        raise InvalidComment("Text must not contain NUL characters.")
-    return value.strip()
+def _text(value: str, *, label: str) -> str:
+    """Return a comment or reason as stored, trimmed; refuse, saying why, what
+    workflows.cleaning refuses or what is longer than any comment may be."""
+    try:
+        return clean_text(value.strip(), max_length=COMMENT_MAX_LENGTH, multiline=True)
+    except Refused as error:
+        raise InvalidText(f"{label} {error}.") from None
 
 
 def _lock(run_id: UUID, user: Any) -> WorkflowRun:
@@ -136,7 +141,7 @@ def withdraw_request(
     Only its requesters or an operator may; a second withdrawal is refused, saying
     the first one is under way or done.
     """
-    reason = _text(reason)
+    reason = _text(reason, label="The reason")
     now = now or timezone.now()
     with transaction.atomic():
         run = _lock(run_id, user)
@@ -172,9 +177,9 @@ def comment_on_request(
 ) -> list[Comment]:
     """Comment on a request: on each of its open tasks, so whoever decides reads it; once
     none is open, on its latest task. Each comment is audited on its task."""
-    body = _text(body)
+    body = _text(body, label="The comment")
     if not body:
-        raise InvalidComment("A comment cannot be empty.")
+        raise InvalidText("A comment cannot be empty.")
     now = now or timezone.now()
     with transaction.atomic():
         run = _lock(run_id, user)

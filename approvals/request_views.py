@@ -98,6 +98,8 @@ def start_request(request: HttpRequest, workflow_type: str) -> HttpResponse:
             context = {"group": form.group(changed), "form": form, "action": request.path}
             return render(request, "approvals/requests/start.html#list-field", context)
         return _start_page(request, definition, starter, form, key)
+    if form.has_errors:  # text workflows.cleaning refused: said beside its box
+        return _start_page(request, definition, starter, form, key, status=422)
     if not _FORM_KEY.fullmatch(key):
         form = replace(form, form_errors=("This form was incomplete: check it and send it again.",))
         return _start_page(request, definition, starter, form, _new_key(), status=400)

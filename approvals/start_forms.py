@@ -13,12 +13,15 @@ back beside their fields, in plain words. Plain data in and out: no ORM, no cloc
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any
 
 import pydantic
+
+from workflows.cleaning import Refused, clean_text
 
 # Rows a list offers at most, whatever its schema allows: more belongs in the API.
 MAX_ROWS = 50
@@ -439,25 +442,35 @@ def read(spec: FormSpec, posted: Mapping[str, str]) -> tuple[dict[str, Any], For
     """Return the input the posted form stands for, and the form to show it again.
 
     Text is trimmed; a blank box is left out of the input (so the schema's default,
-    or its "required" error, applies); a blank row of a list is skipped.
+    or its "required" error, applies); a blank row of a list is skipped. Text that
+    workflows.cleaning refuses is left out too, and the form says why beside its
+    box: the caller must not start anything from a form with such errors.
     """
     data: dict[str, Any] = {}
     values: dict[str, str] = {}
+    refused: dict[str, str] = {}
+
+    def box(name: str, spec: FieldSpec) -> str:
+        raw = _posted(posted, name, spec)
+        try:
+            values[name] = clean_text(raw, max_length=None, multiline=spec.widget == "textarea")
+        except Refused as error:
+            refused[name] = f"{spec.label or 'This'} {error}."
+            values[name] = "".join(c for c in raw if unicodedata.category(c) not in ("Cc", "Cs"))
+            return ""
+        return values[name]
+
     rows: dict[str, int] = {}
     row_of_item: dict[str, tuple[int, ...]] = {}
     for item in spec.fields:
         if isinstance(item, FieldSpec):
-            raw = _posted(posted, item.name, item)
-            values[item.name] = raw
-            present, value = _value(item, raw)
+            present, value = _value(item, box(item.name, item))
             if present:
                 data[item.name] = value
         elif isinstance(item, MapSpec):
             mapping = {}
             for key in item.keys:
-                name = f"{item.name}-{key.name}"
-                values[name] = raw = _posted(posted, name, key)
-                present, value = _value(key, raw)
+                present, value = _value(key, box(f"{item.name}-{key.name}", key))
                 if present:
                     mapping[key.name] = value
             if mapping:
@@ -469,9 +482,7 @@ def read(spec: FormSpec, posted: Mapping[str, str]) -> tuple[dict[str, Any], For
             for index in range(count):
                 row: dict[str, Any] = {}
                 for column in item.columns:
-                    name = row_name(item, index, column)
-                    values[name] = raw = _posted(posted, name, column)
-                    present, value = _value(column, raw)
+                    present, value = _value(column, box(row_name(item, index, column), column))
                     if present:
                         row[column.name] = value
                 if not any(values[row_name(item, index, column)] for column in item.columns):
@@ -481,7 +492,7 @@ def read(spec: FormSpec, posted: Mapping[str, str]) -> tuple[dict[str, Any], For
             row_of_item[item.name] = tuple(kept)
             if entries or item.required:
                 data[item.name] = entries
-    form = Form(spec=spec, values=values, rows=rows, row_of_item=row_of_item)
+    form = Form(spec=spec, values=values, rows=rows, row_of_item=row_of_item, errors=refused)
     return data, form
 
 
@@ -546,7 +557,7 @@ def with_rows(form: Form, *, add: str = "", remove: str = "") -> Form:
 def with_errors(form: Form, errors: list[dict[str, str]]) -> Form:
     """Put each error of `InvalidInput.errors` beside the box it names; errors about
     fields the form does not show go above it, with the field's name."""
-    placed: dict[str, str] = {}
+    placed: dict[str, str] = dict(form.errors)
     above: list[str] = []
     specs = {spec.name: spec for spec in form.spec.fields}
     for error in errors:

@@ -75,10 +75,30 @@ class TestMyRequests:
 
         assert (row.kind, row.headline, row.state) == ("expense", "Hotel in Paris", "waiting")
 
-    def test_a_state_it_does_not_know_is_ignored(self):
+    def test_a_state_or_type_it_does_not_know_is_ignored(self):
         assert RequestFilters.from_query({"state": "sleepy", "type": "expense"}) == (
             RequestFilters(state="", workflow_type="expense")
         )
+        assert RequestFilters.from_query({"type": "ex\x00pense"}) == RequestFilters()
+
+    @pytest.mark.parametrize(
+        "cursor",
+        [
+            "x" * 201,
+            # base64 of ["0001-01-01T00:00:00-23:59", <uuid>]: a time Python cannot show.
+            "WyIwMDAxLTAxLTAxVDAwOjAwOjAwLTIzOjU5IiwgIjAwMDAwMDAwLTAwMDAtMDAwMC0wMDAwLTAwMDAwMDAwMDAwMCJd",
+        ],
+    )
+    def test_a_cursor_it_did_not_give_out_starts_from_the_first_page(
+        self, alice, send_expense, cursor
+    ):
+        run = send_expense(alice)
+
+        page = request_selectors.my_requests(
+            user=alice, filters=RequestFilters.from_query({"cursor": cursor})
+        )
+
+        assert [row.run.pk for row in page.rows] == [run.pk]
 
 
 class TestWhereNow:

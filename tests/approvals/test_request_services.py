@@ -96,8 +96,24 @@ class TestCommentOnRequest:
 
         assert comment.task == task
 
+    def test_text_the_database_cannot_hold_is_refused_saying_why(self, expense, alice):
+        with pytest.raises(request_services.InvalidText) as refused:
+            request_services.comment_on_request(
+                run_id=expense.pk, user=alice, body="Receipt\x00", channel="inbox"
+            )
+
+        assert str(refused.value).startswith("The comment must not contain control characters")
+        assert Comment.objects.count() == 0
+
+    def test_a_reason_longer_than_a_comment_may_be_is_refused(self, expense, alice):
+        with pytest.raises(request_services.InvalidText):
+            withdraw(expense, alice, reason="x" * 5000)
+
+        expense.refresh_from_db()
+        assert expense.state == RunState.WAITING
+
     def test_an_empty_comment_is_refused(self, expense, alice):
-        with pytest.raises(request_services.InvalidComment):
+        with pytest.raises(request_services.InvalidText):
             request_services.comment_on_request(
                 run_id=expense.pk, user=alice, body="   ", channel="inbox"
             )

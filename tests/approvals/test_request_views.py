@@ -120,6 +120,15 @@ class TestStartForm:
         assert WorkflowRun.objects.count() == 0
         assert LogEntry.objects.count() == 0
 
+    def test_text_the_database_cannot_hold_is_refused_beside_its_field(self, browser):
+        response = send(browser("alice"), "expense", {**EXPENSE, "title": "Train\x00"})
+
+        assert response.status_code == 422
+        assert 'id="field-title-error">Title must not contain control characters' in (
+            response.content.decode()
+        )
+        assert WorkflowRun.objects.count() == 0
+
     def test_a_valid_form_starts_the_run_as_mine_and_lands_on_its_page(self, browser, alice):
         response = send(browser("alice"), "expense", EXPENSE)
 

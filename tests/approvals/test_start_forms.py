@@ -179,6 +179,25 @@ class TestRead:
 
         assert data["lines"][0]["quantity"] == "four"
 
+    def test_text_the_database_cannot_hold_is_refused_beside_its_box(self):
+        data, form = start_forms.read(
+            start_forms.spec_for(Sample), {**POSTED, "title": "Chairs\x00", "lines-0-sku": "C\x1b"}
+        )
+
+        assert "title" not in data
+        assert form.errors == {
+            "title": "Title must not contain control characters (found U+0000 at position 7).",
+            "lines-0-sku": "SKU must not contain control characters (found U+001B at position 2).",
+        }
+        assert (form.values["title"], form.values["lines-0-sku"]) == ("Chairs", "C")
+
+    def test_line_breaks_are_kept_in_long_text(self):
+        data, form = start_forms.read(
+            start_forms.spec_for(Sample), {**POSTED, "notes": "One\r\nTwo"}
+        )
+
+        assert (data["notes"], form.errors) == ("One\r\nTwo", {})
+
     def test_a_forged_row_count_is_kept_within_the_lists_bounds(self):
         _, form = start_forms.read(start_forms.spec_for(Sample), {**POSTED, "lines-rows": "999"})
 
