@@ -234,13 +234,23 @@ class RequestRow:
 
 def headline(run: WorkflowRun) -> str:
     """A few words that tell a request from others of its type: the first text of its
-    input that is not its requester (an expense's title, an order's id)."""
+    input, in its schema's order, that is not its requester (an expense's title, an
+    order's id)."""
     definition = definition_of(run)
     skip = definition.requester_field if definition else None
-    for name, value in run.input.items():
+    for name, value in in_schema_order(run.input, definition):
         if name != skip and isinstance(value, str) and value.strip():
             return value
     return ""
+
+
+def in_schema_order(data: Mapping[str, Any], definition: Workflow | None) -> list[tuple[str, Any]]:
+    """The input's fields in the order its schema declares them (PostgreSQL keeps JSON
+    keys in an order of its own), then any the schema does not know."""
+    schema = definition.input_schema if definition else None
+    declared = list(schema.model_fields) if schema else []
+    order = {name: index for index, name in enumerate(declared)}
+    return sorted(data.items(), key=lambda item: (order.get(item[0], len(order)), item[0]))
 
 
 def state_words(state: str) -> str:
@@ -364,7 +374,7 @@ def input_rows(run: WorkflowRun, definition: Workflow | None) -> list[InputRow]:
     schema = definition.input_schema if definition else None
     specs = {item.name: item for item in start_forms.spec_for(schema).fields}
     rows = []
-    for name, value in run.input.items():
+    for name, value in in_schema_order(run.input, definition):
         spec = specs.get(name)
         label = spec.label if spec else name.replace("_", " ").capitalize()
         if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):

@@ -8,6 +8,7 @@ from django.test.utils import CaptureQueriesContext
 
 from approvals import request_selectors
 from approvals.request_selectors import RequestFilters
+from tests.conftest import ORDER_INPUT
 from workflows.starting import start_for
 
 pytestmark = pytest.mark.django_db
@@ -74,6 +75,13 @@ class TestMyRequests:
         (row,) = page_of(alice).rows
 
         assert (row.kind, row.headline, row.state) == ("expense", "Hotel in Paris", "waiting")
+
+    def test_an_order_is_named_by_its_id_whatever_order_the_database_keeps(self, alice, start):
+        start("order", {**ORDER_INPUT, "order_id": "A-7"}, started_by=alice)
+
+        (row,) = page_of(alice).rows
+
+        assert row.headline == "A-7"
 
     def test_a_state_or_type_it_does_not_know_is_ignored(self):
         assert RequestFilters.from_query({"state": "sleepy", "type": "expense"}) == (
