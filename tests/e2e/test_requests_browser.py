@@ -9,8 +9,10 @@ from playwright.sync_api import expect
 from tests.e2e import test_inbox_browser as inbox
 from workflows.models import WorkflowRun
 
-# The inbox's browser tests' Chromium and sign-in, shared.
+# The inbox's browser tests' Chromium and sign-in, shared: every page is watched, and
+# any Content-Security-Policy violation or console error fails the test.
 browser = inbox.browser
+watched = inbox.watched
 sign_in = inbox.sign_in
 shoot = inbox.shoot
 
@@ -61,3 +63,34 @@ class TestRequestingAnExpense:
         expect(page.locator("#where")).to_be_visible()
         expect(page.get_by_role("img", name="Workflow diagram")).to_contain_text("manager_approval")
         shoot(page, "request-page")
+
+
+class TestOrderItems:
+    def test_adding_a_row_keeps_what_was_typed_and_the_order_starts_with_both(
+        self, sign_in, employees
+    ):
+        page = sign_in("alice")
+        page.goto("/requests/new/order/")
+        page.get_by_label("Order id").fill("A-7")
+        page.get_by_label("Customer email").fill("ada@example.com")
+        page.get_by_label("SKU").fill("BOOK-1")
+        page.get_by_label("Quantity").fill("2")
+
+        page.get_by_role("button", name="Add a row to items").click()
+
+        expect(page.get_by_label("SKU")).to_have_count(2)
+        expect(page.get_by_label("SKU").first).to_have_value("BOOK-1")
+        expect(page.get_by_label("SKU").nth(1)).to_be_focused()
+        expect(page.get_by_label("Order id")).to_have_value("A-7")
+        page.get_by_label("SKU").nth(1).fill("PEN-3")
+        page.get_by_label("Quantity").nth(1).fill("1")
+        page.get_by_label("Amount").fill("19.90")
+        page.get_by_label("Currency").fill("EUR")
+        shoot(page, "request-order-rows")
+        page.get_by_role("button", name="Send request").click()
+
+        expect(page.get_by_role("heading", name="Order: A-7")).to_be_visible()
+        assert WorkflowRun.objects.get().input["items"] == [
+            {"sku": "BOOK-1", "quantity": 2},
+            {"sku": "PEN-3", "quantity": 1},
+        ]
