@@ -38,11 +38,15 @@ RETRY = RetryPolicy(max_attempts=4, initial_interval=timedelta(seconds=1))
 class ExpenseInput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    requester: str = Field(min_length=1, max_length=150, description="a username")
-    title: str = Field(min_length=1, max_length=120)
+    requester: str = Field(
+        min_length=1, max_length=150, description="the username of whom it is for, e.g. alice"
+    )
+    title: str = Field(min_length=1, max_length=120, description="what it was for")
     amount: Amount
     currency: Currency
-    description: str = Field(default="", max_length=2000)
+    description: str = Field(
+        default="", max_length=2000, description="anything your approvers should know"
+    )
 
     @field_validator("requester")
     @classmethod
@@ -129,6 +133,7 @@ EXPENSE = Workflow(
     # it cannot approve it again as finance.
     requester_field="requester",
     distinct_approvers=True,
+    starters=("employees",),
     start="submit",
     nodes=(
         Activity("submit", run=submit_expense, next="manager_approval", mutating=False),
@@ -176,7 +181,12 @@ class VendorInput(BaseModel):
 
     vendor_name: str = Field(min_length=1, max_length=120)
     contact_email: Email
-    country: str = Field(default="", max_length=2, pattern=r"^([A-Z]{2})?$")
+    country: str = Field(
+        default="",
+        max_length=2,
+        pattern=r"^([A-Z]{2})?$",
+        description="a two-letter ISO 3166 country code, e.g. DE",
+    )
 
 
 def _both_approved(data: RunData) -> bool:
@@ -229,6 +239,7 @@ VENDOR_ONBOARDING = Workflow(
     version=1,
     description="Legal and security review in parallel; both must approve the new vendor.",
     input_schema=VendorInput,
+    starters=("procurement",),
     start="reviews",
     nodes=(
         Parallel("reviews", branches=("legal_review", "security_review"), join="reviews_done"),

@@ -212,3 +212,20 @@ def may_hand_to(giver: Person, receiver: Person) -> bool:
         or (giver.manager_id is not None and receiver.user_id == giver.manager_id)
         or receiver.manager_id == giver.user_id
     )
+
+
+# ---------------------------------------------------------------------------
+# Requests: a run as seen by the people who asked for it
+# ---------------------------------------------------------------------------
+
+
+def can_see_request(
+    *, username: str, requesters: frozenset[str], has_task: bool, is_operator: bool
+) -> bool:
+    """The run's requesters, anyone with a task on it, and operators see a request's page."""
+    return is_operator or (bool(username) and username in requesters) or has_task
+
+
+def can_withdraw(*, username: str, requesters: frozenset[str], is_operator: bool) -> bool:
+    """Only whoever asked for a request, or an operator, may withdraw it."""
+    return is_operator or (bool(username) and username in requesters)

@@ -1,5 +1,6 @@
 """Plugs approvals into the engine: approval nodes open and close human tasks, the sweep
-fires their escalations, and the runs API shows a run's open tasks to their reviewers."""
+fires their escalations, the runs API shows a run's open tasks to their reviewers, and a
+run started on someone's behalf is audited."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ from workflows.dsl import Approval
 
 
 def register() -> None:
-    from approvals import api, services
+    from approvals import api, request_services, services
 
     registry.register_node_hooks(
         Approval, enter=services.open_tasks_for_step, leave=services.close_tasks_for_step
     )
     registry.sweeper(services.fire_due_human_tasks)
+    registry.register_on_behalf_hook(request_services.record_on_behalf)
     api.register()

@@ -9,5 +9,6 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", api.urls),
+    path("requests/", include("approvals.request_urls")),
     path("", include("approvals.urls")),
 ]

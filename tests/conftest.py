@@ -193,3 +193,18 @@ def manager_task(start_expense) -> HumanTask:
     """carol's approval of alice's 120 EUR expense."""
     run = start_expense()
     return run.human_tasks.get(node="manager_approval")
+
+
+@pytest.fixture
+def employees(people) -> Group:
+    """The group that may start expenses: alice, bob and carol (not eve, nor olga)."""
+    group = Group.objects.create(name="employees")
+    group.user_set.add(people["alice"], people["bob"], people["carol"])
+    return group
+
+
+@pytest.fixture
+def operator(olga) -> User:
+    """olga, also allowed to operate runs: she may start any type, for anyone."""
+    olga.user_permissions.add(Permission.objects.get(codename="operate_workflowrun"))
+    return User.objects.get(pk=olga.pk)  # a fresh row: permissions are cached per object

@@ -19,7 +19,7 @@ from ninja import Field, Header, Query, Router, Schema, Status
 from pydantic import BeforeValidator, ConfigDict, field_validator
 from pydantic_core import PydanticCustomError
 
-from workflows import engine, registry
+from workflows import engine, registry, starting
 from workflows.cleaning import Refused, clean_datetime, clean_text, refuse_unstorable
 from workflows.dsl import InvalidInput
 from workflows.models import StepRun, WorkflowRun
@@ -289,7 +289,9 @@ def start_workflow(
     body: StartWorkflowIn,
     idempotency_key: str | None = Header(None, alias="Idempotency-Key", max_length=200),
 ) -> Status:
-    """Start a run; the same Idempotency-Key again returns the first run (200), starts nothing."""
+    """Start a run as its requester; the same Idempotency-Key again returns the first run
+    (200) and starts nothing. 403 if the type is not yours to start, or the input names
+    someone else as its requester and you are no operator."""
     try:
         key = clean_text(idempotency_key or "", max_length=200)
     except Refused as error:
@@ -300,15 +302,21 @@ def start_workflow(
             errors=[{"field": "Idempotency-Key", "message": str(error)}],
         ) from None
     try:
-        run, created = engine.start_workflow(
+        run, created = starting.start_for(
+            user=request.user,
             workflow_type=body.type,
             input=body.input,
             idempotency_key=key,
             correlation_id=body.correlation_id,
-            started_by=request.user,
+            channel="api",
+            remote_addr=request.META.get("REMOTE_ADDR"),
         )
     except UnknownWorkflow as error:
         raise ApiProblem(404, "Unknown workflow type", str(error)) from None
+    except starting.StartRefused as error:
+        raise ApiProblem(403, "Forbidden", str(error)) from None
+    except starting.KeyTaken as error:
+        raise ApiProblem(409, "Idempotency key taken", str(error)) from None
     except InvalidInput as error:
         raise ApiProblem(
             422,

@@ -253,6 +253,10 @@ class Approval(WaitForSignal):
 # ---------------------------------------------------------------------------
 
 
+# `Workflow(starters=ANYONE)`: every signed-in person may start it.
+ANYONE: Literal["anyone"] = "anyone"
+
+
 class InvalidInput(ValueError):
     """The input does not fit the workflow's schema; `errors` lists each field's problem."""
 
@@ -280,6 +284,10 @@ class Workflow:
     # One person decides at most one approval node of a run (a manager who approved
     # an expense cannot approve it again as finance).
     distinct_approvers: bool = False
+    # Who may start runs of this type, through the API or the New request page: the
+    # members of these groups (by name), or ANYONE signed in. Operators may start
+    # every type; nobody else may start a type that names no starters.
+    starters: tuple[str, ...] | Literal["anyone"] = ()
 
     def __str__(self) -> str:
         return f"{self.name} v{self.version}"
@@ -388,11 +396,35 @@ def check_definition(workflow: Workflow) -> list[str]:
             f"requester_field {workflow.requester_field!r} is not a field of the input schema"
         )
 
+    problems.extend(_starters_problems(workflow.starters))
+
     unreachable = set(names) - _reachable(workflow, (workflow.start,))
     problems.extend(f"node {name!r} is unreachable from the start" for name in sorted(unreachable))
     cycle = _find_cycle(workflow)
     if cycle:
         problems.append(f"path with no end: {' -> '.join(cycle)} loops back")
+    return problems
+
+
+def _starters_problems(starters: object) -> list[str]:
+    """A bare group name would be read letter by letter, and a blank one matches nobody."""
+    if starters == ANYONE:
+        return []
+    if not isinstance(starters, tuple):
+        return [
+            f"starters must be a tuple of group names or ANYONE, not {starters!r} "
+            "(write ('finance',) for one group)"
+        ]
+    problems = [
+        f"starters names {name!r}, which is not a group name"
+        for name in starters
+        if not isinstance(name, str) or not name.strip()
+    ]
+    twice = sorted(
+        name for name, count in Counter(starters).items() if count > 1 and isinstance(name, str)
+    )
+    if twice:
+        problems.append(f"starters names a group twice: {', '.join(twice)}")
     return problems
 
 

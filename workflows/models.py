@@ -105,8 +105,14 @@ class WorkflowRun(fsm.ConcurrentTransitionMixin, SavesChanges, models.Model):
     error = models.JSONField(null=True, blank=True)
     idempotency_key = models.CharField(max_length=200, blank=True, default="")
     correlation_id = models.CharField(max_length=200, blank=True, default="")
+    # Whoever started the run: its requester. Indexed by run_started_by_idx.
     started_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_index=False,
     )
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -135,6 +141,12 @@ class WorkflowRun(fsm.ConcurrentTransitionMixin, SavesChanges, models.Model):
                 fields=["workflow_type", "created_at"],
                 condition=Q(state=RunState.PENDING),
                 name="run_pending_idx",
+            ),
+            # A person's requests, newest first (My requests reads it backwards).
+            models.Index(
+                fields=["started_by", "created_at", "id"],
+                condition=Q(started_by__isnull=False),
+                name="run_started_by_idx",
             ),
         ]
         permissions = [("operate_workflowrun", "Can cancel, pause, resume and retry runs")]

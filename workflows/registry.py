@@ -36,6 +36,8 @@ _node_hooks: dict[type[Node], NodeHooks] = {}
 _run_views: list[RunView] = []
 # Extra work for the periodic sweep (e.g. human-task escalations); each returns a count.
 _sweepers: list[Callable[..., int]] = []
+# Told when someone starts a run on another person's behalf (see workflows.starting).
+_on_behalf_hooks: list[Callable[..., None]] = []
 
 
 def register(workflow: Workflow) -> Workflow:
@@ -114,3 +116,16 @@ def sweeper(function: Callable[..., int]) -> Callable[..., int]:
 
 def sweepers() -> list[Callable[..., Any]]:
     return list(_sweepers)
+
+
+def register_on_behalf_hook(hook: Callable[..., None]) -> None:
+    """Be told, inside the start's transaction, when someone starts a run on another
+    person's behalf (an operator filing an expense for alice): the approvals app
+    writes it to the audit trail. Called as `hook(run=, actor=, requester=,
+    channel=, remote_addr=, now=)`."""
+    if hook not in _on_behalf_hooks:
+        _on_behalf_hooks.append(hook)
+
+
+def on_behalf_hooks() -> list[Callable[..., None]]:
+    return list(_on_behalf_hooks)

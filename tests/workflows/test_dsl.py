@@ -10,6 +10,7 @@ import pytest
 from workflows import registry
 from workflows.apps import check_workflow_definitions
 from workflows.dsl import (
+    ANYONE,
     Activity,
     InvalidInput,
     Join,
@@ -150,6 +151,51 @@ class TestCheckDefinition:
         assert check_definition(misspelt) == [
             "requester_field 'requestor' is not a field of the input schema"
         ]
+
+
+class TestCheckStarters:
+    def test_groups_or_anyone_are_accepted(self):
+        by_groups = Workflow(
+            name="check_me", version=1, start="a", nodes=(read_only("a"),), starters=("finance",)
+        )
+        by_anyone = Workflow(
+            name="check_me", version=1, start="a", nodes=(read_only("a"),), starters=ANYONE
+        )
+
+        assert (check_definition(by_groups), check_definition(by_anyone)) == ([], [])
+
+    def test_a_bare_group_name_is_refused_with_the_fix(self):
+        bare = Workflow(
+            name="check_me", version=1, start="a", nodes=(read_only("a"),), starters="finance"
+        )
+
+        assert check_definition(bare) == [
+            "starters must be a tuple of group names or ANYONE, not 'finance' "
+            "(write ('finance',) for one group)"
+        ]
+
+    def test_blank_and_repeated_group_names_are_named(self):
+        sloppy = Workflow(
+            name="check_me",
+            version=1,
+            start="a",
+            nodes=(read_only("a"),),
+            starters=("finance", " ", "finance"),
+        )
+
+        assert check_definition(sloppy) == [
+            "starters names ' ', which is not a group name",
+            "starters names a group twice: finance",
+        ]
+
+    def test_the_shipped_types_say_who_starts_them(self):
+        starters = {w.name: w.starters for w in registry.all_definitions()}
+
+        assert (starters["order"], starters["expense"], starters["vendor_onboarding"]) == (
+            ANYONE,
+            ("employees",),
+            ("procurement",),
+        )
 
 
 class TestValidateInput:

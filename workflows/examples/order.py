@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from workflows import registry
 from workflows.activity import ActivityContext, NonRetryableError
-from workflows.dsl import Activity, NoCompensation, RetryPolicy, Timeouts, Workflow
+from workflows.dsl import ANYONE, Activity, NoCompensation, RetryPolicy, Timeouts, Workflow
 from workflows.examples import services
 from workflows.examples.fields import Amount, Currency, Email
 
@@ -22,19 +22,25 @@ SimulatedService = Literal[
 class OrderItem(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    sku: str = Field(min_length=1, max_length=64)
+    sku: str = Field(
+        min_length=1, max_length=64, title="SKU", description="the stock-keeping unit, e.g. BOOK-1"
+    )
     quantity: int = Field(ge=1, le=10_000)
 
 
 class OrderInput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    order_id: str = Field(min_length=1, max_length=100)
+    order_id: str = Field(
+        min_length=1, max_length=100, description="the shop's reference for it, e.g. A-1001"
+    )
     customer_email: Email
     items: list[OrderItem] = Field(min_length=1, max_length=100)
     amount: Amount
     currency: Currency
-    simulate: dict[SimulatedService, Behaviour] = Field(default_factory=dict)
+    simulate: dict[SimulatedService, Behaviour] = Field(
+        default_factory=dict, description="make the demo services misbehave (for the demo only)"
+    )
 
 
 class InvalidOrder(NonRetryableError):
@@ -137,6 +143,8 @@ ORDER = Workflow(
     version=1,
     description="Reserve stock, charge, ship and notify; on failure undo in reverse order.",
     input_schema=OrderInput,
+    # Orders come from the shop's systems, and from anyone taking one by phone.
+    starters=ANYONE,
     start="validate",
     nodes=(
         Activity("validate", run=validate_order, next="reserve_inventory", mutating=False),

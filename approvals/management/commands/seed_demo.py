@@ -56,6 +56,7 @@ class Command(BaseCommand):
             )
 
         def expense(key, story, requester, title, amount, **options):
+            # Sent by the requester, as from New request: it shows under their My requests.
             return self._start(
                 "expense",
                 key,
@@ -67,6 +68,7 @@ class Command(BaseCommand):
                     "currency": "EUR",
                     "description": f"Demo: {story}.",
                 },
+                started_by=people[requester],
                 **options,
             )
 
@@ -189,7 +191,8 @@ def _decide(run: WorkflowRun, user: User, *, approve: bool, claim_first: bool = 
 def _people() -> dict[str, User]:
     groups = {
         name: Group.objects.get_or_create(name=name)[0]
-        for name in ("finance", "legal", "security", "operators")
+        # employees start expenses, procurement vendor onboardings (Workflow.starters).
+        for name in ("finance", "legal", "security", "operators", "employees", "procurement")
     }
     groups["operators"].permissions.set(
         Permission.objects.filter(
@@ -202,9 +205,19 @@ def _people() -> dict[str, User]:
     )
     people = {
         "admin": _person("admin", "Ada", "Admin", superuser=True),
-        "alice": _person("alice", "Alice", "Archer", groups=[groups["legal"]]),
-        "bob": _person("bob", "Bob", "Baker", groups=[groups["finance"], groups["security"]]),
-        "carol": _person("carol", "Carol", "Carter", groups=[groups["finance"]]),
+        "alice": _person("alice", "Alice", "Archer", groups=[groups["legal"], groups["employees"]]),
+        "bob": _person(
+            "bob",
+            "Bob",
+            "Baker",
+            groups=[groups["finance"], groups["security"], groups["employees"]],
+        ),
+        "carol": _person(
+            "carol",
+            "Carol",
+            "Carter",
+            groups=[groups["finance"], groups["employees"], groups["procurement"]],
+        ),
         "olga": _person("olga", "Olga", "Operator", staff=True, groups=[groups["operators"]]),
     }
     for name in ("alice", "bob"):

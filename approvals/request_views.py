@@ -1,0 +1,295 @@
+"""The requesters' pages: start a request from a form, follow it, withdraw it.
+
+Like the inbox, each view reads top to bottom: translate the request, make one
+call (`workflows.starting.start_for`, a selector or a request service), then
+redirect (post/redirect/get) or render the page, or only the named partial htmx
+asked for. A refusal is shown where the person acted, in plain words, with the
+status the API would answer; a refused form keeps everything that was typed.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from dataclasses import replace
+from typing import Any
+from urllib.parse import urlencode
+from uuid import UUID
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from approvals import request_selectors, request_services, start_forms
+from approvals.request_selectors import RequestFilters, RequestNotFound
+from approvals.states import Channel
+from workflows import registry, starting
+from workflows.dsl import InvalidInput, Workflow
+from workflows.registry import UnknownWorkflow
+
+# The hidden key each rendering of a start form carries: submitting that form twice
+# (a double click, or back and submit again) starts one run.
+_FORM_KEY = re.compile(r"[A-Za-z0-9_-]{16,64}")
+
+
+def _remote_addr(request: HttpRequest) -> str | None:
+    return request.META.get("REMOTE_ADDR")
+
+
+def _problem(request: HttpRequest, message: str, status: int) -> HttpResponse:
+    return render(request, "approvals/problem.html", {"message": message}, status=status)
+
+
+# ---------------------------------------------------------------------------
+# New request
+# ---------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def new_request(request: HttpRequest) -> HttpResponse:
+    """The workflow types the signed-in person may start, each with its form's link."""
+    starter = starting.starter_for(request.user)
+    types = [
+        {
+            "definition": definition,
+            "kind": starting.kind_of(definition),
+            "form": _form_spec(definition, starter),
+        }
+        for definition in starting.startable(starter)
+    ]
+    return render(request, "approvals/requests/new.html", {"types": types})
+
+
+@login_required
+def start_request(request: HttpRequest, workflow_type: str) -> HttpResponse:
+    """GET shows the type's form; POST starts the run, or shows the form again with each
+    error beside its field. "Add a row" and "Remove" post the form too, and only
+    redraw it (htmx: only the list they changed)."""
+    try:
+        definition = registry.get(workflow_type)
+    except UnknownWorkflow:
+        return _problem(request, "There is no such type of request.", status=404)
+    starter = starting.starter_for(request.user)
+    if not starting.may_start(definition, starter):
+        return _problem(request, starting.why_not_starter(definition), status=403)
+    spec = _form_spec(definition, starter)
+    if not spec.usable:
+        fields = ", ".join(spec.cannot_fill)
+        return _problem(
+            request,
+            f"This type needs fields a form cannot fill ({fields}); start it through the API.",
+            status=422,
+        )
+    if request.method == "GET":
+        return _start_page(request, definition, starter, start_forms.blank(spec), _new_key())
+    if request.method != "POST":
+        return HttpResponse(status=405, headers={"Allow": "GET, POST"})
+
+    data, form = start_forms.read(spec, request.POST)
+    key = request.POST.get("key", "")
+    if "add" in request.POST or "remove" in request.POST:
+        added = request.POST.get("add", "")
+        form = start_forms.with_rows(form, add=added, remove=request.POST.get("remove", ""))
+        changed = added or request.POST.get("remove", "").rsplit("-", 1)[0]
+        if request.htmx and any(item.name == changed for item in spec.fields):
+            context = {"group": form.group(changed), "form": form, "action": request.path}
+            return render(request, "approvals/requests/start.html#list-field", context)
+        return _start_page(request, definition, starter, form, key)
+    if form.has_errors:  # text workflows.cleaning refused: said beside its box
+        return _start_page(request, definition, starter, form, key, status=422)
+    if not _FORM_KEY.fullmatch(key):
+        form = replace(form, form_errors=("This form was incomplete: check it and send it again.",))
+        return _start_page(request, definition, starter, form, _new_key(), status=400)
+    try:
+        run, created = starting.start_for(
+            user=request.user,
+            workflow_type=definition.name,
+            input=data,
+            channel=Channel.INBOX,
+            # Per person, so nobody's key can ever return someone else's run.
+            idempotency_key=f"form:{request.user.pk}:{key}",
+            remote_addr=_remote_addr(request),
+        )
+    except InvalidInput as invalid:
+        form = start_forms.with_errors(form, invalid.errors)
+        return _start_page(request, definition, starter, form, key, status=422)
+    except (starting.StartRefused, starting.KeyTaken) as refused:
+        form = replace(form, form_errors=(str(refused),))
+        return _start_page(request, definition, starter, form, key, status=refused.status)
+    if created:
+        messages.success(request, "Your request was sent.")
+    else:
+        messages.info(request, "You had already sent this form: this is the request it started.")
+    return redirect("requests:detail", run_id=run.pk)
+
+
+def _new_key() -> str:
+    return secrets.token_urlsafe(24)
+
+
+def _form_spec(definition: Workflow, starter: starting.Starter) -> start_forms.FormSpec:
+    """The type's form for this person: a requester field only for operators, who may
+    leave it blank (their own request) or name whom they act for."""
+    field = definition.requester_field
+    if not field or not starter.is_operator:
+        return start_forms.spec_for(definition.input_schema, leave_out=(field,) if field else ())
+    spec = start_forms.spec_for(definition.input_schema)
+    fields = tuple(
+        replace(
+            item,
+            label="On behalf of",
+            help="Leave it blank for your own request, or give the username of whom you "
+            "act for (this is audited).",
+            required=False,
+        )
+        if item.name == field and isinstance(item, start_forms.FieldSpec)
+        else item
+        for item in spec.fields
+    )
+    return replace(spec, fields=fields)
+
+
+def _start_page(
+    request: HttpRequest,
+    definition: Workflow,
+    starter: starting.Starter,
+    form: start_forms.Form,
+    key: str,
+    status: int = 200,
+) -> HttpResponse:
+    context: dict[str, Any] = {
+        "definition": definition,
+        "kind": starting.kind_of(definition),
+        "form": form,
+        "key": key,
+        "action": request.path,
+        "requester_note": (
+            f"You are the requester ({starter.username})."
+            if definition.requester_field and not starter.is_operator
+            else ""
+        ),
+    }
+    return render(request, "approvals/requests/start.html", context, status=status)
+
+
+# ---------------------------------------------------------------------------
+# My requests
+# ---------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def my_requests(request: HttpRequest) -> HttpResponse:
+    """The runs I started, newest first, filtered by state and type; htmx asks for the
+    list alone when the filters change."""
+    filters = RequestFilters.from_query(request.GET)
+    page = request_selectors.my_requests(user=request.user, filters=filters)
+    query = urlencode(
+        {key: value for key, value in request.GET.items() if key != "cursor" and value}
+    )
+    context = {
+        "filters": filters,
+        "page": page,
+        "query": query,
+        "states": request_selectors.STATE_FILTERS,
+        "types": request_selectors.request_types(),
+    }
+    if request.htmx and request.htmx.target == "request-list":
+        return render(request, "approvals/requests/mine.html#request-list", context)
+    return render(request, "approvals/requests/mine.html", context)
+
+
+# ---------------------------------------------------------------------------
+# One request
+# ---------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def request_detail(request: HttpRequest, run_id: UUID) -> HttpResponse:
+    try:
+        run = request_selectors.visible_request(run_id=run_id, user=request.user)
+    except RequestNotFound as error:
+        return _problem(request, str(error), status=404)
+    return render(request, "approvals/requests/request.html", _request_context(request, run))
+
+
+def _request_context(
+    request: HttpRequest, run: Any, *, confirm: bool = False, error: str = ""
+) -> dict[str, Any]:
+    page = request_selectors.request_page(run)
+    refusal = request_services.withdraw_refusal(run=run, user=request.user)
+    return {
+        "page": page,
+        "run": run,
+        "state": request_selectors.state_words(run.state),
+        "headline": request_selectors.headline(run),
+        "requested_by": " and ".join(sorted(page.requesters)),
+        # Withdrawing is offered to whoever may; others hear why not, once they ask.
+        "may_withdraw": refusal is None,
+        "withdraw_refusal": str(refusal) if refusal and confirm else "",
+        "confirm": confirm and refusal is None,
+        "may_comment": bool(page.tasks),
+        "error": error,
+    }
+
+
+@login_required
+def withdraw(request: HttpRequest, run_id: UUID) -> HttpResponse:
+    """GET asks to confirm (htmx: only the withdraw panel changes); POST withdraws."""
+    try:
+        run = request_selectors.visible_request(run_id=run_id, user=request.user)
+    except RequestNotFound as error:
+        return _problem(request, str(error), status=404)
+    if request.method == "GET":
+        context = _request_context(request, run, confirm=True)
+        status = 403 if context["withdraw_refusal"] else 200
+        if request.htmx:
+            return render(
+                request, "approvals/requests/request.html#withdraw-panel", context, status=status
+            )
+        return render(request, "approvals/requests/request.html", context, status=status)
+    if request.method != "POST":
+        return HttpResponse(status=405, headers={"Allow": "GET, POST"})
+    try:
+        request_services.withdraw_request(
+            run_id=run.pk,
+            user=request.user,
+            reason=request.POST.get("reason", ""),
+            channel=Channel.INBOX,
+            remote_addr=_remote_addr(request),
+        )
+    except RequestNotFound as error:
+        return _problem(request, str(error), status=404)
+    except request_services.RequestError as refused:
+        run.refresh_from_db()
+        context = _request_context(request, run, error=str(refused))
+        return render(request, "approvals/requests/request.html", context, status=refused.status)
+    messages.success(request, "Withdrawn: whatever it had done is being undone.")
+    return redirect("requests:detail", run_id=run.pk)
+
+
+@login_required
+@require_POST
+def comment(request: HttpRequest, run_id: UUID) -> HttpResponse:
+    try:
+        request_services.comment_on_request(
+            run_id=run_id,
+            user=request.user,
+            body=request.POST.get("body", ""),
+            channel=Channel.INBOX,
+            remote_addr=_remote_addr(request),
+        )
+    except RequestNotFound as error:
+        return _problem(request, str(error), status=404)
+    except request_services.RequestError as refused:
+        run = request_selectors.visible_request(run_id=run_id, user=request.user)
+        context = _request_context(request, run)
+        context["comment_error"] = str(refused)
+        context["comment_body"] = request.POST.get("body", "")
+        return render(request, "approvals/requests/request.html", context, status=refused.status)
+    messages.success(request, "Comment added: whoever decides will read it.")
+    return redirect("requests:detail", run_id=run_id)
