@@ -10,7 +10,7 @@ class Migration(migrations.Migration):
     started_by, so the foreign key's own index is dropped, after the new one exists."""
 
     dependencies = [
-        ('workflows', '0004_step_lease'),
+        ('workflows', '0005_heartbeat'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
