@@ -6,9 +6,9 @@ database (PostgreSQL) and the broker in CELERY_BROKER_URL. Tests use committed
 data (`transactional_db`) so the workers see it, and wait for the database to
 show the outcome, as an operator would.
 
-The browser tests (test_inbox_browser.py) drive runs in the test process and
-must run before the first test that starts the cluster, whose workers would
-claim their steps: files using the cluster are named to sort after it.
+The browser tests drive runs in the test process and must run before the first
+test that starts the cluster, whose workers would claim their steps:
+`pytest_collection_modifyitems` below runs every test using the cluster last.
 """
 
 from __future__ import annotations
@@ -136,6 +136,11 @@ class Cluster:
                 process.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the tests that use the cluster after all others (a stable sort keeps each order)."""
+    items.sort(key=lambda item: "cluster" in getattr(item, "fixturenames", ()))
 
 
 WORKERS = ("worker-a", "worker-b")

@@ -20,6 +20,7 @@ from playwright.sync_api import (
     expect,
     sync_playwright,
 )
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from approvals.states import TaskState
 from workflows import engine
@@ -293,9 +294,20 @@ class TestContentSecurityPolicy:
         carol.get_by_role("link", name=re.compile("Hotel in Paris")).click()
         carol.get_by_role("button", name="Reject").click()
         expect(carol.get_by_role("alert")).to_contain_text("a reason is required")
-        carol.get_by_label("Delegate to (you stay the owner)").press_sequentially("bo")
+        picker = carol.get_by_label("Delegate to (you stay the owner)")
+        for _ in range(3):
+            # The panel may be swapped again under the typing (the list polls every
+            # second here), so type once more if no suggestion came back.
+            picker.fill("")
+            picker.press_sequentially("bo")
+            suggestion = carol.locator("#user-options option[value=bob]")
+            try:
+                suggestion.wait_for(state="attached", timeout=3000)
+                break
+            except PlaywrightTimeoutError:
+                continue
         expect(carol.locator("#user-options option[value=bob]")).to_have_count(1)
-        carol.get_by_label("Delegate to (you stay the owner)").fill("bob")
+        picker.fill("bob")
         carol.get_by_role("button", name="Delegate").click()
         expect(carol.get_by_role("status")).to_contain_text("Delegated to bob")
         carol.goto("/?tab=delegated")
