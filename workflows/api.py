@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
@@ -433,11 +434,33 @@ def cancel_workflow(request: HttpRequest, run_id: UUID) -> Status:
 )
 def retry_workflow(request: HttpRequest, run_id: UUID) -> Status:
     """Try a dead-lettered run's failed step again (operators only)."""
+    return _operate(request, run_id, engine.retry_dead_letter, "retry a dead-lettered run")
+
+
+@router.post("/{run_id}/pause", response={202: RunStateOut, **ERRORS}, summary="Pause a run")
+def pause_workflow(request: HttpRequest, run_id: UUID) -> Status:
+    """Start no new step of a running or waiting run until it is resumed (operators only).
+
+    Steps already running finish and are recorded; pausing a paused run is accepted.
+    """
+    return _operate(request, run_id, engine.pause_run, "pause a run")
+
+
+@router.post("/{run_id}/resume", response={202: RunStateOut, **ERRORS}, summary="Resume a run")
+def resume_workflow(request: HttpRequest, run_id: UUID) -> Status:
+    """Let a paused run go on, re-sending the steps it held back (operators only)."""
+    return _operate(request, run_id, engine.resume_run, "resume a run")
+
+
+def _operate(
+    request: HttpRequest, run_id: UUID, action: Callable[..., WorkflowRun], what: str
+) -> Status:
+    """Apply an operator's action to a run: 403 for others, 409 saying why it cannot apply."""
     run = _run(request, run_id)
     if not request.user.has_perm("workflows.operate_workflowrun"):
-        raise ApiProblem(403, "Forbidden", "Only operators can retry a dead-lettered run.")
+        raise ApiProblem(403, "Forbidden", f"Only operators can {what}.")
     try:
-        run = engine.retry_dead_letter(run_id=run.pk)
+        run = action(run_id=run.pk)
     except engine.IllegalRunOperation as error:
-        raise ApiProblem(409, "Not dead-lettered", str(error), state=run.state) from None
+        raise ApiProblem(409, "Not possible now", str(error), state=run.state) from None
     return Status(202, {"id": run.pk, "state": run.state})

@@ -246,6 +246,67 @@ class TestCancelAndRetry:
         assert (accepted.status_code, accepted.json()["state"]) == (202, RunState.COMPENSATING)
         assert again.status_code == 409
 
+    def test_retrying_a_run_that_is_not_dead_lettered_is_409_saying_why(
+        self, api_as, operator_api, order_input
+    ):
+        run_id = start_order(api_as("alice"), order_input).json()["id"]
+
+        response = operator_api.post(f"/workflows/{run_id}/retry")
+
+        assert response.status_code == 409
+        assert response.json()["state"] == RunState.RUNNING
+        assert "Only a dead-lettered run can be retried" in response.json()["detail"]
+
+
+class TestPauseAndResume:
+    def test_an_operator_pauses_a_run_and_resumes_it(
+        self, api_as, operator_api, order_input, drive
+    ):
+        run_id = start_order(api_as("alice"), order_input).json()["id"]
+
+        paused = operator_api.post(f"/workflows/{run_id}/pause")
+        held = drive(WorkflowRun.objects.get(pk=run_id))
+        resumed = operator_api.post(f"/workflows/{run_id}/resume")
+
+        assert (paused.status_code, paused.json()["state"]) == (202, RunState.PAUSED)
+        assert held.state == RunState.PAUSED
+        assert (resumed.status_code, resumed.json()["state"]) == (202, RunState.RUNNING)
+        assert drive(WorkflowRun.objects.get(pk=run_id)).state == RunState.SUCCEEDED
+
+    def test_only_operators_may_pause_or_resume(self, api_as, order_input):
+        api = api_as("alice")
+        run_id = start_order(api, order_input).json()["id"]
+
+        paused = api.post(f"/workflows/{run_id}/pause")
+        resumed = api.post(f"/workflows/{run_id}/resume")
+
+        assert (paused.status_code, resumed.status_code) == (403, 403)
+        assert paused.json()["detail"] == "Only operators can pause a run."
+        assert WorkflowRun.objects.get(pk=run_id).state == RunState.RUNNING
+
+    def test_resuming_a_run_that_is_not_paused_is_409_saying_why(
+        self, api_as, operator_api, order_input
+    ):
+        run_id = start_order(api_as("alice"), order_input).json()["id"]
+
+        response = operator_api.post(f"/workflows/{run_id}/resume")
+
+        assert response.status_code == 409
+        assert response.json()["state"] == RunState.RUNNING
+        assert response.json()["detail"] == "Only a paused run can be resumed; this one is running."
+
+    def test_pausing_an_ended_run_is_409_naming_its_state(
+        self, api_as, operator_api, order_input, drive
+    ):
+        run_id = start_order(api_as("alice"), order_input).json()["id"]
+        drive(WorkflowRun.objects.get(pk=run_id))
+
+        response = operator_api.post(f"/workflows/{run_id}/pause")
+
+        assert response.status_code == 409
+        assert response.json()["state"] == RunState.SUCCEEDED
+        assert "this one is succeeded" in response.json()["detail"]
+
 
 class TestAuthentication:
     def test_anonymous_callers_get_401(self, api_as):
