@@ -257,6 +257,27 @@ class TestExecuteStep:
         node = registry.get("order").activity(step.node)
         assert (step.state, step.lease_token) == (StepState.RUNNING, claim.token)
         assert step.due_at == now + node.timeouts.first_lease
+        assert step.lease == node.timeouts.first_lease  # the next claim is one statement
+
+    def test_a_step_whose_definition_this_worker_lacks_is_put_back(
+        self, start, order_input, monkeypatch
+    ):
+        run = start("order", order_input())
+        step = run.steps.get()
+
+        def not_deployed_here(run):
+            raise UnknownWorkflow(f"{run.workflow_type} v{run.workflow_version} is not deployed")
+
+        monkeypatch.setattr(execute, "definition_of", not_deployed_here)
+        with pytest.raises(UnknownWorkflow):
+            execute.claim_step(step.pk, now=timezone.now())
+        monkeypatch.undo()
+
+        step.refresh_from_db()
+        assert (step.state, step.attempt, step.lease_token) == (StepState.SCHEDULED, 0, None)
+        claim = execute.claim_step(step.pk, now=timezone.now())
+        assert claim is not None
+        assert claim.context.attempt == 1
 
     def test_a_step_of_a_cancelling_run_is_not_claimed(self, start, order_input):
         run = start("order", order_input())

@@ -116,9 +116,15 @@ def _update(
 
 
 def execute(statements: list[Statement]) -> None:
-    """Run the statements in order, on PostgreSQL in one round trip."""
+    """Run the statements in order, on PostgreSQL in one round trip.
+
+    Only inside the use case's transaction: a fence that fails raises after every
+    statement of the query ran, so only the rollback keeps their rows out.
+    """
     if not statements:
         return
+    if not connection.in_atomic_block:
+        raise RuntimeError("A unit of work writes only inside its use case's transaction.")
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql" and len(statements) > 1:
             cursor.execute(

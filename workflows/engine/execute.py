@@ -6,10 +6,12 @@ import json
 import logging
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from workflows.activity import ActivityCancelled, ActivityContext, LeaseLost
@@ -130,8 +132,27 @@ def _claim_in_one_statement(step_id: int, *, now: datetime) -> Claim | None:
         correlation_id=correlation_id,
     )
     step = StepRun(id=step_id, run=run, node=node_name, kind=kind, attempt=attempt)
-    node = definition_of(run).activity(node_name)
+    try:
+        node = definition_of(run).activity(node_name)
+    except Exception:
+        _release(step_id, token=token, now=now)
+        raise
     return _attempt(run, step, node, token=token, now=now)
+
+
+def _release(step_id: int, *, token: uuid.UUID, now: datetime) -> None:
+    """Put back a step this worker claimed but cannot run (its definition's version is not
+    deployed here yet, say): the claim has committed, so undo it as the ORM path's rollback
+    would, and let the sweep send it again, rather than leave it to a lease that expires as
+    a lost attempt."""
+    StepRun.objects.filter(pk=step_id, state=StepState.RUNNING, lease_token=token).update(
+        state=StepState.SCHEDULED,
+        attempt=F("attempt") - 1,
+        lease_token=None,
+        started_at=None,
+        due_at=now + timedelta(seconds=settings.BATON_REDISPATCH_AFTER),
+    )
+    logger.warning("step.claim_released", extra={"step_id": step_id})
 
 
 def _claim_with_orm(step_id: int, *, now: datetime) -> Claim | None:
@@ -161,6 +182,8 @@ def _claim_with_orm(step_id: int, *, now: datetime) -> Claim | None:
         node = definition_of(run).activity(step.node)
         token = uuid.uuid4()
         step.start(token=token, lease_until=_lease_until(node, started_at=now, now=now), now=now)
+        if step.lease is None:  # written before leases were stored: its next claim is one statement
+            step.lease = node.timeouts.first_lease
         step.save_changes()
     return _attempt(run, step, node, token=token, now=now)
 
