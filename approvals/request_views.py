@@ -25,6 +25,7 @@ from django.views.decorators.http import require_GET, require_POST
 from approvals import request_selectors, request_services, start_forms
 from approvals.request_selectors import RequestFilters, RequestNotFound
 from approvals.states import Channel
+from approvals.throttling import client_address
 from workflows import registry, starting
 from workflows.dsl import InvalidInput, Workflow
 from workflows.registry import UnknownWorkflow
@@ -32,10 +33,6 @@ from workflows.registry import UnknownWorkflow
 # The hidden key each rendering of a start form carries: submitting that form twice
 # (a double click, or back and submit again) starts one run.
 _FORM_KEY = re.compile(r"[A-Za-z0-9_-]{16,64}")
-
-
-def _remote_addr(request: HttpRequest) -> str | None:
-    return request.META.get("REMOTE_ADDR")
 
 
 def _problem(request: HttpRequest, message: str, status: int) -> HttpResponse:
@@ -111,7 +108,7 @@ def start_request(request: HttpRequest, workflow_type: str) -> HttpResponse:
             channel=Channel.INBOX,
             # Per person, so nobody's key can ever return someone else's run.
             idempotency_key=f"form:{request.user.pk}:{key}",
-            remote_addr=_remote_addr(request),
+            remote_addr=client_address(request),
         )
     except InvalidInput as invalid:
         form = start_forms.with_errors(form, invalid.errors)
@@ -260,7 +257,7 @@ def withdraw(request: HttpRequest, run_id: UUID) -> HttpResponse:
             user=request.user,
             reason=request.POST.get("reason", ""),
             channel=Channel.INBOX,
-            remote_addr=_remote_addr(request),
+            remote_addr=client_address(request),
         )
     except RequestNotFound as error:
         return _problem(request, str(error), status=404)
@@ -281,7 +278,7 @@ def comment(request: HttpRequest, run_id: UUID) -> HttpResponse:
             user=request.user,
             body=request.POST.get("body", ""),
             channel=Channel.INBOX,
-            remote_addr=_remote_addr(request),
+            remote_addr=client_address(request),
         )
     except RequestNotFound as error:
         return _problem(request, str(error), status=404)

@@ -63,9 +63,9 @@ class LockedOut(Exception):
 
 
 def client_address(request: HttpRequest) -> str | None:
-    """Return the address failures are counted against: the peer, as the audit log records it.
-
-    Never X-Forwarded-For, which the client writes (AXES_CLIENT_IP_CALLABLE).
+    """Return the client's address: the peer, which the audit log records and failures
+    are counted against (AXES_CLIENT_IP_CALLABLE); the one place to change it behind a
+    trusted proxy. Never X-Forwarded-For, which the client writes.
     """
     return request.META.get("REMOTE_ADDR")
 

@@ -40,10 +40,6 @@ from workflows.diagram import draw
 INBOX_CHANGED = "inbox-changed"
 
 
-def _remote_addr(request: HttpRequest) -> str | None:
-    return request.META.get("REMOTE_ADDR")
-
-
 _NUMBER = re.compile(r"[0-9]{1,9}")  # str.isdigit() would let "²" through to int()
 
 
@@ -312,7 +308,7 @@ def _common(request: HttpRequest) -> dict[str, Any]:
         "user": request.user,
         "channel": Channel.INBOX,
         "expected_version": _version(request),
-        "remote_addr": _remote_addr(request),
+        "remote_addr": throttling.client_address(request),
     }
 
 
@@ -404,7 +400,7 @@ def comment(request: HttpRequest, task_id: UUID) -> HttpResponse:
             user=request.user,
             body=body,
             channel=Channel.INBOX,
-            remote_addr=_remote_addr(request),
+            remote_addr=throttling.client_address(request),
         ),
         "Comment added.",
     )
@@ -448,7 +444,7 @@ def bulk_approve(request: HttpRequest) -> HttpResponse:
         selection=selection,
         user=request.user,
         channel=Channel.INBOX,
-        remote_addr=_remote_addr(request),
+        remote_addr=throttling.client_address(request),
     )
     approved = sum(1 for result in results if not result.error)
     if approved:
@@ -532,7 +528,7 @@ def email_link(request: HttpRequest, token: str) -> HttpResponse:
             user=request.user,
             outcome=request.POST.get("outcome", ""),
             comment=request.POST.get("comment", ""),
-            remote_addr=_remote_addr(request),
+            remote_addr=throttling.client_address(request),
         )
     except (links.LinkProblem, services.TaskError) as error:
         context["error"] = str(error)
