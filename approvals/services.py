@@ -21,7 +21,16 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 from django.utils import timezone
 
-from approvals import audit, duties, emails, escalation, inbox_entries, links, permissions
+from approvals import (
+    audit,
+    duties,
+    emails,
+    escalation,
+    inbox_entries,
+    links,
+    notifications,
+    permissions,
+)
 from approvals.models import (
     COMMENT_MAX_LENGTH,
     Comment,
@@ -416,6 +425,7 @@ def _decide(task_id: UUID, request: _Request, outcome: Outcome, comment: str) ->
     if comment:
         Comment.objects.create(task=task, author=request.user, body=comment, created_at=request.now)
     _audit(task, outcome, request, comment=comment, changes={"state": ["live", outcome]})
+    notifications.request_decided(task=task, now=request.now)
     if task.owner_id is not None:
         emails.send_delegation_done(task=task)
     _settle_approval(task, request.now)
@@ -509,6 +519,7 @@ def delegate_human_task(
         task.delegate(owner=user, delegate=delegate)
         task.save()
         inbox_entries.refresh(task)
+        notifications.task_handed(task=task, to=delegate, by=user, delegated=True, now=request.now)
         _comment_if_any(task, user, comment, request.now)
         _audit(
             task,
@@ -549,6 +560,9 @@ def reassign_human_task(
         task.save()
         task.candidate_users.add(new_assignee)
         inbox_entries.refresh(task)
+        notifications.task_handed(
+            task=task, to=new_assignee, by=user, delegated=False, now=request.now
+        )
         _comment_if_any(task, user, comment, request.now)
         _audit(
             task,
@@ -739,6 +753,7 @@ def _open_task(run, step, node, data, users, groups, now, task_duties) -> HumanT
     task.candidate_users.set(users if assignee is None else [assignee])
     task.candidate_groups.set(groups)
     inbox_entries.refresh(task)
+    notifications.task_opened(task=task, requesters=task_duties.requesters, now=now)
     audit.record(
         task=task,
         event="created",
