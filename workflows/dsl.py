@@ -417,6 +417,16 @@ def check_definition(workflow: Workflow) -> list[str]:
             problems.extend(_parallel_problems(workflow, node))
         if isinstance(node, GoBack):
             problems.extend(_go_back_problems(workflow, node))
+    go_backs = [
+        node.max_rounds
+        for node in workflow.nodes
+        if isinstance(node, GoBack) and isinstance(node.max_rounds, int)
+    ]
+    if sum(rounds - 1 for rounds in go_backs) > MAX_ROUND:
+        problems.append(
+            f"the loops of {workflow.name!r} may go back more than {MAX_ROUND} times in all, "
+            "more rounds than a step can count: lower their max_rounds"
+        )
 
     schema = workflow.input_schema
     if workflow.requester_field and schema and workflow.requester_field not in schema.model_fields:
@@ -438,6 +448,11 @@ def check_definition(workflow: Workflow) -> list[str]:
     return problems
 
 
+# The highest round a step can record (StepRun.round is a small integer); each
+# time a run goes back it starts one round up.
+MAX_ROUND = 32767
+
+
 def _go_back_problems(workflow: Workflow, go_back: GoBack) -> list[str]:
     max_rounds = go_back.max_rounds
     if max_rounds is None:
@@ -450,6 +465,11 @@ def _go_back_problems(workflow: Workflow, go_back: GoBack) -> list[str]:
     problems = []
     if go_back.to == go_back.name:
         problems.append(f"go back {go_back.name!r} goes back to itself")
+    elif isinstance(workflow.nodes_by_name.get(go_back.to), Join):
+        problems.append(
+            f"go back {go_back.name!r} goes back to the join {go_back.to!r}, which would wait "
+            "for branches that never come: go back to its parallel instead"
+        )
     elif go_back.to in workflow.nodes_by_name and go_back.name not in _reachable(
         workflow, (go_back.to,)
     ):

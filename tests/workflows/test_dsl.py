@@ -241,6 +241,33 @@ class TestCheckLoops:
             "contain a whole parallel region, never start or end inside one"
         ]
 
+    def test_going_back_to_a_join_is_refused(self):
+        definition = workflow(
+            Parallel("a", branches=("left", "right"), join="j"),
+            read_only("left", "j"),
+            read_only("right", "j"),
+            Join("j", next="again"),
+            GoBack("again", to="j", max_rounds=2),
+        )
+
+        assert check_definition(definition) == [
+            "go back 'again' goes back to the join 'j', which would wait for branches that "
+            "never come: go back to its parallel instead"
+        ]
+
+    def test_loops_that_could_go_back_more_times_than_a_step_counts_are_refused(self):
+        definition = workflow(
+            read_only("a", "again"),
+            GoBack("again", to="a", max_rounds=20_000, otherwise="b"),
+            read_only("b", "more"),
+            GoBack("more", to="b", max_rounds=20_000),
+        )
+
+        assert check_definition(definition) == [
+            "the loops of 'check_me' may go back more than 32767 times in all, more rounds "
+            "than a step can count: lower their max_rounds"
+        ]
+
     def test_a_loop_around_a_whole_parallel_region_passes(self):
         definition = workflow(
             Parallel("a", branches=("left", "right"), join="j"),
