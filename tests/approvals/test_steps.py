@@ -8,6 +8,7 @@ fails the run and undoes both revisions.
 from __future__ import annotations
 
 import pytest
+from django.urls import reverse
 
 from approvals import services
 from approvals.models import HumanTask
@@ -78,3 +79,16 @@ class TestAnApprovalEnteredAgain:
         assert revised.error["type"] == "RoundsExhausted"
         assert effects(revised) == {"test.revise": 2, "test.undo_revise": 2}
         assert HumanTask.objects.filter(run=revised, state=TaskState.COMPLETED).count() == 2
+
+    def test_the_task_page_timeline_names_the_second_round(self, revised, carol, drive, client):
+        services.reject_human_task(
+            task_id=task_of(revised, 0).pk, user=carol, channel=Channel.INBOX, reason="Fix"
+        )
+        drive(revised)
+        client.force_login(carol)
+
+        response = client.get(reverse("approvals:task", args=[task_of(revised, 1).pk]))
+
+        assert response.status_code == 200
+        assert "revise (round 2) completed" in " ".join(response.text.split())
+        assert "sign_off (round 2) waiting" in " ".join(response.text.split())
