@@ -18,6 +18,7 @@ from typing import Any, Literal
 import pydantic
 
 from workflows.activity import ActivityContext
+from workflows.calendars import Duration
 from workflows.cleaning import Refused, refuse_unstorable
 
 ActivityFunction = Callable[[ActivityContext], Any]
@@ -184,13 +185,13 @@ class WaitForSignal(Node):
 class Escalation:
     """One level of escalation: when still undecided `after` this, widen who may decide."""
 
-    # A duration, or a function returning one (read when the task is created, so a
-    # setting can decide it).
-    after: timedelta | Callable[[], timedelta]
+    # A duration (a timedelta, or BusinessTime counted on a business calendar), or a
+    # function returning one (read when the task is created, so a setting can decide it).
+    after: Duration | Callable[[], Duration]
     to_groups: tuple[str, ...] = ()
     to_manager: bool = False
 
-    def delay(self) -> timedelta:
+    def delay(self) -> Duration:
         return self.after() if callable(self.after) else self.after
 
 
@@ -217,8 +218,8 @@ class Approval(WaitForSignal):
     escalations: tuple[Escalation, ...] = ()
     # The final deadline, counted from the task's creation, and what happens then:
     # reject it, fail the run (its saga undoes what was done), or keep waiting
-    # after one more escalation.
-    deadline: timedelta | Callable[[], timedelta] | None = None
+    # after one more escalation. A timedelta or BusinessTime, as for escalations.
+    deadline: Duration | Callable[[], Duration] | None = None
     on_deadline: DeadlineChoice = "reject"
     on_approve: str | None = None
     on_reject: str | None = None
@@ -244,7 +245,7 @@ class Approval(WaitForSignal):
     def assignees_for(self, data: RunData) -> list[str]:
         return list(self.assignees(data) if callable(self.assignees) else self.assignees)
 
-    def deadline_delay(self) -> timedelta | None:
+    def deadline_delay(self) -> Duration | None:
         return self.deadline() if callable(self.deadline) else self.deadline
 
 

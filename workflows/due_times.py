@@ -1,0 +1,41 @@
+"""Load the business calendars a definition's durations name, for the due times they give.
+
+The arithmetic is pure (`workflows.calendars`); this module is the one place that
+reads calendars from the database, so use cases load them once, inside their
+transaction, and pass them in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from workflows import calendars
+from workflows.calendars import Calendar, Duration
+from workflows.dsl import Approval, Workflow
+from workflows.models import BusinessCalendar
+
+
+def load_calendars(*, durations: Iterable[Duration | None]) -> dict[str, Calendar]:
+    """The calendars these durations count on, by name; none queried for plain durations.
+
+    A calendar that is missing is left out, so `calendars.due_after` names it.
+    """
+    names = calendars.calendar_names(list(durations))
+    if not names:
+        return {}
+    rows = BusinessCalendar.objects.filter(name__in=names).prefetch_related("holidays")
+    return {row.name: row.as_calendar() for row in rows}
+
+
+def approval_durations(node: Approval) -> list[Duration | None]:
+    """Every duration an approval node's due times count: its escalations and deadline."""
+    return [escalation.delay() for escalation in node.escalations] + [node.deadline_delay()]
+
+
+def calendars_named_by(definition: Workflow) -> set[str]:
+    """The names of the calendars `definition` counts business time on."""
+    durations: list[Duration | None] = []
+    for node in definition.nodes:
+        if isinstance(node, Approval):
+            durations += approval_durations(node)
+    return calendars.calendar_names(durations)
