@@ -64,12 +64,12 @@ def drive() -> Callable[[WorkflowRun], WorkflowRun]:
     worker processes over a real broker.
     """
 
-    def drive_run(run: WorkflowRun, *, max_steps: int = 100) -> WorkflowRun:
+    def drive_run(run: WorkflowRun, *, max_steps: int = 100, now=None) -> WorkflowRun:
         for _ in range(max_steps):
             step = run.steps.filter(state=StepState.SCHEDULED).order_by("id").first()
             if step is None:
                 break
-            engine.execute_step(step_id=step.pk)
+            engine.execute_step(step_id=step.pk, now=now)
         run.refresh_from_db()
         return run
 
