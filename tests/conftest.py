@@ -22,6 +22,9 @@ from workflows.examples.models import ServiceEffect
 from workflows.models import StepRun, WorkflowRun
 from workflows.states import StepState
 
+# The test kit for workflow authors (the `workflow_env` fixture), used as they would.
+pytest_plugins = ["workflows.testing"]
+
 ORDER_INPUT = {
     "order_id": "A-1001",
     "customer_email": "ada@example.com",
