@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from django.conf import settings
+
 from workflows import calendars
 from workflows.calendars import Calendar, Duration
 from workflows.dsl import Approval, Workflow
@@ -18,13 +20,21 @@ from workflows.models import BusinessCalendar
 def load_calendars(*, durations: Iterable[Duration | None]) -> dict[str, Calendar]:
     """The calendars these durations count on, by name; none queried for plain durations.
 
-    A calendar that is missing is left out, so `calendars.due_after` names it.
+    The `standard` calendar is built in: without its row (a database flushed by
+    tests, say) it is Monday to Friday, 09:00-17:00, in `TIME_ZONE`, with no
+    holidays. Any other calendar that is missing is left out, so
+    `calendars.due_after` names it.
     """
     names = calendars.calendar_names(list(durations))
     if not names:
         return {}
     rows = BusinessCalendar.objects.filter(name__in=names).prefetch_related("holidays")
-    return {row.name: row.as_calendar() for row in rows}
+    found = {row.name: row.as_calendar() for row in rows}
+    if calendars.STANDARD in names and calendars.STANDARD not in found:
+        found[calendars.STANDARD] = BusinessCalendar(
+            name=calendars.STANDARD, time_zone=settings.TIME_ZONE
+        ).as_calendar(holidays=())
+    return found
 
 
 def approval_durations(node: Approval) -> list[Duration | None]:

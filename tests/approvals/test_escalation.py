@@ -12,7 +12,7 @@ from approvals.models import HumanTask
 from approvals.states import Outcome, Sla, TaskState
 from workflows import engine
 from workflows.calendars import CalendarError
-from workflows.models import BusinessCalendar, Holiday
+from workflows.models import BusinessCalendar, Holiday, WorkflowRun
 from workflows.states import RunState, StepState
 
 pytestmark = pytest.mark.django_db
@@ -100,19 +100,31 @@ class TestEscalation:
 
         assert task.escalate_at == TUESDAY_4PM - timedelta(days=1)
 
-    def test_a_calendar_deleted_under_a_definition_fails_the_opening_loudly(
+    def test_without_its_row_the_standard_calendar_keeps_its_built_in_hours(
         self, people, start, drive
     ):
         BusinessCalendar.objects.filter(name="standard").delete()
-        run = start(
-            "expense",
-            {"requester": "alice", "title": "Train", "amount": "120.00", "currency": "EUR"},
-        )
 
-        with pytest.raises(CalendarError, match="no business calendar named 'standard'"):
-            drive(run)
+        task = submitted_on_friday(start, drive)
 
-        assert not HumanTask.objects.filter(run=run).exists()
+        assert task.escalate_at == TUESDAY_4PM
+
+
+class TestOtherCalendars:
+    def test_a_deadline_counts_the_working_hours_of_the_calendar_it_names(self, people, start):
+        BusinessCalendar.objects.create(name="berlin-office", time_zone="Europe/Berlin")
+
+        run = start("test_business_deadline", {}, now=FRIDAY_4PM)  # 17:00 in Berlin
+
+        # From Monday 09:00 in Berlin, four working hours: 13:00 there, 12:00 UTC.
+        assert run.human_tasks.get().due_at == datetime(2026, 1, 12, 12, 0, tzinfo=UTC)
+
+    def test_a_calendar_nobody_made_is_named_and_the_start_writes_nothing(self, people, start):
+        with pytest.raises(CalendarError, match="no business calendar named 'berlin-office'"):
+            start("test_business_deadline", {}, now=FRIDAY_4PM)
+
+        assert not WorkflowRun.objects.filter(workflow_type="test_business_deadline").exists()
+        assert not HumanTask.objects.exists()
 
 
 class TestFinalDeadline:

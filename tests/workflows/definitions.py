@@ -13,6 +13,7 @@ from typing import Any
 
 from workflows import registry
 from workflows.activity import ActivityContext
+from workflows.calendars import BusinessTime
 from workflows.dsl import (
     Activity,
     Approval,
@@ -270,7 +271,25 @@ DEADLINE_WAITS = Workflow(
     ),
 )
 
-for workflow in (DEADLINE_FAILS, DEADLINE_WAITS):
+# A deadline in business time on a calendar of its own, which tests create (or not).
+BUSINESS_DEADLINE = Workflow(
+    name="test_business_deadline",
+    version=1,
+    start="sign_off",
+    nodes=(
+        Approval(
+            "sign_off",
+            title="Sign off",
+            assignees=("carol",),
+            deadline=BusinessTime(hours=4, calendar="berlin-office"),
+            on_deadline="reject",
+            on_approve=None,
+            on_reject=None,
+        ),
+    ),
+)
+
+for workflow in (DEADLINE_FAILS, DEADLINE_WAITS, BUSINESS_DEADLINE):
     registry.register(workflow)
 
 

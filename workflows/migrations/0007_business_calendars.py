@@ -7,7 +7,8 @@ from django.db import migrations, models
 
 def create_standard_calendar(apps, schema_editor):
     """The calendar BusinessTime counts on unless it names another: Monday to Friday,
-    09:00-17:00, in the site's time zone, no holidays (operators add them)."""
+    09:00-17:00, in the site's time zone, no holidays (operators add them). Without
+    this row, workflows.due_times uses the same hours built in."""
     from django.conf import settings
 
     BusinessCalendar = apps.get_model("workflows", "BusinessCalendar")
