@@ -389,6 +389,10 @@ def check_definition(workflow: Workflow) -> list[str]:
             )
         if isinstance(node, Parallel):
             problems.extend(_parallel_problems(workflow, node))
+        timer = node.duration if isinstance(node, Sleep) else getattr(node, "timeout", None)
+        if timer is not None and not isinstance(timer, timedelta):
+            # Business time counts for approvals' escalations and deadlines only.
+            problems.append(f"{node.name!r} waits {timer}: a timer takes a timedelta")
 
     schema = workflow.input_schema
     if workflow.requester_field and schema and workflow.requester_field not in schema.model_fields:
