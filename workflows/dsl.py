@@ -156,7 +156,7 @@ class Join(Node):
 class Sleep(Node):
     """Wait for a fixed time, kept in the database and fired by the sweep."""
 
-    duration: timedelta
+    duration: Duration  # a timedelta, or BusinessTime counted on a business calendar
     next: str | None = None
 
     def exits(self) -> tuple[str | None, ...]:
@@ -168,7 +168,7 @@ class WaitForSignal(Node):
     """Wait for the first of several signals, or a timeout, and go where it says."""
 
     signals: Mapping[str, str | None]
-    timeout: timedelta | None = None
+    timeout: Duration | None = None  # a timedelta or BusinessTime
     on_timeout: str | None = None
 
     def exits(self) -> tuple[str | None, ...]:
@@ -389,10 +389,6 @@ def check_definition(workflow: Workflow) -> list[str]:
             )
         if isinstance(node, Parallel):
             problems.extend(_parallel_problems(workflow, node))
-        timer = node.duration if isinstance(node, Sleep) else getattr(node, "timeout", None)
-        if timer is not None and not isinstance(timer, timedelta):
-            # Business time counts for approvals' escalations and deadlines only.
-            problems.append(f"{node.name!r} waits {timer}: a timer takes a timedelta")
 
     schema = workflow.input_schema
     if workflow.requester_field and schema and workflow.requester_field not in schema.model_fields:

@@ -2,18 +2,19 @@
 
 The arithmetic is pure (`workflows.calendars`); this module is the one place that
 reads calendars from the database, so use cases load them once, inside their
-transaction, and pass them in.
+transaction, and pass them in. A plain timedelta never queries anything.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime, timedelta
 
 from django.conf import settings
 
 from workflows import calendars
 from workflows.calendars import Calendar, Duration
-from workflows.dsl import Approval, Workflow
+from workflows.dsl import Approval, Sleep, WaitForSignal, Workflow
 from workflows.models import BusinessCalendar
 
 
@@ -37,6 +38,15 @@ def load_calendars(*, durations: Iterable[Duration | None]) -> dict[str, Calenda
     return found
 
 
+def due_at(*, duration: Duration, start: datetime) -> datetime:
+    """When `duration` after `start` falls due (a timer's or a wait's timeout)."""
+    if isinstance(duration, timedelta):
+        return start + duration
+    return calendars.due_after(
+        duration=duration, start=start, calendars=load_calendars(durations=[duration])
+    )
+
+
 def approval_durations(node: Approval) -> list[Duration | None]:
     """Every duration an approval node's due times count: its escalations and deadline."""
     return [escalation.delay() for escalation in node.escalations] + [node.deadline_delay()]
@@ -48,4 +58,8 @@ def calendars_named_by(definition: Workflow) -> set[str]:
     for node in definition.nodes:
         if isinstance(node, Approval):
             durations += approval_durations(node)
+        if isinstance(node, Sleep):
+            durations.append(node.duration)
+        if isinstance(node, WaitForSignal):
+            durations.append(node.timeout)
     return calendars.calendar_names(durations)

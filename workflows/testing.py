@@ -7,7 +7,8 @@ test database: `start_workflow`, `execute_step` (what a worker does), `signal_ru
 retries, lost leases, escalations and deadlines from the due times stored in the
 database. Nothing is mocked but the broker: the kit runs every scheduled step itself,
 so no message leaves the process. The clock is the kit's `now`, passed to every use
-case; `advance(days=3)` moves it and lets the sweep fire, at once, whatever fell due.
+case; `advance(days=3)` moves it and lets the sweep fire whatever fell due meanwhile,
+each at its own due time (as a sweep running every few seconds would), in one call.
 
 Enable the fixture in a conftest.py with `pytest_plugins = ["workflows.testing"]`, then:
 
@@ -84,27 +85,31 @@ class WorkflowEnvironment:
     # -- the clock ---------------------------------------------------------------
 
     def travel_to(self, moment: datetime) -> WorkflowEnvironment:
-        """Set the clock (aware datetimes only). Backwards only before anything happened."""
+        """Set the clock (aware datetimes only). Backwards only before anything happened.
+
+        Forwards, it stops at every due time on the way, as a sweep running every few
+        seconds would: a timer fires at its own time, and what it starts counts from then.
+        """
         if moment.tzinfo is None:
             raise ValueError("the kit's clock takes an aware datetime (with a time zone)")
         if self._moved and moment < self.now:
             raise ValueError(
                 f"the clock only moves forward once runs exist: it is {self.now}, not {moment}"
             )
-        self.now = moment
-        self.settle()
+        if moment < self.now:
+            self.now = moment
+        self._walk_to(moment)
         return self
 
     def advance(
         self, *, days: float = 0, hours: float = 0, minutes: float = 0, seconds: float = 0
     ) -> WorkflowEnvironment:
-        """Move the clock on and let the sweep fire everything that fell due meanwhile."""
+        """Move the clock on, firing what falls due on the way, each at its own time."""
         step = timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
         if step < timedelta(0):
             raise ValueError("the clock only moves forward")
-        self.now += step
         self._moved = True
-        self.settle()
+        self._walk_to(self.now + step)
         return self
 
     def skip_ahead(self) -> datetime | None:
@@ -113,6 +118,23 @@ class WorkflowEnvironment:
 
         Return the new time, or None (the clock unchanged) when nothing is due ever.
         """
+        upcoming = self._next_due()
+        if upcoming is None:
+            return None
+        self._moved = True
+        self.now = upcoming
+        self.settle()
+        return self.now
+
+    def _walk_to(self, moment: datetime) -> None:
+        while (upcoming := self._next_due()) is not None and upcoming <= moment:
+            self.now = upcoming
+            self.settle()
+        self.now = moment
+        self.settle()
+
+    def _next_due(self) -> datetime | None:
+        """The earliest due time after now: a waiting or retrying step's, or a human task's."""
         due = [
             StepRun.objects.filter(
                 state__in=(StepState.RETRY_WAIT, StepState.WAITING), due_at__gt=self.now
@@ -121,15 +143,8 @@ class WorkflowEnvironment:
             .values_list("due_at", flat=True)
             .first()
         ]
-        for hook in _due_time_sources:
-            due.append(hook(self.now))
-        upcoming = [moment for moment in due if moment is not None]
-        if not upcoming:
-            return None
-        self.now = min(upcoming)
-        self._moved = True
-        self.settle()
-        return self.now
+        due += [source(self.now) for source in _due_time_sources]
+        return min((moment for moment in due if moment is not None), default=None)
 
     # -- driving runs --------------------------------------------------------------
 

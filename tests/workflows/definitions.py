@@ -289,7 +289,24 @@ BUSINESS_DEADLINE = Workflow(
     ),
 )
 
-for workflow in (DEADLINE_FAILS, DEADLINE_WAITS, BUSINESS_DEADLINE):
+# Timers in business time: a nap of two working hours, then a wait of one working day.
+BUSINESS_TIMERS = Workflow(
+    name="test_business_timers",
+    version=1,
+    start="nap",
+    nodes=(
+        Sleep("nap", duration=BusinessTime(hours=2), next="await_go"),
+        WaitForSignal(
+            "await_go",
+            signals={"go": None},
+            timeout=BusinessTime(days=1),
+            on_timeout="timed_out",
+        ),
+        Activity("timed_out", run=effect("timed_out"), mutating=False),
+    ),
+)
+
+for workflow in (DEADLINE_FAILS, DEADLINE_WAITS, BUSINESS_DEADLINE, BUSINESS_TIMERS):
     registry.register(workflow)
 
 

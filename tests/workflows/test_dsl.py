@@ -9,7 +9,6 @@ import pytest
 
 from workflows import registry
 from workflows.apps import check_workflow_definitions
-from workflows.calendars import BusinessTime
 from workflows.dsl import (
     ANYONE,
     Activity,
@@ -17,7 +16,6 @@ from workflows.dsl import (
     Join,
     NoCompensation,
     Parallel,
-    Sleep,
     WaitForSignal,
     Workflow,
     check_definition,
@@ -124,17 +122,6 @@ class TestCheckDefinition:
         )
 
         assert check_definition(definition) == []
-
-    def test_a_timer_in_business_time_is_refused_for_approvals_only_count_it(self):
-        definition = workflow(
-            Sleep("a", duration=BusinessTime(days=1), next="b"),
-            WaitForSignal("b", signals={"go": None}, timeout=BusinessTime(hours=2)),
-        )
-
-        assert check_definition(definition) == [
-            "'a' waits 1 business day (standard calendar): a timer takes a timedelta",
-            "'b' waits 2 business hours (standard calendar): a timer takes a timedelta",
-        ]
 
     def test_system_check_reports_a_registered_bad_definition(self):
         bad = Workflow(name="bad", version=1, start="a", nodes=(read_only("a"), read_only("b")))

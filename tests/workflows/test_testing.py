@@ -89,6 +89,17 @@ class TestTheClock:
         workflow_env.assert_state(run, RunState.SUCCEEDED)
         assert workflow_env.skip_ahead() is None
 
+    def test_a_jump_past_several_due_times_fires_each_at_its_own_time(self, workflow_env):
+        env = workflow_env.travel_to(datetime(2026, 1, 9, 16, tzinfo=UTC))  # a Friday
+        run = env.start("test_business_timers", {})  # 2 working hours, then 1 working day
+
+        env.advance(days=7)
+
+        finished = dict(run.steps.values_list("node", "finished_at"))
+        assert finished["nap"] == datetime(2026, 1, 12, 10, tzinfo=UTC)
+        assert finished["await_go"] == datetime(2026, 1, 13, 10, tzinfo=UTC)
+        assert env.now == datetime(2026, 1, 16, 16, tzinfo=UTC)
+
     def test_the_clock_is_set_before_anything_starts(self, workflow_env):
         friday = datetime(2026, 1, 9, 16, tzinfo=UTC)
 
