@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from approvals.models import ReportingLine
 from workflows import registry
 from workflows.activity import ActivityContext, NonRetryableError
+from workflows.calendars import BusinessTime
 from workflows.dsl import (
     Activity,
     Approval,
@@ -120,8 +121,9 @@ def _needs_finance(data: RunData) -> bool:
     return Decimal(data.input["amount"]) > Decimal(settings.BATON_EXPENSE_FINANCE_THRESHOLD)
 
 
-def _escalate_after() -> timedelta:
-    return timedelta(hours=settings.BATON_EXPENSE_ESCALATE_AFTER_HOURS)
+def _escalate_after() -> BusinessTime:
+    # Business days: a Friday afternoon's expense escalates on Tuesday, not on Sunday.
+    return BusinessTime(days=settings.BATON_EXPENSE_ESCALATE_AFTER_BUSINESS_DAYS)
 
 
 EXPENSE = Workflow(

@@ -41,7 +41,7 @@ from approvals.models import (
     Substitution,
 )
 from approvals.states import LIVE_TASK_STATES, Channel, Outcome, TaskState
-from workflows import engine, registry
+from workflows import due_times, engine, registry
 from workflows.cleaning import Refused, clean_text
 from workflows.dsl import Approval, RunData
 from workflows.models import StepRun, WorkflowRun
@@ -720,13 +720,14 @@ def open_tasks_for_step(run: WorkflowRun, step: StepRun, node: Approval) -> list
     else:
         shares = [(users, groups)]
     task_duties = duties.duties_for(run, node.name)
+    calendars = due_times.load_calendars(durations=due_times.approval_durations(node))
     return [
-        _open_task(run, step, node, data, share_users, share_groups, now, task_duties)
+        _open_task(run, step, node, data, share_users, share_groups, now, task_duties, calendars)
         for share_users, share_groups in shares
     ]
 
 
-def _open_task(run, step, node, data, users, groups, now, task_duties) -> HumanTask:
+def _open_task(run, step, node, data, users, groups, now, task_duties, calendars) -> HumanTask:
     assignee = substitute = None
     if len(users) == 1 and not groups:
         assignee = users[0]
@@ -744,8 +745,8 @@ def _open_task(run, step, node, data, users, groups, now, task_duties) -> HumanT
         priority=node.priority,
         assignee=assignee,
         substitute_for=substitute,
-        due_at=escalation.deadline_at(node=node, created_at=now),
-        escalate_at=escalation.first_escalation_at(node=node, created_at=now),
+        due_at=escalation.deadline_at(node=node, created_at=now, calendars=calendars),
+        escalate_at=escalation.first_escalation_at(node=node, created_at=now, calendars=calendars),
         created_at=now,
         claimed_at=now if assignee else None,
     )
@@ -818,7 +819,10 @@ def _escalate(task: HumanTask, node: Approval, now: datetime) -> bool:
     task.candidate_groups.add(*new_groups)
     task.escalate(
         next_escalation_at=escalation.next_escalation_at(
-            node=node, level=task.escalation_level + 1, now=now
+            node=node,
+            level=task.escalation_level + 1,
+            now=now,
+            calendars=due_times.load_calendars(durations=due_times.approval_durations(node)),
         )
     )
     task.save()
@@ -879,8 +883,8 @@ def handle_deadline(*, task_id: UUID, now: datetime) -> bool:
             )
         else:
             previous = task.due_at
-            delay = node.deadline_delay()
-            task.due_at = now + delay if delay else None
+            calendars = due_times.load_calendars(durations=[node.deadline_delay()])
+            task.due_at = escalation.deadline_at(node=node, created_at=now, calendars=calendars)
             if not _escalate(task, node, now):
                 task.save(update_fields=["due_at"])
                 inbox_entries.refresh(task)

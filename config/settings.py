@@ -430,7 +430,23 @@ if BATON_PRUNE_AFTER_DAYS:
 # Where links in emails point (the public address of the web app).
 BATON_BASE_URL = env_str("BATON_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
 BATON_EMAIL_LINK_HOURS = env_float("BATON_EMAIL_LINK_HOURS", 72)
-BATON_EXPENSE_ESCALATE_AFTER_HOURS = env_float("BATON_EXPENSE_ESCALATE_AFTER_HOURS", 48)
+# The expense's manager approval escalates to finance after this many business days
+# on the `standard` business calendar (working hours and holidays, in the admin).
+BATON_EXPENSE_ESCALATE_AFTER_BUSINESS_DAYS = env_int(
+    "BATON_EXPENSE_ESCALATE_AFTER_BUSINESS_DAYS", 2
+)
+if BATON_EXPENSE_ESCALATE_AFTER_BUSINESS_DAYS < 1:
+    raise ImproperlyConfigured(
+        "BATON_EXPENSE_ESCALATE_AFTER_BUSINESS_DAYS must be 1 or more, "
+        f"not {BATON_EXPENSE_ESCALATE_AFTER_BUSINESS_DAYS}."
+    )
+if "BATON_EXPENSE_ESCALATE_AFTER_HOURS" in os.environ:
+    # Refused rather than ignored: a deployment that set it expects it to count.
+    raise ImproperlyConfigured(
+        "BATON_EXPENSE_ESCALATE_AFTER_HOURS is no longer read: the expense now escalates "
+        "after business days on the standard calendar. Set "
+        "BATON_EXPENSE_ESCALATE_AFTER_BUSINESS_DAYS (default 2) and unset it."
+    )
 BATON_EXPENSE_FINANCE_THRESHOLD = env_str("BATON_EXPENSE_FINANCE_THRESHOLD", "1000")
 # Seconds between refreshes of the inbox list.
 BATON_INBOX_POLL_SECONDS = int(env_float("BATON_INBOX_POLL_SECONDS", 20))

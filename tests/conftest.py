@@ -22,6 +22,9 @@ from workflows.examples.models import ServiceEffect
 from workflows.models import StepRun, WorkflowRun
 from workflows.states import StepState
 
+# The test kit for workflow authors (the `workflow_env` fixture), used as they would.
+pytest_plugins = ["workflows.testing"]
+
 ORDER_INPUT = {
     "order_id": "A-1001",
     "customer_email": "ada@example.com",
@@ -64,12 +67,12 @@ def drive() -> Callable[[WorkflowRun], WorkflowRun]:
     worker processes over a real broker.
     """
 
-    def drive_run(run: WorkflowRun, *, max_steps: int = 100) -> WorkflowRun:
+    def drive_run(run: WorkflowRun, *, max_steps: int = 100, now=None) -> WorkflowRun:
         for _ in range(max_steps):
             step = run.steps.filter(state=StepState.SCHEDULED).order_by("id").first()
             if step is None:
                 break
-            engine.execute_step(step_id=step.pk)
+            engine.execute_step(step_id=step.pk, now=now)
         run.refresh_from_db()
         return run
 

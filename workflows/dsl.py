@@ -20,6 +20,7 @@ from typing import Any, Literal
 import pydantic
 
 from workflows.activity import ActivityContext
+from workflows.calendars import Duration
 from workflows.cleaning import Refused, refuse_unstorable
 
 ActivityFunction = Callable[[ActivityContext], Any]
@@ -157,7 +158,7 @@ class Join(Node):
 class Sleep(Node):
     """Wait for a fixed time, kept in the database and fired by the sweep."""
 
-    duration: timedelta
+    duration: Duration  # a timedelta, or BusinessTime counted on a business calendar
     next: str | None = None
 
     def exits(self) -> tuple[str | None, ...]:
@@ -169,7 +170,7 @@ class WaitForSignal(Node):
     """Wait for the first of several signals, or a timeout, and go where it says."""
 
     signals: Mapping[str, str | None]
-    timeout: timedelta | None = None
+    timeout: Duration | None = None  # a timedelta or BusinessTime
     on_timeout: str | None = None
 
     def exits(self) -> tuple[str | None, ...]:
@@ -211,13 +212,13 @@ class GoBack(Node):
 class Escalation:
     """One level of escalation: when still undecided `after` this, widen who may decide."""
 
-    # A duration, or a function returning one (read when the task is created, so a
-    # setting can decide it).
-    after: timedelta | Callable[[], timedelta]
+    # A duration (a timedelta, or BusinessTime counted on a business calendar), or a
+    # function returning one (read when the task is created, so a setting can decide it).
+    after: Duration | Callable[[], Duration]
     to_groups: tuple[str, ...] = ()
     to_manager: bool = False
 
-    def delay(self) -> timedelta:
+    def delay(self) -> Duration:
         return self.after() if callable(self.after) else self.after
 
 
@@ -244,8 +245,8 @@ class Approval(WaitForSignal):
     escalations: tuple[Escalation, ...] = ()
     # The final deadline, counted from the task's creation, and what happens then:
     # reject it, fail the run (its saga undoes what was done), or keep waiting
-    # after one more escalation.
-    deadline: timedelta | Callable[[], timedelta] | None = None
+    # after one more escalation. A timedelta or BusinessTime, as for escalations.
+    deadline: Duration | Callable[[], Duration] | None = None
     on_deadline: DeadlineChoice = "reject"
     on_approve: str | None = None
     on_reject: str | None = None
@@ -271,7 +272,7 @@ class Approval(WaitForSignal):
     def assignees_for(self, data: RunData) -> list[str]:
         return list(self.assignees(data) if callable(self.assignees) else self.assignees)
 
-    def deadline_delay(self) -> timedelta | None:
+    def deadline_delay(self) -> Duration | None:
         return self.deadline() if callable(self.deadline) else self.deadline
 
 

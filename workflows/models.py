@@ -1,5 +1,7 @@
 """Runs, steps, their events and signals: rows and the legal moves between their states.
 
+Also the business calendars operators keep (working hours, time zone, holidays).
+
 Transitions here change only their own row in memory; `workflows.engine` locks,
 calls them, saves and records the event. Concurrency contract: every writer of a
 run's steps first locks the run row (`select_for_update`), so checks made under
@@ -10,14 +12,17 @@ a save fail if the state changed underneath anyway.
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from collections.abc import Iterable
+from datetime import date, datetime
 from typing import Any
 
 import django_fsm as fsm
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
+from workflows import calendars
 from workflows.dsl import RunData
 from workflows.results import RunResults
 from workflows.states import (
@@ -484,3 +489,100 @@ class Heartbeat(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} at {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+def _validate_hours(text: str) -> None:
+    try:
+        calendars.parse_hours(text)
+    except calendars.CalendarError as error:
+        raise ValidationError(str(error)) from None
+
+
+def _validate_time_zone(name: str) -> None:
+    try:
+        calendars.zone(name)
+    except calendars.CalendarError as error:
+        raise ValidationError(str(error)) from None
+
+
+def _hours_field(day: str, default: str) -> models.CharField:
+    return models.CharField(
+        day.title(),
+        max_length=100,
+        blank=True,
+        default=default,
+        validators=[_validate_hours],
+        help_text="e.g. 09:00-12:00, 13:00-17:00; blank: not a working day",
+    )
+
+
+class BusinessCalendar(models.Model):
+    """Working hours per weekday, a time zone and holidays, edited by operators.
+
+    Definitions name a calendar in `BusinessTime(calendar=...)`; the due times it
+    gives are computed when a task opens or escalates and stored, so editing a
+    calendar changes the due times computed after the edit, not those stored.
+    """
+
+    name = models.SlugField(
+        max_length=64, unique=True, help_text="what definitions call it, e.g. standard"
+    )
+    description = models.CharField(max_length=200, blank=True)
+    time_zone = models.CharField(
+        max_length=64,
+        default="UTC",
+        validators=[_validate_time_zone],
+        help_text="an IANA time zone, e.g. Europe/Berlin; working hours are local to it",
+    )
+    monday = _hours_field("monday", "09:00-17:00")
+    tuesday = _hours_field("tuesday", "09:00-17:00")
+    wednesday = _hours_field("wednesday", "09:00-17:00")
+    thursday = _hours_field("thursday", "09:00-17:00")
+    friday = _hours_field("friday", "09:00-17:00")
+    saturday = _hours_field("saturday", "")
+    sunday = _hours_field("sunday", "")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        if all(not getattr(self, day).strip() for day in calendars.WEEKDAYS):
+            raise ValidationError("A calendar needs working hours on at least one weekday.")
+
+    def as_calendar(self, holidays: Iterable[date] | None = None) -> calendars.Calendar:
+        """The calendar as business-time arithmetic takes it (a pure value)."""
+        if holidays is None:
+            # .all(), not values_list: a prefetch of the holidays is used.
+            holidays = [holiday.date for holiday in self.holidays.all()]
+        return calendars.Calendar(
+            name=self.name,
+            time_zone=self.time_zone,
+            hours={
+                index: calendars.parse_hours(getattr(self, day))
+                for index, day in enumerate(calendars.WEEKDAYS)
+            },
+            holidays=frozenset(holidays),
+        )
+
+
+class Holiday(models.Model):
+    """A day without working hours on one calendar."""
+
+    calendar = models.ForeignKey(
+        BusinessCalendar, on_delete=models.CASCADE, related_name="holidays"
+    )
+    date = models.DateField()
+    name = models.CharField(max_length=100, blank=True)
+
+    class Meta:
+        ordering = ["date"]
+        constraints = [
+            models.UniqueConstraint(fields=["calendar", "date"], name="holiday_once_per_day")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.date} {self.name}".strip()

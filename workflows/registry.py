@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +54,21 @@ def register(workflow: Workflow) -> Workflow:
 
 def unregister(workflow: Workflow) -> None:
     _definitions.get(workflow.name, {}).pop(workflow.version, None)
+
+
+@contextmanager
+def substituted(workflow: Workflow) -> Iterator[Workflow]:
+    """Stand `workflow` in for the registered definition of its name and version until
+    the block ends (the test kit replaces activities this way)."""
+    versions = _definitions.get(workflow.name, {})
+    if workflow.version not in versions:
+        raise UnknownWorkflow(f"{workflow} is not registered, so nothing can stand in for it.")
+    original = versions[workflow.version]
+    versions[workflow.version] = workflow
+    try:
+        yield workflow
+    finally:
+        versions[workflow.version] = original
 
 
 def get(name: str, version: int | None = None) -> Workflow:

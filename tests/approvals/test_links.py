@@ -168,7 +168,7 @@ class TestEscalationEmail:
         self, client, manager_task, bob, mailoutbox, django_capture_on_commit_callbacks
     ):
         with django_capture_on_commit_callbacks(execute=True):
-            engine.sweep(now=manager_task.created_at + timedelta(hours=49))
+            engine.sweep(now=manager_task.escalate_at + timedelta(minutes=1))
         to_bob = next(m for m in mailoutbox if m.to == ["bob@example.com"])
         path = re.search(r"http://[^/]+(/email/\S+/)", to_bob.body).group(1)
         client.force_login(bob)

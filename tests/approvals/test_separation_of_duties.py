@@ -356,7 +356,7 @@ class TestEscalationsAndSubstitutes:
         task = start_expense(requester="bob").human_tasks.get()
 
         with django_capture_on_commit_callbacks(execute=True):
-            engine.sweep(now=task.created_at + timedelta(hours=49))
+            engine.sweep(now=task.escalate_at + timedelta(minutes=1))
 
         assert [message.to for message in mailoutbox] == [["carol@example.com"]]
         assert not EmailLink.objects.filter(recipient__username="bob").exists()

@@ -13,6 +13,7 @@ from typing import Any
 
 from workflows import registry
 from workflows.activity import ActivityContext
+from workflows.calendars import BusinessTime
 from workflows.dsl import (
     Activity,
     Approval,
@@ -272,7 +273,42 @@ DEADLINE_WAITS = Workflow(
     ),
 )
 
-for workflow in (DEADLINE_FAILS, DEADLINE_WAITS):
+# A deadline in business time on a calendar of its own, which tests create (or not).
+BUSINESS_DEADLINE = Workflow(
+    name="test_business_deadline",
+    version=1,
+    start="sign_off",
+    nodes=(
+        Approval(
+            "sign_off",
+            title="Sign off",
+            assignees=("carol",),
+            deadline=BusinessTime(hours=4, calendar="berlin-office"),
+            on_deadline="reject",
+            on_approve=None,
+            on_reject=None,
+        ),
+    ),
+)
+
+# Timers in business time: a nap of two working hours, then a wait of one working day.
+BUSINESS_TIMERS = Workflow(
+    name="test_business_timers",
+    version=1,
+    start="nap",
+    nodes=(
+        Sleep("nap", duration=BusinessTime(hours=2), next="await_go"),
+        WaitForSignal(
+            "await_go",
+            signals={"go": None},
+            timeout=BusinessTime(days=1),
+            on_timeout="timed_out",
+        ),
+        Activity("timed_out", run=effect("timed_out"), mutating=False),
+    ),
+)
+
+for workflow in (DEADLINE_FAILS, DEADLINE_WAITS, BUSINESS_DEADLINE, BUSINESS_TIMERS):
     registry.register(workflow)
 
 

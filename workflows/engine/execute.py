@@ -52,17 +52,18 @@ class Outcome:
     cancelled: bool = False
 
 
-def execute_step(*, step_id: int) -> None:
+def execute_step(*, step_id: int, now: datetime | None = None) -> None:
     """Run step `step_id` if it still needs running, then the local steps that follow it.
 
     Two commits per step: the claim (one statement), and the record of its
     outcome. A local step that follows is claimed inside that record, so it costs
-    one commit.
+    one commit. `now` (for a test's clock) stands for the time of the claim and of
+    each record; workers leave it out and read the clock at each.
     """
-    claim = claim_step(step_id, now=timezone.now())
+    claim = claim_step(step_id, now=now or timezone.now())
     while claim is not None:
         outcome = run_activity(claim)
-        claim = record_outcome(claim, outcome, now=timezone.now())
+        claim = record_outcome(claim, outcome, now=now or timezone.now())
 
 
 def claim_step(step_id: int, *, now: datetime) -> Claim | None:
