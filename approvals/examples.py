@@ -75,6 +75,7 @@ def submit_expense(context: ActivityContext) -> dict[str, Any]:
 
 
 def pay_expense(context: ActivityContext) -> dict[str, Any]:
+    finance = RunData(input=context.input, results=context.results).form_values("finance_approval")
     return services.call(
         service="payments",
         action="pay",
@@ -84,6 +85,8 @@ def pay_expense(context: ActivityContext) -> dict[str, Any]:
             "to": context.input["requester"],
             "amount": context.input["amount"],
             "currency": context.input["currency"],
+            # Charged where finance said; below the threshold, the default cost centre.
+            "cost_centre": finance.get("cost_centre"),
         },
     )
 
