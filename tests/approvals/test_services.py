@@ -363,14 +363,6 @@ class TestText:
         assert manager_task.state == TaskState.CLAIMED
 
 
-@pytest.fixture
-def finance_task(start_expense, carol, drive) -> HumanTask:
-    """The finance group's approval of alice's 1,500 EUR expense, after carol approved."""
-    run = start_expense(amount="1500.00")
-    services.approve_human_task(task_id=run.human_tasks.get().pk, user=carol, channel=INBOX)
-    return drive(run).human_tasks.get(node="finance_approval")
-
-
 class TestTaskForms:
     def test_the_values_are_kept_on_the_decision_in_the_run_data_and_in_the_audit(
         self, finance_task, bob, drive
