@@ -11,6 +11,7 @@ task's approval node in the registry.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import cache
 from typing import Any
 
 import pydantic
@@ -72,6 +73,12 @@ def in_words(form: type[pydantic.BaseModel], errors: list[dict[str, str]]) -> st
         field_spec = spec if isinstance(spec, start_forms.FieldSpec) else None
         problems.append(f"{label}: {start_forms.plain(error['message'], field_spec)}")
     return " ".join(problems)
+
+
+@cache
+def json_schema_of(form: type[pydantic.BaseModel]) -> dict[str, Any]:
+    """The form's JSON Schema, for API callers (made once per class; treat it as read-only)."""
+    return form.model_json_schema()
 
 
 def drawing_problems(workflow: Workflow) -> list[str]:

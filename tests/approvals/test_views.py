@@ -532,6 +532,16 @@ class TestTaskForm:
         finance_task.refresh_from_db()
         assert finance_task.form_values == {"cost_centre": "FIN-1200"}
 
+    def test_the_audit_trail_shows_the_values(self, client, bob, finance_task):
+        services.approve_human_task(
+            task_id=finance_task.pk, user=bob, channel="inbox", values={"cost_centre": "FIN-1200"}
+        )
+        client.force_login(bob)
+
+        page = client.get(reverse("approvals:task", args=[finance_task.pk])).text
+
+        assert "<small>form: cost_centre = FIN-1200</small>" in page
+
     def test_a_stale_form_is_refused_as_stale_not_as_incomplete(
         self, client, bob, carol, finance_task
     ):
