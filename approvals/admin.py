@@ -20,6 +20,8 @@ from approvals.models import (
     EmailLink,
     GroupManager,
     HumanTask,
+    Notification,
+    NotificationSettings,
     ReportingLine,
     Substitution,
 )
@@ -165,3 +167,26 @@ class EmailLinkAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+@admin.register(Notification)
+class NotificationAdmin(admin.ModelAdmin):
+    """What people were told: read-only, for answering "did bob hear of it?"."""
+
+    list_display = ("user", "kind", "text", "created_at", "read_at", "emailed_at")
+    list_filter = ("kind",)
+    search_fields = ("user__username", "text")
+    readonly_fields = [field.name for field in Notification._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(NotificationSettings)
+class NotificationSettingsAdmin(admin.ModelAdmin):
+    list_display = ("user", "email")
+    list_filter = ("email",)
+    search_fields = ("user__username",)

@@ -28,6 +28,7 @@ from approvals import (
     escalation,
     inbox_entries,
     links,
+    notifications,
     permissions,
     task_forms,
 )
@@ -458,6 +459,7 @@ def _decide(
     if form_values:
         changes["form_values"] = [{}, form_values]
     _audit(task, outcome, request, comment=comment, changes=changes)
+    notifications.request_decided(task=task, now=request.now)
     if task.owner_id is not None:
         emails.send_delegation_done(task=task)
     _settle_approval(task, request.now)
@@ -571,6 +573,7 @@ def delegate_human_task(
         task.delegate(owner=user, delegate=delegate)
         task.save()
         inbox_entries.refresh(task)
+        notifications.task_handed(task=task, to=delegate, by=user, delegated=True, now=request.now)
         _comment_if_any(task, user, comment, request.now)
         _audit(
             task,
@@ -611,6 +614,9 @@ def reassign_human_task(
         task.save()
         task.candidate_users.add(new_assignee)
         inbox_entries.refresh(task)
+        notifications.task_handed(
+            task=task, to=new_assignee, by=user, delegated=False, now=request.now
+        )
         _comment_if_any(task, user, comment, request.now)
         _audit(
             task,
@@ -811,6 +817,7 @@ def _open_task(run, step, node, data, users, groups, now, task_duties) -> HumanT
     task.candidate_users.set(users if assignee is None else [assignee])
     task.candidate_groups.set(groups)
     inbox_entries.refresh(task)
+    notifications.task_opened(task=task, requesters=task_duties.requesters, now=now)
     audit.record(
         task=task,
         event="created",

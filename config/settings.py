@@ -17,6 +17,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from celery.schedules import crontab
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Exchange, Queue
@@ -473,6 +474,14 @@ BATON_AUDIT_KEY = env_str("BATON_AUDIT_KEY", "")
 # set: put it where the database's writers cannot rewrite it.
 BATON_AUDIT_CHECKPOINT_FILE = env_str("BATON_AUDIT_CHECKPOINT_FILE", "")
 BATON_AUDIT_CHECKPOINT_MINUTES = env_float("BATON_AUDIT_CHECKPOINT_MINUTES", 60)
+# The daily digest of notifications, for people who chose one email a day.
+BATON_DIGEST_HOUR = int(env_float("BATON_DIGEST_HOUR", 7))
+CELERY_BEAT_SCHEDULE["baton-send-digests"] = {
+    "task": "baton.send_digests",
+    "schedule": crontab(minute=0, hour=BATON_DIGEST_HOUR),
+    # A digest that waited past the next day's is superseded by it.
+    "options": {"expires": 23 * 3600},
+}
 CELERY_BEAT_SCHEDULE["baton-audit-checkpoint"] = {
     "task": "baton.audit_checkpoint",
     "schedule": BATON_AUDIT_CHECKPOINT_MINUTES * 60,

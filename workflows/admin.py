@@ -28,7 +28,16 @@ class ReadOnlyInline(admin.TabularInline):
 
 class StepRunInline(ReadOnlyInline):
     model = StepRun
-    fields = ("node", "kind", "state", "attempt", "scheduled_at", "finished_at", "last_error")
+    fields = (
+        "node",
+        "round",
+        "kind",
+        "state",
+        "attempt",
+        "scheduled_at",
+        "finished_at",
+        "last_error",
+    )
     readonly_fields = fields
     ordering = ("id",)
 
@@ -107,7 +116,7 @@ class WorkflowRunAdmin(admin.ModelAdmin):
 
 @admin.register(StepRun)
 class StepRunAdmin(admin.ModelAdmin):
-    list_display = ("node", "kind", "state", "attempt", "run", "due_at", "finished_at")
+    list_display = ("node", "round", "kind", "state", "attempt", "run", "due_at", "finished_at")
     list_filter = ("state", "kind", "run__workflow_type")
     search_fields = ("=run__id", "node")
     readonly_fields = [field.name for field in StepRun._meta.fields]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from workflows.dsl import Workflow
+from workflows.dsl import Workflow, forward_successors
 from workflows.models import StepRun
 from workflows.states import LIVE_STEP_STATES, StepKind
 
@@ -54,7 +54,9 @@ class Diagram:
 
 def draw(definition: Workflow, steps: Iterable[StepRun]) -> Diagram:
     """Lay out `definition`, marking each node with the state of its step in `steps`."""
-    states = {step.node: step.state for step in steps if step.kind == StepKind.FORWARD}
+    forward = [step for step in steps if step.kind == StepKind.FORWARD]
+    # A node run in several rounds of a loop shows its latest round.
+    states = {step.node: step.state for step in sorted(forward, key=lambda step: step.round)}
     depth = _depths(definition)
     columns: dict[int, list[str]] = {}
     for node in definition.nodes:
@@ -89,11 +91,11 @@ def draw(definition: Workflow, steps: Iterable[StepRun]) -> Diagram:
 
 
 def _depths(definition: Workflow) -> dict[str, int]:
-    """Return each node's longest distance from the start."""
+    """Return each node's longest distance from the start (a GoBack's back edge aside)."""
     depth = {definition.start: 0}
     order = _topological(definition)
     for name in order:
-        for successor in definition.node(name).successors():
+        for successor in forward_successors(definition.node(name)):
             if name in depth:
                 depth[successor] = max(depth.get(successor, 0), depth[name] + 1)
     return depth
@@ -102,14 +104,14 @@ def _depths(definition: Workflow) -> dict[str, int]:
 def _topological(definition: Workflow) -> list[str]:
     incoming = {node.name: 0 for node in definition.nodes}
     for node in definition.nodes:
-        for successor in node.successors():
+        for successor in forward_successors(node):
             incoming[successor] = incoming.get(successor, 0) + 1
     ready = [name for name, count in incoming.items() if count == 0]
     order = []
     while ready:
         name = ready.pop(0)
         order.append(name)
-        for successor in definition.node(name).successors():
+        for successor in forward_successors(definition.node(name)):
             incoming[successor] -= 1
             if incoming[successor] == 0:
                 ready.append(successor)

@@ -1,9 +1,11 @@
 """The definition language: a workflow is a small graph of frozen nodes, checked statically.
 
 A definition says *what* happens in which order; business logic lives in the
-activity functions it names. The graph is acyclic: a node runs at most once per
-run (retries repeat an attempt, never a node), which is what lets the engine key
-every step on (run, node) and never replay history.
+activity functions it names. The graph has no cycle except through a `GoBack`,
+a bounded back edge: a node runs at most once per round (retries repeat an
+attempt, never a node), and each time a run goes back a new round begins, which
+is what lets the engine key every step on (run, node, round) and never replay
+history.
 """
 
 from __future__ import annotations
@@ -187,6 +189,31 @@ class WaitForSignal(Node):
     def next_after(self, signal_name: str | None) -> str | None:
         """Return the node that follows `signal_name` (None means the timeout fired)."""
         return self.on_timeout if signal_name is None else self.signals[signal_name]
+
+
+@dataclass(frozen=True)
+class GoBack(Node):
+    """Go back to an earlier node for another round, at most `max_rounds` rounds in all.
+
+    The only way a definition may loop (send a request back for changes, try a
+    negotiation again). Every node entered again gets a new step in the next round,
+    with its own idempotency key; earlier rounds' steps stay as they were. Once
+    the loop has run `max_rounds` times (the first round included, counted per
+    run), the run goes to `otherwise` instead, or with no `otherwise` the step
+    fails and the run's completed steps are undone.
+    """
+
+    to: str
+    max_rounds: int | None = None
+    otherwise: str | None = None
+
+    def exits(self) -> tuple[str | None, ...]:
+        # Exhausted rounds with nowhere to go fail the step (they do not end the run).
+        return (self.to, *((self.otherwise,) if self.otherwise is not None else ()))
+
+    def forward_exits(self) -> tuple[str, ...]:
+        """Return where this node leads other than back (the static check's acyclic graph)."""
+        return (self.otherwise,) if self.otherwise is not None else ()
 
 
 @dataclass(frozen=True)
@@ -440,6 +467,18 @@ def check_definition(workflow: Workflow) -> list[str]:
             problems.extend(_parallel_problems(workflow, node))
         if isinstance(node, Approval) and node.form is not None:
             problems.extend(_form_problems(node))
+        if isinstance(node, GoBack):
+            problems.extend(_go_back_problems(workflow, node))
+    go_backs = [
+        node.max_rounds
+        for node in workflow.nodes
+        if isinstance(node, GoBack) and isinstance(node.max_rounds, int)
+    ]
+    if sum(rounds - 1 for rounds in go_backs) > MAX_ROUND:
+        problems.append(
+            f"the loops of {workflow.name!r} may go back more than {MAX_ROUND} times in all, "
+            "more rounds than a step can count: lower their max_rounds"
+        )
 
     schema = workflow.input_schema
     if workflow.requester_field and schema and workflow.requester_field not in schema.model_fields:
@@ -454,7 +493,50 @@ def check_definition(workflow: Workflow) -> list[str]:
     problems.extend(f"node {name!r} is unreachable from the start" for name in sorted(unreachable))
     cycle = _find_cycle(workflow)
     if cycle:
-        problems.append(f"path with no end: {' -> '.join(cycle)} loops back")
+        problems.append(
+            f"path with no end: {' -> '.join(cycle)} loops back with no GoBack to bound it "
+            "(a loop must go back through a GoBack node with max_rounds)"
+        )
+    return problems
+
+
+# The highest round a step can record (StepRun.round is a small integer); each
+# time a run goes back it starts one round up.
+MAX_ROUND = 32767
+
+
+def _go_back_problems(workflow: Workflow, go_back: GoBack) -> list[str]:
+    max_rounds = go_back.max_rounds
+    if max_rounds is None:
+        return [f"go back {go_back.name!r} has no max_rounds: every loop must be bounded"]
+    if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 2:
+        return [
+            f"go back {go_back.name!r} has max_rounds={max_rounds!r}: it must be a whole "
+            "number of at least 2 (the first round counts, so 1 would never go back)"
+        ]
+    problems = []
+    if go_back.to == go_back.name:
+        problems.append(f"go back {go_back.name!r} goes back to itself")
+    elif isinstance(workflow.nodes_by_name.get(go_back.to), Join):
+        problems.append(
+            f"go back {go_back.name!r} goes back to the join {go_back.to!r}, which would wait "
+            "for branches that never come: go back to its parallel instead"
+        )
+    elif go_back.to in workflow.nodes_by_name and go_back.name not in _reachable(
+        workflow, (go_back.to,)
+    ):
+        problems.append(
+            f"go back {go_back.name!r} goes to {go_back.to!r}, which never leads back to it: "
+            "use the node's own exit for a way forward"
+        )
+    # Every branch of a parallel region must arrive at its join in the same round.
+    for name in (go_back.name, go_back.to):
+        if name in workflow.join_of:
+            problems.append(
+                f"go back {go_back.name!r}: {name!r} is inside the parallel region closed by "
+                f"{workflow.join_of[name]!r}; a loop may contain a whole parallel region, "
+                "never start or end inside one"
+            )
     return problems
 
 
@@ -532,7 +614,7 @@ def _parallel_problems(workflow: Workflow, parallel: Parallel) -> list[str]:
 
 
 def _find_cycle(workflow: Workflow) -> list[str] | None:
-    """Return a path from the start that loops back on itself, or None.
+    """Return a path from the start that loops back on itself not through a GoBack, or None.
 
     A depth-first walk with its own stack, so a definition of ten thousand
     chained nodes is checked as easily as one of ten.
@@ -542,7 +624,7 @@ def _find_cycle(workflow: Workflow) -> list[str] | None:
         return None
     path = [workflow.start]
     on_path = {workflow.start}
-    unvisited = [iter(nodes[workflow.start].successors())]
+    unvisited = [iter(forward_successors(nodes[workflow.start]))]
     done: set[str] = set()
     while unvisited:
         successor = next(unvisited[-1], None)
@@ -556,5 +638,10 @@ def _find_cycle(workflow: Workflow) -> list[str] | None:
         elif successor not in done and successor in nodes:
             path.append(successor)
             on_path.add(successor)
-            unvisited.append(iter(nodes[successor].successors()))
+            unvisited.append(iter(forward_successors(nodes[successor])))
     return None
+
+
+def forward_successors(node: Node) -> tuple[str, ...]:
+    """Return a node's successors but a GoBack's back edge: the graph that must be acyclic."""
+    return node.forward_exits() if isinstance(node, GoBack) else node.successors()

@@ -252,6 +252,10 @@ class StepRun(fsm.ConcurrentTransitionMixin, SavesChanges, models.Model):
     run = models.ForeignKey(WorkflowRun, on_delete=models.CASCADE, related_name="steps")
     node = models.CharField(max_length=100)
     kind = models.CharField(max_length=20, choices=StepKind.choices, default=StepKind.FORWARD)
+    # 0 for a node's first run; each time the run goes back through a GoBack, the
+    # nodes it enters again get new steps one round up (a compensation has the
+    # round of the step it undoes).
+    round = models.PositiveSmallIntegerField(default=0)
     state = fsm.FSMField(
         choices=StepState.choices, default=StepState.SCHEDULED, protected=True, max_length=20
     )
@@ -278,7 +282,9 @@ class StepRun(fsm.ConcurrentTransitionMixin, SavesChanges, models.Model):
     class Meta:
         ordering = ["scheduled_at", "id"]
         constraints = [
-            models.UniqueConstraint(fields=["run", "node", "kind"], name="step_unique_per_run"),
+            models.UniqueConstraint(
+                fields=["run", "node", "kind", "round"], name="step_unique_per_round"
+            ),
         ]
         indexes = [
             models.Index(
@@ -295,13 +301,18 @@ class StepRun(fsm.ConcurrentTransitionMixin, SavesChanges, models.Model):
 
     def __str__(self) -> str:
         prefix = "undo " if self.kind == StepKind.COMPENSATION else ""
-        return f"{prefix}{self.node} ({self.state}, attempt {self.attempt})"
+        round_ = f", round {self.round + 1}" if self.round else ""
+        return f"{prefix}{self.node} ({self.state}, attempt {self.attempt}{round_})"
 
     @property
     def idempotency_key(self) -> str:
         """Stable across attempts and redeliveries: the key external effects are keyed on."""
-        suffix = ":compensate" if self.kind == StepKind.COMPENSATION else ""
-        return f"{self.run_id}:{self.node}{suffix}"
+        return step_key(
+            run_id=self.run_id,
+            node=self.node,
+            round=self.round,
+            compensation=self.kind == StepKind.COMPENSATION,
+        )
 
     # -- transitions -------------------------------------------------------
 
@@ -378,6 +389,15 @@ class StepRun(fsm.ConcurrentTransitionMixin, SavesChanges, models.Model):
     def skip_by_operator(self, *, now: datetime) -> None:
         """An operator did the step's work by hand and lets the run move past it."""
         self.finished_at = now
+
+
+def step_key(*, run_id: Any, node: str, round: int, compensation: bool = False) -> str:
+    """Return the idempotency key of a step: `<run>:<node>` in round 0, as before loops
+    existed (live runs and the services they called keep their keys), and
+    `<run>:<node>@<round>` in later rounds; `:compensate` for its undo."""
+    at_round = f"@{round}" if round else ""
+    suffix = ":compensate" if compensation else ""
+    return f"{run_id}:{node}{at_round}{suffix}"
 
 
 class StepEvent(models.Model):

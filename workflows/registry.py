@@ -38,6 +38,8 @@ _run_views: list[RunView] = []
 _sweepers: list[Callable[..., int]] = []
 # Told when someone starts a run on another person's behalf (see workflows.starting).
 _on_behalf_hooks: list[Callable[..., None]] = []
+# Told when runs end (see register_run_end_hook).
+_run_end_hooks: list[Callable[..., None]] = []
 
 
 def register(workflow: Workflow) -> Workflow:
@@ -129,3 +131,16 @@ def register_on_behalf_hook(hook: Callable[..., None]) -> None:
 
 def on_behalf_hooks() -> list[Callable[..., None]]:
     return list(_on_behalf_hooks)
+
+
+def register_run_end_hook(hook: Callable[..., None]) -> None:
+    """Be told, inside the engine's transaction, which runs a use case ended: succeeded,
+    failed, compensated, cancelled or dead-lettered (the approvals app tells each
+    run's requester). Called as `hook(ended=[(run, event_kind), ...], now=...)`, once
+    per unit of work, so a sweep that ends a thousand runs calls it once."""
+    if hook not in _run_end_hooks:
+        _run_end_hooks.append(hook)
+
+
+def run_end_hooks() -> list[Callable[..., None]]:
+    return list(_run_end_hooks)

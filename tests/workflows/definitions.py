@@ -20,10 +20,12 @@ from workflows.dsl import (
     Approval,
     Branch,
     Escalation,
+    GoBack,
     Join,
     NoCompensation,
     Parallel,
     RetryPolicy,
+    RunData,
     Sleep,
     Timeouts,
     WaitForSignal,
@@ -327,3 +329,77 @@ REMOTE_THEN_LOCAL = Workflow(
     ),
 )
 registry.register(REMOTE_THEN_LOCAL)
+
+
+# Loops: a GoBack sends the run back for another round (see tests/workflows/test_loops.py).
+def round_effect(action: str):
+    """Like `effect`, but `input["simulate"]` may name one round: `{"draft@1": "slow"}`."""
+
+    def activity(context: ActivityContext) -> dict[str, Any]:
+        simulate = context.input.get("simulate", {})
+        return services.call(
+            service="test",
+            action=action,
+            context=context,
+            behaviour=simulate.get(f"{action}@{context.round}", simulate.get(action)),
+            data={"node": context.node, "round": context.round},
+        )
+
+    activity.__name__ = action
+    return activity
+
+
+def enough_rounds(data: RunData) -> bool:
+    """Whether the run has drafted `input["rounds"]` times (the loop's own count says so)."""
+    gone_back = data.results.get("send_back", {}).get("rounds_run", 0)
+    return gone_back + 1 >= data.input.get("rounds", 1)
+
+
+def looping(name: str, *, otherwise: str | None) -> Workflow:
+    """Draft until `input["rounds"]` drafts are done, at most three; then publish."""
+    return Workflow(
+        name=name,
+        version=1,
+        start="prepare",
+        nodes=(
+            step("prepare", "draft"),
+            Activity(
+                "draft",
+                run=round_effect("draft"),
+                compensate=undo_effect("draft"),
+                next="check",
+                retry=QUICK_RETRY,
+                compensation_retry=QUICK_RETRY,
+                timeouts=Timeouts(heartbeat=timedelta(seconds=2)),
+            ),
+            Branch("check", condition=enough_rounds, if_true="publish", if_false="send_back"),
+            GoBack("send_back", to="draft", max_rounds=3, otherwise=otherwise),
+            step("publish"),
+            *([Activity("give_up", run=effect("give_up"), mutating=False)] if otherwise else []),
+        ),
+    )
+
+
+LOOPING = looping("test_looping", otherwise="give_up")
+LOOPING_FAILS = looping("test_looping_fails", otherwise=None)
+
+REVISED = Workflow(
+    name="test_revised",
+    version=1,
+    start="revise",
+    nodes=(
+        step("revise", "sign_off"),
+        Approval(
+            "sign_off",
+            title="Sign off the revision",
+            assignees=("carol",),
+            on_approve="publish",
+            on_reject="send_back",
+        ),
+        GoBack("send_back", to="revise", max_rounds=2, otherwise=None),
+        step("publish"),
+    ),
+)
+
+for workflow in (LOOPING, LOOPING_FAILS, REVISED):
+    registry.register(workflow)

@@ -17,10 +17,13 @@ def enter(
     node: Sleep,
     *,
     came_from: StepRun | None,
+    round: int,
     now: datetime,
     work: UnitOfWork,
 ) -> None:
-    advance.new_step(work, run, node.name, StepState.WAITING, now, due_at=now + node.duration)
+    advance.new_step(
+        work, run, node.name, StepState.WAITING, now, round=round, due_at=now + node.duration
+    )
 
 
 def due(

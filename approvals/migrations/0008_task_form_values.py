@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('approvals', '0006_audit_checkpoints'),
+        ('approvals', '0007_notifications'),
     ]
 
     operations = [
