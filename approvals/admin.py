@@ -38,6 +38,13 @@ class DecisionForm(forms.Form):
     comment = forms.CharField(
         widget=forms.Textarea, required=False, help_text="Required to reject: say why."
     )
+    # The task page draws the approval's form; here an operator types its values as JSON.
+    form_values = forms.JSONField(
+        required=False,
+        label="Form values",
+        help_text="To approve a task whose approval has a form: its values as JSON, e.g. "
+        '{"cost_centre": "FIN-1200"}. A rejection takes none.',
+    )
 
 
 class CommentInline(admin.TabularInline):
@@ -105,7 +112,16 @@ class HumanTaskAdmin(FSMAdminMixin, admin.ModelAdmin):
                     to_username=kwargs["to"], comment=kwargs.get("comment", ""), **common
                 )
             elif transition_name == "complete" and kwargs.get("outcome") == Outcome.APPROVED:
-                services.approve_human_task(comment=kwargs.get("comment", ""), **common)
+                values = kwargs.get("form_values") or None
+                if values is not None and not isinstance(values, dict):
+                    raise services.InvalidRequest(
+                        'Form values must be a JSON object, e.g. {"cost_centre": "FIN-1200"}.'
+                    )
+                services.approve_human_task(
+                    comment=kwargs.get("comment", ""),
+                    values=values,
+                    **common,
+                )
             elif transition_name == "complete":
                 services.reject_human_task(reason=kwargs.get("comment", ""), **common)
             else:

@@ -69,6 +69,8 @@ class HumanTask(fsm.ConcurrentTransitionMixin, models.Model):
     decided_at = models.DateTimeField(null=True, blank=True)
     channel = models.CharField(max_length=20, choices=Channel.choices, blank=True)
     comment = models.TextField(blank=True)
+    # What the decider entered in the approval's form (Approval.form), as validated.
+    form_values = models.JSONField(default=dict, blank=True)
     version = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField()
     claimed_at = models.DateTimeField(null=True, blank=True)
@@ -160,12 +162,22 @@ class HumanTask(fsm.ConcurrentTransitionMixin, models.Model):
         target=TaskState.COMPLETED,
         custom={"label": "Decide…"},
     )
-    def complete(self, *, outcome: Outcome, by, channel: Channel, comment: str, now: datetime):
+    def complete(
+        self,
+        *,
+        outcome: Outcome,
+        by,
+        channel: Channel,
+        comment: str,
+        now: datetime,
+        form_values: dict | None = None,
+    ):
         self.outcome = outcome
         self.decided_by = by
         self.decided_at = now
         self.channel = channel
         self.comment = comment
+        self.form_values = form_values or {}
         self.completed_at = now
         self.escalate_at = None
         self._bump()

@@ -199,6 +199,17 @@ def manager_task(start_expense) -> HumanTask:
 
 
 @pytest.fixture
+def finance_task(start_expense, carol, drive) -> HumanTask:
+    """The finance group's approval of alice's 1,500 EUR expense, after carol approved;
+    its form asks for a cost centre."""
+    from approvals import services
+
+    run = start_expense(amount="1500.00")
+    services.approve_human_task(task_id=run.human_tasks.get().pk, user=carol, channel="inbox")
+    return drive(run).human_tasks.get(node="finance_approval")
+
+
+@pytest.fixture
 def employees(people) -> Group:
     """The group that may start expenses: alice, bob and carol (not eve, nor olga)."""
     group = Group.objects.create(name="employees")

@@ -71,6 +71,15 @@ class RunData:
     input: Mapping[str, Any]
     results: Mapping[str, Any]
 
+    def form_values(self, node: str) -> dict[str, Any]:
+        """Return what the decider of approval `node` entered in its form ({} if nothing).
+
+        Only an approval decided by one person has these; with `required` above 1,
+        each decision in `results[node]["payload"]["decisions"]` carries its own.
+        """
+        result = self.results.get(node) or {}
+        return dict((result.get("payload") or {}).get("values") or {})
+
 
 # ---------------------------------------------------------------------------
 # Nodes
@@ -250,6 +259,10 @@ class Approval(WaitForSignal):
     on_deadline: DeadlineChoice = "reject"
     on_approve: str | None = None
     on_reject: str | None = None
+    # What the reviewer fills in to approve (a contract id, a cost centre): a pydantic
+    # model, validated when they approve; the values are kept on their decision and
+    # reach the run's data (RunData.form_values).
+    form: type[pydantic.BaseModel] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(
@@ -275,6 +288,24 @@ class Approval(WaitForSignal):
     def deadline_delay(self) -> Duration | None:
         return self.deadline() if callable(self.deadline) else self.deadline
 
+    @property
+    def form_is_required(self) -> bool:
+        """Whether approving needs values: the form has a field without a default."""
+        return self.form is not None and any(
+            field.is_required() for field in self.form.model_fields.values()
+        )
+
+    def validate_form(self, values: Any) -> dict[str, Any]:
+        """Return the form's values as its schema reads them, or raise InvalidForm naming
+        each problem (an approval without a form takes no values)."""
+        if self.form is None:
+            if values:
+                raise InvalidForm(
+                    [{"field": "form", "message": "this decision has no form: send no values"}]
+                )
+            return {}
+        return _validated(self.form, values, InvalidForm)
+
 
 # ---------------------------------------------------------------------------
 # Workflows
@@ -288,10 +319,41 @@ ANYONE: Literal["anyone"] = "anyone"
 class InvalidInput(ValueError):
     """The input does not fit the workflow's schema; `errors` lists each field's problem."""
 
+    what = "workflow input"
+
     def __init__(self, errors: list[dict[str, str]]) -> None:
         self.errors = errors
         problems = "; ".join(f"{error['field']}: {error['message']}" for error in errors)
-        super().__init__(f"Invalid workflow input: {problems}")
+        super().__init__(f"Invalid {self.what}: {problems}")
+
+
+class InvalidForm(InvalidInput):
+    """An approval's form values do not fit its form; `errors` lists each field's problem."""
+
+    what = "form values"
+
+
+def _validated(
+    schema: type[pydantic.BaseModel], data: Any, invalid: type[InvalidInput]
+) -> dict[str, Any]:
+    """Return `data` as `schema` reads it, as JSON; raise `invalid` naming each problem."""
+    try:
+        data = schema.model_validate(data).model_dump(mode="json")
+    except pydantic.ValidationError as error:
+        raise invalid(
+            [
+                {
+                    "field": ".".join(str(part) for part in problem["loc"]) or "input",
+                    "message": problem["msg"],
+                }
+                for problem in error.errors()
+            ]
+        ) from None
+    try:
+        refuse_unstorable(data)
+    except Refused as error:
+        raise invalid([{"field": "input", "message": str(error)}]) from None
+    return data
 
 
 @dataclass(frozen=True)
@@ -351,22 +413,10 @@ class Workflow:
 
     def validate_input(self, data: Any) -> dict[str, Any]:
         """Return the input as the schema reads it, or raise InvalidInput naming each problem."""
-        if self.input_schema is None:
-            if not isinstance(data, dict):
-                raise InvalidInput([{"field": "input", "message": "must be a JSON object"}])
-        else:
-            try:
-                data = self.input_schema.model_validate(data).model_dump(mode="json")
-            except pydantic.ValidationError as error:
-                raise InvalidInput(
-                    [
-                        {
-                            "field": ".".join(str(part) for part in problem["loc"]) or "input",
-                            "message": problem["msg"],
-                        }
-                        for problem in error.errors()
-                    ]
-                ) from None
+        if self.input_schema is not None:
+            return _validated(self.input_schema, data, InvalidInput)
+        if not isinstance(data, dict):
+            raise InvalidInput([{"field": "input", "message": "must be a JSON object"}])
         try:
             refuse_unstorable(data)
         except Refused as error:
@@ -416,6 +466,8 @@ def check_definition(workflow: Workflow) -> list[str]:
             )
         if isinstance(node, Parallel):
             problems.extend(_parallel_problems(workflow, node))
+        if isinstance(node, Approval) and node.form is not None:
+            problems.extend(_form_problems(node))
         if isinstance(node, GoBack):
             problems.extend(_go_back_problems(workflow, node))
     go_backs = [
@@ -487,6 +539,18 @@ def _go_back_problems(workflow: Workflow, go_back: GoBack) -> list[str]:
                 "never start or end inside one"
             )
     return problems
+
+
+def _form_problems(node: Approval) -> list[str]:
+    """A form must be a pydantic model whose JSON Schema can be drawn and documented."""
+    form = node.form
+    if not (isinstance(form, type) and issubclass(form, pydantic.BaseModel)):
+        return [f"approval {node.name!r} has a form that is not a pydantic model: {form!r}"]
+    try:
+        form.model_json_schema()
+    except pydantic.PydanticUserError as error:  # e.g. a field type with no JSON Schema
+        return [f"approval {node.name!r} has a form without a JSON Schema: {error}"]
+    return []
 
 
 def _starters_problems(starters: object) -> list[str]:

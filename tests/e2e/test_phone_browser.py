@@ -69,3 +69,21 @@ class TestOnAPhone:
         task.refresh_from_db()
         assert task.state == TaskState.COMPLETED
         assert sideways_overflow(page) == 0
+
+    def test_finance_fills_in_the_cost_centre_on_a_phone(self, sign_in, finance_task):
+        page = on_phone(sign_in("bob"))
+        page.goto(f"/tasks/{finance_task.pk}/")
+        approve = page.get_by_role("button", name="Approve", exact=True)
+        approve.scroll_into_view_if_needed()
+
+        approve.click()
+
+        expect(page.locator("#field-form-cost_centre-error")).to_have_text("This is required.")
+        assert sideways_overflow(page) == 0
+        shoot(page, "phone-task-form-error")
+        page.get_by_label("Cost centre").fill("FIN-1200")
+        page.get_by_role("button", name="Approve", exact=True).click()
+        expect(page.get_by_role("status").first).to_contain_text("Approved")
+        finance_task.refresh_from_db()
+        assert finance_task.form_values == {"cost_centre": "FIN-1200"}
+        assert sideways_overflow(page) == 0

@@ -11,6 +11,8 @@ import signal
 from datetime import timedelta
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from workflows import registry
 from workflows.activity import ActivityContext
 from workflows.calendars import BusinessTime
@@ -196,6 +198,37 @@ TWO_OF_THREE = Workflow(
     ),
 )
 registry.register(TWO_OF_THREE)
+
+
+class BoardVote(BaseModel):
+    """What each board member records with their approval."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    budget_line: str = Field(min_length=1, max_length=20, description="the budget line to use")
+    remark: str = Field(default="", max_length=200)
+
+
+# Two of three approve, each recording their own values (approvals' task forms).
+TWO_OF_THREE_WITH_FORM = Workflow(
+    name="test_two_of_three_with_form",
+    version=1,
+    start="board",
+    nodes=(
+        Approval(
+            "board",
+            title="Board vote with a form",
+            assignees=("alice", "bob"),
+            groups=("finance",),
+            required=2,
+            on_approve="after",
+            on_reject=None,
+            form=BoardVote,
+        ),
+        step("after"),
+    ),
+)
+registry.register(TWO_OF_THREE_WITH_FORM)
 
 # Definitions that reproduce races found in review (see tests/workflows/test_edge_cases.py).
 SLEEP_RACE = Workflow(

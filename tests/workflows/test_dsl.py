@@ -12,12 +12,15 @@ from workflows.apps import check_workflow_definitions
 from workflows.dsl import (
     ANYONE,
     Activity,
+    Approval,
     Branch,
     GoBack,
+    InvalidForm,
     InvalidInput,
     Join,
     NoCompensation,
     Parallel,
+    RunData,
     WaitForSignal,
     Workflow,
     check_definition,
@@ -353,3 +356,81 @@ class TestValidateInput:
         assert raised.value.errors == [
             {"field": "input", "message": "text must not contain NUL characters"}
         ]
+
+
+class CostCentre(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    cost_centre: str = pydantic.Field(pattern=r"^[A-Z]{2,4}-[0-9]{3,6}$")
+    note: str = ""
+
+
+def approval_with(form) -> Workflow:
+    return workflow(Approval("a", title="Decide", assignees=("carol",), form=form))
+
+
+class TestApprovalForms:
+    def test_a_pydantic_model_is_accepted_as_a_form(self):
+        assert check_definition(approval_with(CostCentre)) == []
+
+    def test_a_form_that_is_not_a_pydantic_model_is_refused_by_the_static_check(self):
+        problems = check_definition(approval_with({"cost_centre": str}))
+
+        assert problems == [
+            "approval 'a' has a form that is not a pydantic model: {'cost_centre': <class 'str'>}"
+        ]
+
+    def test_an_instance_instead_of_the_model_is_refused(self):
+        problems = check_definition(approval_with(CostCentre(cost_centre="FIN-100")))
+
+        assert len(problems) == 1
+        assert "has a form that is not a pydantic model" in problems[0]
+
+    def test_a_form_without_a_json_schema_is_refused(self):
+        class Odd(pydantic.BaseModel):
+            model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)
+            when: object = pydantic.Field(default_factory=object)
+            check: type = int
+
+        problems = check_definition(approval_with(Odd))
+
+        assert len(problems) == 1
+        assert problems[0].startswith("approval 'a' has a form without a JSON Schema")
+
+    def test_values_are_read_by_the_form_and_each_problem_is_named(self):
+        node = Approval("a", form=CostCentre)
+
+        assert node.validate_form({"cost_centre": "FIN-100"}) == {
+            "cost_centre": "FIN-100",
+            "note": "",
+        }
+        with pytest.raises(InvalidForm) as refused:
+            node.validate_form({"cost_centre": "nope", "colour": "red"})
+        assert [error["field"] for error in refused.value.errors] == ["cost_centre", "colour"]
+        assert str(refused.value).startswith("Invalid form values: cost_centre: String should")
+
+    def test_an_approval_without_a_form_takes_no_values(self):
+        node = Approval("a")
+
+        assert node.validate_form({}) == {}
+        with pytest.raises(InvalidForm, match="this decision has no form"):
+            node.validate_form({"cost_centre": "FIN-100"})
+
+    def test_a_form_is_required_when_a_field_has_no_default(self):
+        class Optional(pydantic.BaseModel):
+            note: str = ""
+
+        assert Approval("a", form=CostCentre).form_is_required
+        assert not Approval("a", form=Optional).form_is_required
+        assert not Approval("a").form_is_required
+
+    def test_conditions_read_the_deciders_values_from_the_run_data(self):
+        data = RunData(
+            input={},
+            results={
+                "legal": {"signal": "legal.approved", "payload": {"values": {"risk": "high"}}}
+            },
+        )
+
+        assert data.form_values("legal") == {"risk": "high"}
+        assert data.form_values("elsewhere") == {}
