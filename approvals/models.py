@@ -63,6 +63,8 @@ class HumanTask(fsm.ConcurrentTransitionMixin, models.Model):
     due_at = models.DateTimeField(null=True, blank=True)
     escalation_level = models.PositiveSmallIntegerField(default=0)
     escalate_at = models.DateTimeField(null=True, blank=True)
+    # When to remind its holders that it is due soon (Approval.remind_before).
+    remind_at = models.DateTimeField(null=True, blank=True)
     decided_by = models.ForeignKey(
         User, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
@@ -88,6 +90,11 @@ class HumanTask(fsm.ConcurrentTransitionMixin, models.Model):
                 fields=["due_at"],
                 condition=Q(state__in=LIVE_TASK_STATES, due_at__isnull=False),
                 name="task_deadline_due_idx",
+            ),
+            models.Index(
+                fields=["remind_at"],
+                condition=Q(state__in=LIVE_TASK_STATES, remind_at__isnull=False),
+                name="task_reminder_due_idx",
             ),
             models.Index(fields=["assignee", "state", "due_at"], name="task_assignee_idx"),
             # A person's decisions in a run (separation of duties, see approvals.duties).
@@ -180,6 +187,7 @@ class HumanTask(fsm.ConcurrentTransitionMixin, models.Model):
         self.form_values = form_values or {}
         self.completed_at = now
         self.escalate_at = None
+        self.remind_at = None
         self._bump()
 
     @fsm.transition(
@@ -200,6 +208,7 @@ class HumanTask(fsm.ConcurrentTransitionMixin, models.Model):
     def expire(self, *, now: datetime) -> None:
         self.completed_at = now
         self.escalate_at = None
+        self.remind_at = None
         self._bump()
 
     @fsm.transition(
@@ -211,6 +220,7 @@ class HumanTask(fsm.ConcurrentTransitionMixin, models.Model):
     def cancel(self, *, now: datetime) -> None:
         self.completed_at = now
         self.escalate_at = None
+        self.remind_at = None
         self._bump()
 
 

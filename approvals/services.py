@@ -799,6 +799,7 @@ def _open_task(run, step, node, data, users, groups, now, task_duties, calendars
         # A stand-in who may not decide this task (say, the requester) is passed over.
         if stand_in is not None and _may_decide(stand_in, task_duties):
             assignee, substitute = stand_in, assignee
+    due_at = escalation.deadline_at(node=node, created_at=now, calendars=calendars)
     task = HumanTask(
         run=run,
         step=step,
@@ -809,8 +810,9 @@ def _open_task(run, step, node, data, users, groups, now, task_duties, calendars
         priority=node.priority,
         assignee=assignee,
         substitute_for=substitute,
-        due_at=escalation.deadline_at(node=node, created_at=now, calendars=calendars),
+        due_at=due_at,
         escalate_at=escalation.first_escalation_at(node=node, created_at=now, calendars=calendars),
+        remind_at=escalation.reminder_at(node=node, due_at=due_at, now=now),
         created_at=now,
         claimed_at=now if assignee else None,
     )
@@ -949,8 +951,9 @@ def handle_deadline(*, task_id: UUID, now: datetime) -> bool:
             previous = task.due_at
             calendars = due_times.load_calendars(durations=[node.deadline_delay()])
             task.due_at = escalation.deadline_at(node=node, created_at=now, calendars=calendars)
+            task.remind_at = escalation.reminder_at(node=node, due_at=task.due_at, now=now)
             if not _escalate(task, node, now):
-                task.save(update_fields=["due_at"])
+                task.save(update_fields=["due_at", "remind_at"])
                 inbox_entries.refresh(task)
                 _audit(
                     task,
@@ -961,12 +964,31 @@ def handle_deadline(*, task_id: UUID, now: datetime) -> bool:
     return True
 
 
+def remind_human_task(*, task_id: UUID, now: datetime) -> bool:
+    """Remind a task's holders that it is due soon; return False if nothing was due."""
+    with transaction.atomic():
+        task = _lock(task_id)
+        if not task.is_live or task.remind_at is None or task.remind_at > now:
+            return False
+        task.remind_at = None
+        task.save(update_fields=["remind_at"])
+        notifications.task_due_soon(
+            task=task, requesters=duties.duties_of(task).requesters, now=now
+        )
+    return True
+
+
 def fire_due_human_tasks(*, now: datetime, limit: int = 200) -> int:
-    """Escalate and time out what is due; each through its own locked use case."""
+    """Remind, escalate and time out what is due; each through its own locked use case."""
     live = HumanTask.objects.filter(state__in=LIVE_TASK_STATES)
+    reminding = live.filter(remind_at__lte=now).order_by("remind_at")
     escalating = live.filter(escalate_at__lte=now).order_by("escalate_at")
     expiring = live.filter(due_at__lte=now).order_by("due_at")
     fired = sum(
+        remind_human_task(task_id=task_id, now=now)
+        for task_id in reminding.values_list("id", flat=True)[:limit]
+    )
+    fired += sum(
         escalate_human_task(task_id=task_id, now=now)
         for task_id in escalating.values_list("id", flat=True)[:limit]
     )

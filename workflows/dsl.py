@@ -263,6 +263,8 @@ class Approval(WaitForSignal):
     # model, validated when they approve; the values are kept on their decision and
     # reach the run's data (RunData.form_values).
     form: type[pydantic.BaseModel] | None = None
+    # Remind whoever holds the task this long before its deadline (none without one).
+    remind_before: timedelta | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(
@@ -468,6 +470,8 @@ def check_definition(workflow: Workflow) -> list[str]:
             problems.extend(_parallel_problems(workflow, node))
         if isinstance(node, Approval) and node.form is not None:
             problems.extend(_form_problems(node))
+        if isinstance(node, Approval) and node.remind_before is not None:
+            problems.extend(_reminder_problems(node))
         if isinstance(node, GoBack):
             problems.extend(_go_back_problems(workflow, node))
     go_backs = [
@@ -539,6 +543,14 @@ def _go_back_problems(workflow: Workflow, go_back: GoBack) -> list[str]:
                 "never start or end inside one"
             )
     return problems
+
+
+def _reminder_problems(node: Approval) -> list[str]:
+    if not isinstance(node.remind_before, timedelta) or node.remind_before <= timedelta(0):
+        return [f"{node.name}: remind_before must be a positive timedelta."]
+    if node.deadline is None:
+        return [f"{node.name}: remind_before needs a deadline to remind of."]
+    return []
 
 
 def _form_problems(node: Approval) -> list[str]:

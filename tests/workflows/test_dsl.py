@@ -434,3 +434,24 @@ class TestApprovalForms:
 
         assert data.form_values("legal") == {"risk": "high"}
         assert data.form_values("elsewhere") == {}
+
+
+class TestApprovalReminders:
+    def test_a_reminder_before_the_deadline_passes(self):
+        node = Approval("a", deadline=timedelta(days=2), remind_before=timedelta(hours=4))
+
+        assert check_definition(workflow(node)) == []
+
+    def test_a_reminder_without_a_deadline_is_refused(self):
+        node = Approval("a", remind_before=timedelta(hours=4))
+
+        assert check_definition(workflow(node)) == [
+            "a: remind_before needs a deadline to remind of."
+        ]
+
+    def test_a_reminder_that_is_not_a_positive_timedelta_is_refused(self):
+        node = Approval("a", deadline=timedelta(days=2), remind_before=timedelta(0))
+
+        assert check_definition(workflow(node)) == [
+            "a: remind_before must be a positive timedelta."
+        ]
