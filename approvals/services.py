@@ -32,7 +32,7 @@ from approvals.models import (
     Substitution,
 )
 from approvals.states import LIVE_TASK_STATES, Channel, Outcome, TaskState
-from workflows import engine, registry
+from workflows import engine, metrics, registry, tracing
 from workflows.cleaning import Refused, clean_text
 from workflows.dsl import Approval, RunData
 from workflows.models import StepRun, WorkflowRun
@@ -412,6 +412,14 @@ def _decide(task_id: UUID, request: _Request, outcome: Outcome, comment: str) ->
         outcome=outcome, by=request.user, channel=request.channel, comment=comment, now=request.now
     )
     task.save()
+    metrics.human_task_decided(
+        workflow_type=task.workflow_type,
+        node=task.node,
+        outcome=outcome,
+        opened_at=task.created_at,
+        decided_at=request.now,
+    )
+    _trace_closed(task, task.run, outcome, request.now)
     inbox_entries.refresh(task)
     if comment:
         Comment.objects.create(task=task, author=request.user, body=comment, created_at=request.now)
@@ -420,6 +428,17 @@ def _decide(task_id: UUID, request: _Request, outcome: Outcome, comment: str) ->
         emails.send_delegation_done(task=task)
     _settle_approval(task, request.now)
     return task
+
+
+def _trace_closed(task: HumanTask, run: WorkflowRun, outcome: str, now: datetime) -> None:
+    tracing.human_task_closed(
+        run=run,
+        node=task.node,
+        task_id=task.pk,
+        opened_at=task.created_at,
+        closed_at=now,
+        outcome=outcome,
+    )
 
 
 def _settle_approval(task: HumanTask, now: datetime) -> None:
@@ -677,6 +696,7 @@ def decide_by_link(
         links.check_recipient(link, user)
         link.used_at = now
         link.save(update_fields=["used_at"])
+        metrics.email_link_used()
         extra = {"expected_version": link.task_version, "remote_addr": remote_addr, "now": now}
         if outcome == Outcome.APPROVED:
             return approve_human_task(
@@ -756,6 +776,7 @@ def close_tasks_for_step(run: WorkflowRun, step: StepRun, node: Approval) -> Non
     for task in HumanTask.objects.select_for_update().filter(step=step, state__in=LIVE_TASK_STATES):
         task.cancel(now=now)
         task.save()
+        _trace_closed(task, run, "cancelled", now)
         inbox_entries.refresh(task)
         audit.record(
             task=task,
@@ -848,12 +869,14 @@ def handle_deadline(*, task_id: UUID, now: datetime) -> bool:
                 now=now,
             )
             task.save()
+            _trace_closed(task, task.run, Outcome.REJECTED, now)
             inbox_entries.refresh(task)
             _audit(task, Outcome.REJECTED, system, comment="No decision by the deadline.")
             _settle_approval(task, now)
         elif node.on_deadline == "fail":
             task.expire(now=now)
             task.save()
+            _trace_closed(task, task.run, "expired", now)
             inbox_entries.refresh(task)
             _audit(task, "expired", system)
             engine.fail_waiting_step(
