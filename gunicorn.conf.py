@@ -21,19 +21,18 @@ limit_request_field_size = 8190
 
 # Metrics (see workflows.exposition): each gunicorn worker counts in its own memory, and
 # prometheus-client's multiprocess mode adds them up at /metrics from files in
-# PROMETHEUS_MULTIPROC_DIR. With metrics on, the master empties that directory (or makes
-# one) before it starts the workers, which inherit it.
+# PROMETHEUS_MULTIPROC_DIR. The master empties that directory (making it if need be)
+# before it starts the workers, which inherit it; with metrics on and no directory
+# named, it makes one.
 
 
 def on_starting(server):
-    if not os.environ.get("BATON_METRICS_TOKEN"):
-        return
     directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if directory:
         os.makedirs(directory, exist_ok=True)
         for stale in glob.glob(os.path.join(directory, "*.db")):
             os.remove(stale)  # counts of an earlier gunicorn, whose processes are gone
-    else:
+    elif os.environ.get("BATON_METRICS_TOKEN"):
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="baton-metrics-")
 
 
