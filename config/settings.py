@@ -491,7 +491,8 @@ CELERY_BEAT_SCHEDULE["baton-audit-checkpoint"] = {
 BATON_METRICS_TOKEN = env_str("BATON_METRICS_TOKEN", "")
 # A worker serves its metrics on this port (0: none), on this address.
 BATON_METRICS_PORT = env_int("BATON_METRICS_PORT", 0)
-BATON_METRICS_ADDRESS = env_str("BATON_METRICS_ADDRESS", "0.0.0.0")  # nosec B104 - token-gated
+# Every address by default (Prometheus scrapes from another host): the token guards it.
+BATON_METRICS_ADDRESS = env_str("BATON_METRICS_ADDRESS", "0.0.0.0")  # nosec B104
 if BATON_METRICS_PORT and not BATON_METRICS_TOKEN:
     raise ImproperlyConfigured(
         "BATON_METRICS_PORT is set but BATON_METRICS_TOKEN is not: set a long random token "
