@@ -52,7 +52,9 @@ COUNT_CAP = 10_000
 
 def exposition(*, with_database: bool) -> bytes:
     """Render every process's metrics (and, for the web app, the database gauges)."""
-    registry = CollectorRegistry(auto_describe=True)
+    # No auto-describe: registering a collector would otherwise collect it (and query
+    # the database) once more, to learn its names.
+    registry = CollectorRegistry(auto_describe=False)
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         MultiProcessCollector(registry)
     else:

@@ -8,6 +8,7 @@ import urllib.request
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth.models import Group
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -105,6 +106,8 @@ class TestGaugesReadAtScrapeTime:
         for _ in range(5):
             start("test_linear").steps.update(due_at=timezone.now() - timedelta(minutes=1))
 
+        # Backlog and oldest due step; four SLA counts; the groups, then one count each.
+        assert empty == 2 + 4 + 1 + Group.objects.count()
         assert queries() == empty
 
 
