@@ -26,7 +26,7 @@ from prometheus_client import Counter, Histogram
 from workflows.states import EventKind
 
 if TYPE_CHECKING:
-    from workflows.models import StepEvent
+    from workflows.models import StepEvent, StepRun
 
 # Seconds: from a few milliseconds (a local step) to an hour (a long activity).
 _STEP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
@@ -127,11 +127,24 @@ def count_events(events: Iterable[StepEvent]) -> None:
             STEP_FAILURES.labels(*labels).inc()
         elif kind == EventKind.COMPENSATED:
             COMPENSATIONS.labels(workflow_type, step.node).inc()
-        if kind in _OUTCOMES and step.started_at is not None and event.attempt:
-            # Only attempts have a start: a wait that completes (a signal, a timer) has none.
+        if kind in _OUTCOMES and _ends_an_attempt(step, kind, event.attempt):
             STEP_DURATION.labels(*labels, _OUTCOMES[kind]).observe(
                 _seconds(step.started_at, event.at)
             )
+
+
+def _ends_an_attempt(step: StepRun, kind: str, attempt: int) -> bool:
+    """Whether the event ends a running attempt (so `started_at` is that attempt's start).
+
+    A wait that completes (a signal, a timer) had no attempt; a step cancelled while
+    it waited to start or to retry was not running, unless its activity heard the
+    cancel mid-flight.
+    """
+    if not attempt or step.started_at is None:
+        return False
+    if kind == EventKind.CANCELLED:
+        return (step.last_error or {}).get("type") == "ActivityCancelled"
+    return True
 
 
 def _count_run_event(workflow_type: str, kind: str, detail: dict[str, Any]) -> None:

@@ -13,6 +13,7 @@ from prometheus_client import REGISTRY
 
 from approvals import links, services
 from approvals.states import Channel
+from workflows import engine
 from workflows.engine import sweep, work
 from workflows.states import RunState
 
@@ -128,6 +129,33 @@ class TestAStepThatFailsForGood:
             value("baton_runs_ended_total", type="test_linear", state="compensated")
             == before["ended"] + 1
         )
+
+
+class TestACancelledRun:
+    def test_a_step_cancelled_while_it_waited_to_retry_adds_no_attempt_duration(
+        self, start, drive, committed
+    ):
+        labels = {"type": "test_linear", "node": "second", "kind": "forward"}
+        before = {
+            outcome: value("baton_step_duration_seconds_count", **labels, outcome=outcome)
+            for outcome in ("errored", "cancelled")
+        }
+        ended = value("baton_runs_ended_total", type="test_linear", state="cancelled")
+        run = committed(start, "test_linear", {"simulate": {"second": "fail"}})
+        run = committed(drive, run)  # the second step's first attempt fails: it waits to retry
+
+        committed(engine.cancel_run, run_id=run.pk)
+        run = committed(drive, run)  # the first step is undone
+
+        assert run.state == RunState.CANCELLED
+        assert value("baton_step_duration_seconds_count", **labels, outcome="errored") == (
+            before["errored"] + 1
+        )
+        assert (
+            value("baton_step_duration_seconds_count", **labels, outcome="cancelled")
+            == (before["cancelled"])
+        )
+        assert value("baton_runs_ended_total", type="test_linear", state="cancelled") == ended + 1
 
 
 class TestRolledBackWork:
