@@ -518,7 +518,11 @@ if BATON_LOG_FORMAT not in ("json", "text"):
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"request_id": {"()": "config.request_ids.RequestIdFilter"}},
+    "filters": {
+        "request_id": {"()": "config.request_ids.RequestIdFilter"},
+        # trace_id and span_id, while traces are on (workflows.tracing).
+        "trace_ids": {"()": "workflows.tracing.TraceIdsFilter"},
+    },
     "formatters": {
         "json": {
             "()": "pythonjsonlogger.json.JsonFormatter",
@@ -530,7 +534,7 @@ LOGGING = {
         "console": {
             "class": "logging.StreamHandler",
             "formatter": BATON_LOG_FORMAT,
-            "filters": ["request_id"],
+            "filters": ["request_id", "trace_ids"],
         },
     },
     "loggers": {

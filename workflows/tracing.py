@@ -310,5 +310,21 @@ def human_task_closed(
     transaction.on_commit(record, robust=True)
 
 
+class TraceIdsFilter(logging.Filter):
+    """Write the current span's `trace_id` and `span_id` on each record while tracing is on,
+    so a log line leads to its trace (and back); never drop a record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if _tracer is None:
+            return True
+        from opentelemetry import trace
+
+        context = trace.get_current_span().get_span_context()
+        if context.is_valid:
+            record.trace_id = f"{context.trace_id:032x}"
+            record.span_id = f"{context.span_id:016x}"
+        return True
+
+
 def _nanoseconds(moment: datetime) -> int:
     return int(moment.timestamp() * 1_000_000_000)

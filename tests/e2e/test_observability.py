@@ -353,7 +353,7 @@ class TestOneTraceAcrossProcesses:
 
 
 class TestLogs:
-    def test_the_workers_lines_are_json_celerys_own_included_with_run_and_node(
+    def test_the_workers_lines_are_json_celerys_own_included_with_run_node_and_trace(
         self, observed, finished_run
     ):
         text = (observed["logs"] / "worker.log").read_text()
@@ -371,3 +371,4 @@ class TestLogs:
         ]
         assert step["run_id"] == str(finished_run.pk)
         assert step["levelname"] == "INFO"
+        assert step["trace_id"] == finished_run.trace_context["traceparent"].split("-")[1]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -186,3 +187,26 @@ class TestOneTracePerRun:
         assert decided.attributes["baton.outcome"] == "approved"
         assert decided.start_time == int(task.created_at.timestamp() * 1_000_000_000)
         assert decided.end_time > decided.start_time
+
+
+class TestLogLines:
+    def test_carry_the_ids_of_the_span_they_were_written_in(self, exporter, start, caplog):
+        caplog.set_level(logging.INFO, logger="baton")
+        caplog.handler.addFilter(tracing.TraceIdsFilter())
+
+        run = start("test_linear")
+
+        [started] = named(exporter, "baton.start")
+        [line] = [r for r in caplog.records if r.message == "run.started"]
+        assert line.trace_id == f"{started.context.trace_id:032x}"
+        assert line.span_id == f"{started.context.span_id:016x}"
+        assert line.run_id == str(run.pk)
+
+    def test_carry_no_ids_while_tracing_is_off(self, start, caplog):
+        caplog.set_level(logging.INFO, logger="baton")
+        caplog.handler.addFilter(tracing.TraceIdsFilter())
+
+        start("test_linear")
+
+        [line] = [r for r in caplog.records if r.message == "run.started"]
+        assert not hasattr(line, "trace_id")
