@@ -42,7 +42,7 @@ from approvals.models import (
     Substitution,
 )
 from approvals.states import LIVE_TASK_STATES, Channel, Outcome, TaskState
-from workflows import due_times, engine, registry
+from workflows import due_times, engine, metrics, registry, tracing
 from workflows.cleaning import Refused, clean_text
 from workflows.dsl import Approval, RunData
 from workflows.dsl import InvalidForm as InvalidFormValues
@@ -452,6 +452,14 @@ def _decide(
         form_values=form_values,
     )
     task.save()
+    metrics.human_task_decided(
+        workflow_type=task.workflow_type,
+        node=task.node,
+        outcome=outcome,
+        opened_at=task.created_at,
+        decided_at=request.now,
+    )
+    _trace_closed(task, task.run, outcome, request.now)
     inbox_entries.refresh(task)
     if comment:
         Comment.objects.create(task=task, author=request.user, body=comment, created_at=request.now)
@@ -475,6 +483,17 @@ def _form_values(task: HumanTask, values: Mapping[str, Any] | None) -> dict[str,
         return node.validate_form(dict(values or {}))
     except InvalidFormValues as invalid:
         raise InvalidForm(node, invalid.errors) from None
+
+
+def _trace_closed(task: HumanTask, run: WorkflowRun, outcome: str, now: datetime) -> None:
+    tracing.human_task_closed(
+        run=run,
+        node=task.node,
+        task_id=task.pk,
+        opened_at=task.created_at,
+        closed_at=now,
+        outcome=outcome,
+    )
 
 
 def _settle_approval(task: HumanTask, now: datetime) -> None:
@@ -750,6 +769,7 @@ def decide_by_link(
         links.check_recipient(link, user)
         link.used_at = now
         link.save(update_fields=["used_at"])
+        metrics.email_link_used()
         extra = {"expected_version": link.task_version, "remote_addr": remote_addr, "now": now}
         if outcome == Outcome.APPROVED:
             return approve_human_task(
@@ -838,6 +858,7 @@ def close_tasks_for_step(run: WorkflowRun, step: StepRun, node: Approval) -> Non
     for task in HumanTask.objects.select_for_update().filter(step=step, state__in=LIVE_TASK_STATES):
         task.cancel(now=now)
         task.save()
+        _trace_closed(task, run, "cancelled", now)
         inbox_entries.refresh(task)
         audit.record(
             task=task,
@@ -933,12 +954,14 @@ def handle_deadline(*, task_id: UUID, now: datetime) -> bool:
                 now=now,
             )
             task.save()
+            _trace_closed(task, task.run, Outcome.REJECTED, now)
             inbox_entries.refresh(task)
             _audit(task, Outcome.REJECTED, system, comment="No decision by the deadline.")
             _settle_approval(task, now)
         elif node.on_deadline == "fail":
             task.expire(now=now)
             task.save()
+            _trace_closed(task, task.run, "expired", now)
             inbox_entries.refresh(task)
             _audit(task, "expired", system)
             engine.fail_waiting_step(

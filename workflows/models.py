@@ -124,6 +124,9 @@ class WorkflowRun(fsm.ConcurrentTransitionMixin, SavesChanges, models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # The run's trace (W3C trace-context fields of its start span), so that steps run
+    # by any worker, hours later, join it; empty while tracing is off (workflows.tracing).
+    trace_context = models.JSONField(default=dict, blank=True, editable=False)
 
     class Meta:
         ordering = ["-created_at"]
