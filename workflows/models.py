@@ -236,6 +236,12 @@ class WorkflowRun(fsm.ConcurrentTransitionMixin, SavesChanges, models.Model):
     def dead_letter(self, *, error: dict[str, Any]) -> None:
         self.error = {**(self.error or {}), "dead_letter": error}
 
+    @fsm.transition(field=state, source=RunState.FAILED, target=RunState.RUNNING)
+    def retry_failed(self) -> None:
+        """An operator takes a failed run (nothing was undone) back to its failed step."""
+        self.finished_at = None
+        self.error = None
+
     @fsm.transition(
         field=state,
         source=RunState.DEAD_LETTERED,
@@ -378,6 +384,19 @@ class StepRun(fsm.ConcurrentTransitionMixin, SavesChanges, models.Model):
     def skip_by_operator(self, *, now: datetime) -> None:
         """An operator did the step's work by hand and lets the run move past it."""
         self.finished_at = now
+
+    @fsm.transition(
+        field=state,
+        source=[StepState.SCHEDULED, StepState.RUNNING, StepState.RETRY_WAIT, StepState.FAILED],
+        target=StepState.SKIPPED,
+    )
+    def skip_with_result(self, *, result: Any, now: datetime) -> None:
+        """An operator gives a stuck step the result it should have had; a running
+        attempt's late result is discarded (its lease token no longer matches)."""
+        self.result = result
+        self.finished_at = now
+        self.due_at = None
+        self.lease_token = None
 
 
 class StepEvent(models.Model):
