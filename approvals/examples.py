@@ -240,6 +240,7 @@ VENDOR_ONBOARDING = Workflow(
     description="Legal and security review in parallel; both must approve the new vendor.",
     input_schema=VendorInput,
     starters=("procurement",),
+    searchable=("vendor_name", "contact_email"),
     start="reviews",
     nodes=(
         Parallel("reviews", branches=("legal_review", "security_review"), join="reviews_done"),

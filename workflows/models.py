@@ -15,6 +15,7 @@ from typing import Any
 
 import django_fsm as fsm
 from django.conf import settings
+from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from django.db.models import Q
 
@@ -142,6 +143,10 @@ class WorkflowRun(fsm.ConcurrentTransitionMixin, SavesChanges, models.Model):
                 condition=Q(state=RunState.PENDING),
                 name="run_pending_idx",
             ),
+            # Every run, newest first: the operators' console reads it backwards.
+            models.Index(fields=["created_at", "id"], name="run_created_idx"),
+            # The console's search on business keys: `input @> {"order_id": "A-1"}`.
+            GinIndex(fields=["input"], opclasses=["jsonb_path_ops"], name="run_input_idx"),
             # A person's requests, newest first (My requests reads it backwards).
             models.Index(
                 fields=["started_by", "created_at", "id"],
