@@ -35,7 +35,8 @@ class TestRetryFailedRun:
 
         run = drive(run)
         assert run.state == RunState.SUCCEEDED
-        assert run.finished_at is not None and run.error is None
+        assert run.finished_at is not None
+        assert run.error is None
         assert effects(run) == {"test.first": 1, "test.second": 1, "test.third": 1}
         retried = StepEvent.objects.get(run=run, kind=EventKind.OPERATOR)
         assert (retried.node, retried.detail) == ("first", {"action": "retried"})
@@ -55,7 +56,8 @@ class TestRetryFailedRun:
             engine.retry_failed_run(run_id=run.pk)
 
     def test_a_compensated_run_is_refused(self, start, drive):
-        run = sweep_until_quiet(drive(start("test_linear", {"simulate": {"second": "fail"}})), drive)
+        run = drive(start("test_linear", {"simulate": {"second": "fail"}}))
+        run = sweep_until_quiet(run, drive)
         assert run.state == RunState.COMPENSATED
 
         with pytest.raises(engine.IllegalRunOperation, match="this one is compensated"):
@@ -132,7 +134,8 @@ class TestSkipStep:
             engine.skip_step(run_id=run.pk, node="nope", result=None)
 
     def test_a_step_of_a_run_being_undone_is_refused(self, start, drive):
-        run = sweep_until_quiet(drive(start("test_linear", {"simulate": {"second": "fail"}})), drive)
+        run = drive(start("test_linear", {"simulate": {"second": "fail"}}))
+        run = sweep_until_quiet(run, drive)
 
         with pytest.raises(engine.IllegalRunOperation, match="this run is compensated"):
             engine.skip_step(run_id=run.pk, node="second", result=None)
