@@ -41,7 +41,8 @@ def dead_letter(start, drive, order_input) -> WorkflowRun:
 
 @pytest.fixture
 def failed_run(start, drive) -> WorkflowRun:
-    run = sweep_until_quiet(drive(start("test_linear", {"simulate": {"first": "outage"}})), drive)
+    run = drive(start("test_linear", {"simulate": {"first": "outage"}}))
+    run = sweep_until_quiet(run, drive)
     assert run.state == RunState.FAILED
     return run
 
@@ -125,7 +126,8 @@ class TestRetryFailedRun:
         assert entry.actor == console_operator
 
     def test_a_compensated_run_is_refused_saying_why(self, start, drive, console_operator):
-        run = sweep_until_quiet(drive(start("test_linear", {"simulate": {"second": "fail"}})), drive)
+        run = drive(start("test_linear", {"simulate": {"second": "fail"}}))
+        run = sweep_until_quiet(run, drive)
 
         with pytest.raises(console_services.NotPossibleNow, match="this one is compensated"):
             console_services.retry_failed_run(run_id=run.pk, user=console_operator)
