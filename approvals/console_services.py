@@ -333,6 +333,36 @@ USE_CASES: dict[str, Callable[..., Done]] = {
 }
 
 
+# At most a page of runs at a time.
+BULK_MAX = 100
+
+
+def retry_dead_letters(
+    *,
+    run_ids: list[UUID],
+    user: Any,
+    reason: str = "",
+    remote_addr: str | None = None,
+    now: datetime | None = None,
+) -> dict[UUID, Done | ConsoleError]:
+    """Retry each dead letter in its own transaction (one refusal stops none of the
+    others); return what became of each run, its Done or its refusal."""
+    refusal = operate_refusal(user, ACTIONS["retry"].what)
+    if refusal:
+        raise NotOperator(refusal)
+    if len(run_ids) > BULK_MAX:
+        raise InvalidInput(f"Retry at most {BULK_MAX} runs at a time (you chose {len(run_ids)}).")
+    outcomes: dict[UUID, Done | ConsoleError] = {}
+    for run_id in dict.fromkeys(run_ids):
+        try:
+            outcomes[run_id] = retry_dead_letter(
+                run_id=run_id, user=user, reason=reason, remote_addr=remote_addr, now=now
+            )
+        except ConsoleError as error:
+            outcomes[run_id] = error
+    return outcomes
+
+
 def skip_step(
     *,
     run_id: UUID,

@@ -18,7 +18,8 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_POST
 
 from approvals import console_selectors, console_services
 from approvals.console_selectors import RunFilters
@@ -58,6 +59,9 @@ def runs(request: HttpRequest) -> HttpResponse:
         "states": RunState.choices,
         "types": console_selectors.workflow_types(),
         "searchable": console_selectors.searchable_fields(),
+        # Dead letters listed for an operator: tick several and retry them at once.
+        "bulk": filters.state == RunState.DEAD_LETTERED
+        and not console_services.operate_refusal(request.user, "act"),
     }
     if request.htmx and request.htmx.target == "run-list":
         return render(request, "approvals/console/runs.html#run-list", context)
@@ -163,3 +167,43 @@ def skip(request: HttpRequest, run_id: UUID, node: str) -> HttpResponse:
         return _run_page(request, run_id, status=refused.status, error=str(refused), **keep)
     messages.success(request, f"Skipped {node} with the result you gave; the run goes on.")
     return redirect("console:run", run_id=run_id)
+
+
+@login_required
+@require_POST
+def retry_dead_letters(request: HttpRequest) -> HttpResponse:
+    """Retry the dead letters ticked on the runs list, then go back to it."""
+    if refused := _refused(request):
+        return refused
+    back = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
+        back = ""
+    run_ids: list[UUID] = []
+    for value in request.POST.getlist("run"):
+        try:
+            run_ids.append(UUID(value))
+        except ValueError:
+            return _problem(request, f"{value!r} is not a run id.", status=422)
+    if not run_ids:
+        messages.info(request, "Tick the dead letters to retry first.")
+        return redirect(back or "console:runs")
+    try:
+        outcomes = console_services.retry_dead_letters(
+            run_ids=run_ids,
+            user=request.user,
+            reason=request.POST.get("reason", ""),
+            remote_addr=client_address(request),
+        )
+    except console_services.ConsoleError as refused:
+        return _problem(request, str(refused), status=refused.status)
+    retried = [
+        run_id for run_id, outcome in outcomes.items() if isinstance(outcome, console_services.Done)
+    ]
+    if retried:
+        messages.success(
+            request, f"Retrying {len(retried)} dead letter{'s' if len(retried) > 1 else ''}."
+        )
+    for run_id, outcome in outcomes.items():
+        if isinstance(outcome, console_services.ConsoleError):
+            messages.warning(request, f"{run_id}: {outcome}")
+    return redirect(back or "console:runs")

@@ -3,6 +3,8 @@ naming the operator, and is refused with a reason for others and for the wrong s
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from auditlog.models import LogEntry
 from django.contrib.auth.models import Permission, User
@@ -279,3 +281,36 @@ class TestActionsFor:
 
         assert console_services.actions_for(run) == []
         assert console_services.skippable_steps(run, list(run.steps.all())) == []
+
+
+class TestRetryDeadLetters:
+    def test_retries_each_and_reports_the_one_that_does_not_fit(
+        self, dead_letter, start, drive, order_input, console_operator
+    ):
+        other = sweep_until_quiet(
+            drive(start("order", order_input(simulate={"shipping": "fail", "refund": "outage"}))),
+            drive,
+        )
+        running = start("test_linear", {})
+
+        outcomes = console_services.retry_dead_letters(
+            run_ids=[dead_letter.pk, other.pk, running.pk], user=console_operator
+        )
+
+        assert outcomes[dead_letter.pk].run.state == RunState.COMPENSATING
+        assert outcomes[other.pk].run.state == RunState.COMPENSATING
+        assert isinstance(outcomes[running.pk], console_services.NotPossibleNow)
+        assert [len(entries(run)) for run in (dead_letter, other, running)] == [1, 1, 0]
+
+    def test_an_outsider_is_refused_before_anything_changes(self, dead_letter, eve):
+        with pytest.raises(console_services.NotOperator):
+            console_services.retry_dead_letters(run_ids=[dead_letter.pk], user=eve)
+
+        dead_letter.refresh_from_db()
+        assert dead_letter.state == RunState.DEAD_LETTERED
+
+    def test_more_than_a_bulk_at_once_is_refused(self, console_operator):
+        too_many = [uuid.uuid4() for _ in range(console_services.BULK_MAX + 1)]
+
+        with pytest.raises(console_services.InvalidInput, match="at most 100 runs"):
+            console_services.retry_dead_letters(run_ids=too_many, user=console_operator)

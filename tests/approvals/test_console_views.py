@@ -337,3 +337,44 @@ class TestActions:
         run = drive(run)
         assert run.state == RunState.SUCCEEDED
         assert run.results["second"] == {"ok": 1}
+
+
+class TestBulkRetry:
+    def test_dead_letters_ticked_on_the_list_are_retried(self, olga_client, dead_letter):
+        listing = olga_client.get("/console/", {"state": "dead_lettered"})
+
+        response = olga_client.post(
+            "/console/retry-dead-letters/",
+            {"run": [str(dead_letter.pk)], "next": "/console/?state=dead_lettered"},
+        )
+
+        assert f'name="run" value="{dead_letter.pk}"' in listing.text
+        assert response.status_code == 302
+        assert response.url == "/console/?state=dead_lettered"
+        dead_letter.refresh_from_db()
+        assert dead_letter.state == RunState.COMPENSATING
+        assert "Retrying 1 dead letter." in olga_client.get(response.url).text
+
+    def test_a_viewer_gets_no_checkboxes_and_is_refused(self, as_user, viewer, dead_letter):
+        client = as_user(viewer)
+
+        listing = client.get("/console/", {"state": "dead_lettered"})
+        response = client.post("/console/retry-dead-letters/", {"run": [str(dead_letter.pk)]})
+
+        assert 'name="run"' not in listing.text
+        assert response.status_code == 403
+        assert "Only operators may retry a dead-lettered run" in response.text
+
+    def test_a_next_address_off_this_site_is_not_followed(self, olga_client, dead_letter):
+        response = olga_client.post(
+            "/console/retry-dead-letters/",
+            {"run": [str(dead_letter.pk)], "next": "https://evil.example/"},
+        )
+
+        assert response.url == "/console/"
+
+    def test_something_that_is_not_a_run_id_is_refused(self, olga_client):
+        response = olga_client.post("/console/retry-dead-letters/", {"run": ["nope"]})
+
+        assert response.status_code == 422
+        assert "&#x27;nope&#x27; is not a run id." in response.text
