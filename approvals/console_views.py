@@ -18,10 +18,11 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
-from approvals import console_selectors, console_services
+from approvals import console_selectors, console_services, sla_selectors
 from approvals.console_selectors import RunFilters
 from approvals.throttling import client_address
 from workflows.states import RunState
@@ -66,6 +67,17 @@ def runs(request: HttpRequest) -> HttpResponse:
     if request.htmx and request.htmx.target == "run-list":
         return render(request, "approvals/console/runs.html#run-list", context)
     return render(request, "approvals/console/runs.html", context)
+
+
+@login_required
+@require_GET
+def sla(request: HttpRequest) -> HttpResponse:
+    """Open human tasks against their due times, by type, group and person; the oldest
+    overdue ones; and how long decisions took lately."""
+    if refused := _refused(request):
+        return refused
+    board = sla_selectors.dashboard(now=timezone.now())
+    return render(request, "approvals/console/sla.html", {"board": board})
 
 
 # ---------------------------------------------------------------------------
