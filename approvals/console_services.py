@@ -80,9 +80,7 @@ def console_refusal(user: Any) -> str:
 def operate_refusal(user: Any, what: str) -> str:
     """Return why `user` may not `what`, or ""."""
     return permissions.operate_refusal(
-        is_staff=bool(user.is_staff),
-        may_operate_runs=user.has_perm("workflows.operate_workflowrun"),
-        what=what,
+        may_operate_runs=user.has_perm("workflows.operate_workflowrun"), what=what
     )
 
 
@@ -207,6 +205,7 @@ def retry_dead_letter(
     run_id: UUID,
     user: Any,
     reason: str = "",
+    channel: str = CHANNEL,
     remote_addr: str | None = None,
     now: datetime | None = None,
 ) -> Done:
@@ -217,6 +216,7 @@ def retry_dead_letter(
         run_id=run_id,
         user=user,
         reason=reason,
+        channel=channel,
         remote_addr=remote_addr,
         now=now,
     )
@@ -227,6 +227,7 @@ def resume_dead_letter(
     run_id: UUID,
     user: Any,
     reason: str = "",
+    channel: str = CHANNEL,
     remote_addr: str | None = None,
     now: datetime | None = None,
 ) -> Done:
@@ -237,6 +238,7 @@ def resume_dead_letter(
         run_id=run_id,
         user=user,
         reason=reason,
+        channel=channel,
         remote_addr=remote_addr,
         now=now,
     )
@@ -247,6 +249,7 @@ def retry_failed_run(
     run_id: UUID,
     user: Any,
     reason: str = "",
+    channel: str = CHANNEL,
     remote_addr: str | None = None,
     now: datetime | None = None,
 ) -> Done:
@@ -257,6 +260,7 @@ def retry_failed_run(
         run_id=run_id,
         user=user,
         reason=reason,
+        channel=channel,
         remote_addr=remote_addr,
         now=now,
     )
@@ -267,6 +271,7 @@ def pause_run(
     run_id: UUID,
     user: Any,
     reason: str = "",
+    channel: str = CHANNEL,
     remote_addr: str | None = None,
     now: datetime | None = None,
 ) -> Done:
@@ -277,6 +282,7 @@ def pause_run(
         run_id=run_id,
         user=user,
         reason=reason,
+        channel=channel,
         remote_addr=remote_addr,
         now=now,
     )
@@ -287,6 +293,7 @@ def resume_run(
     run_id: UUID,
     user: Any,
     reason: str = "",
+    channel: str = CHANNEL,
     remote_addr: str | None = None,
     now: datetime | None = None,
 ) -> Done:
@@ -297,6 +304,7 @@ def resume_run(
         run_id=run_id,
         user=user,
         reason=reason,
+        channel=channel,
         remote_addr=remote_addr,
         now=now,
     )
@@ -307,6 +315,7 @@ def cancel_run(
     run_id: UUID,
     user: Any,
     reason: str = "",
+    channel: str = CHANNEL,
     remote_addr: str | None = None,
     now: datetime | None = None,
 ) -> Done:
@@ -317,6 +326,7 @@ def cancel_run(
         run_id=run_id,
         user=user,
         reason=reason,
+        channel=channel,
         remote_addr=remote_addr,
         now=now,
     )
@@ -342,6 +352,7 @@ def retry_dead_letters(
     run_ids: list[UUID],
     user: Any,
     reason: str = "",
+    channel: str = CHANNEL,
     remote_addr: str | None = None,
     now: datetime | None = None,
 ) -> dict[UUID, Done | ConsoleError]:
@@ -356,7 +367,12 @@ def retry_dead_letters(
     for run_id in dict.fromkeys(run_ids):
         try:
             outcomes[run_id] = retry_dead_letter(
-                run_id=run_id, user=user, reason=reason, remote_addr=remote_addr, now=now
+                run_id=run_id,
+                user=user,
+                reason=reason,
+                channel=channel,
+                remote_addr=remote_addr,
+                now=now,
             )
         except ConsoleError as error:
             outcomes[run_id] = error
@@ -370,6 +386,7 @@ def skip_step(
     result: str,
     user: Any,
     reason: str = "",
+    channel: str = CHANNEL,
     remote_addr: str | None = None,
     now: datetime | None = None,
 ) -> Done:
@@ -390,7 +407,7 @@ def skip_step(
             task=run,
             event="step_skipped",
             actor=user,
-            channel=CHANNEL,
+            channel=channel,
             now=now,
             comment=reason,
             remote_addr=remote_addr,
@@ -429,6 +446,7 @@ def _operate(
     run_id: UUID,
     user: Any,
     reason: str,
+    channel: str,
     remote_addr: str | None,
     now: datetime | None,
 ) -> Done:
@@ -449,7 +467,7 @@ def _operate(
             task=run,
             event=action.event,
             actor=user,
-            channel=CHANNEL,
+            channel=channel,
             now=now,
             comment=reason,
             remote_addr=remote_addr,

@@ -246,11 +246,15 @@ def console_refusal(*, is_staff: bool, may_view_runs: bool, may_operate_runs: bo
     return ""
 
 
-def operate_refusal(*, is_staff: bool, may_operate_runs: bool, what: str) -> str:
-    """Return why someone may not `what` (retry, skip, cancel, pause, resume a run), or ""."""
-    if not (is_staff and may_operate_runs):
+def operate_refusal(*, may_operate_runs: bool, what: str) -> str:
+    """Return why someone may not `what` (retry, skip, cancel, pause, resume a run), or "".
+
+    The permission alone decides, as for the API's and the admin's run actions; the
+    console's pages are for staff on top of that (`console_refusal`).
+    """
+    if not may_operate_runs:
         return (
-            f"Only operators may {what}: it needs staff status and the permission to "
-            "operate workflow runs (“Can cancel, pause, resume and retry runs”)."
+            f"Only operators may {what}: it needs the permission to operate workflow runs "
+            "(“Can cancel, pause, resume and retry runs”)."
         )
     return ""
