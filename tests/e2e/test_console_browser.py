@@ -3,11 +3,15 @@ Playwright: olga finds a dead-lettered order by its id and retries it."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from auditlog.models import LogEntry
 from django.contrib.auth.models import User
+from django.utils import timezone
 from playwright.sync_api import expect
 
+from approvals import inbox_entries
 from tests.e2e import test_inbox_browser as inbox
 from tests.workflows.test_engine import sweep_until_quiet
 from workflows.states import RunState
@@ -87,3 +91,28 @@ class TestRetryingADeadLetter:
         expect(page.locator("#timeline")).to_be_visible()
         expect(page.get_by_text("run_retried by olga via console")).to_be_visible()
         shoot(page, "console-after-retry")
+
+
+class TestSlaDashboard:
+    def test_olga_sees_an_overdue_expense_and_opens_its_run(
+        self, sign_in, console_operator, start_expense
+    ):
+        late = start_expense(title="Hotel in Lyon").human_tasks.get()
+        late.due_at = timezone.now() - timedelta(hours=5)
+        late.save()
+        inbox_entries.refresh(late)  # as the services do whenever a due time changes
+        start_expense(title="Train to Lyon")
+
+        page = sign_in("olga")
+        page.goto("/console/")
+        page.get_by_role("link", name="SLA dashboard").click()
+
+        expect(page.get_by_role("heading", name="SLA dashboard")).to_be_visible()
+        expect(page.locator("#by-type ~ table tbody tr").first).to_contain_text("expense")
+        overdue = page.locator("section", has=page.locator("#overdue"))
+        expect(overdue).to_contain_text("Expense: Hotel in Lyon")
+        held = page.locator("section", has=page.locator("#by-assignee")).locator("tbody tr")
+        expect(held.get_by_role("cell")).to_have_text(["carol", "1", "0", "1", "2"])
+        shoot(page, "console-sla")
+        overdue.get_by_role("link", name="its run").click()
+        expect(page.get_by_role("heading", name="expense v1: Hotel in Lyon")).to_be_visible()
