@@ -300,6 +300,11 @@ def as_json(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=True, default=str)
 
 
+def run_state(*, run_id: UUID) -> str | None:
+    """The run's state now, or None if there is no such run."""
+    return WorkflowRun.objects.filter(pk=run_id).values_list("state", flat=True).first()
+
+
 def run_page(*, run_id: UUID) -> ConsoleRunPage | None:
     """Everything the console's run page shows, in a fixed number of queries; None if
     there is no such run."""

@@ -122,12 +122,13 @@ def act(request: HttpRequest, run_id: UUID, action: str) -> HttpResponse:
         return _problem(request, "There is no such action.", status=404)
     if request.method == "GET":
         refusal = console_services.operate_refusal(request.user, chosen.what)
+        status = 403 if refusal else 200
+        state = console_selectors.run_state(run_id=run_id)
+        if not refusal and state is not None and state not in chosen.offered_in:
+            words = console_selectors.request_selectors.state_words(state)
+            refusal, status = f"{chosen.label} does not fit a run that is {words}.", 409
         return _run_page(
-            request,
-            run_id,
-            status=403 if refusal else 200,
-            confirm=None if refusal else chosen,
-            error=refusal,
+            request, run_id, status=status, confirm=None if refusal else chosen, error=refusal
         )
     if request.method != "POST":
         return HttpResponse(status=405, headers={"Allow": "GET, POST"})

@@ -313,6 +313,15 @@ class TestActions:
             response.text
         )
 
+    def test_asking_for_an_action_that_does_not_fit_says_so_before_any_confirmation(
+        self, olga_client, dead_letter
+    ):
+        response = olga_client.get(run_url(dead_letter, "pause/"))
+
+        assert response.status_code == 409
+        assert "Pause does not fit a run that is dead lettered." in response.text
+        assert "Yes, pause" not in response.text
+
     def test_an_unknown_action_is_not_found(self, olga_client, dead_letter):
         assert olga_client.post(run_url(dead_letter, "explode/")).status_code == 404
 
@@ -342,6 +351,12 @@ class TestActions:
 class TestBulkRetry:
     def test_dead_letters_ticked_on_the_list_are_retried(self, olga_client, dead_letter):
         listing = olga_client.get("/console/", {"state": "dead_lettered"})
+        swapped = olga_client.get(
+            "/console/",
+            {"state": "dead_lettered"},
+            HTTP_HX_REQUEST="true",
+            HTTP_HX_TARGET="run-list",
+        )
 
         response = olga_client.post(
             "/console/retry-dead-letters/",
@@ -349,6 +364,7 @@ class TestBulkRetry:
         )
 
         assert f'name="run" value="{dead_letter.pk}"' in listing.text
+        assert '<form id="bulk"' in swapped.text  # the checkboxes' form comes with them
         assert response.status_code == 302
         assert response.url == "/console/?state=dead_lettered"
         dead_letter.refresh_from_db()
