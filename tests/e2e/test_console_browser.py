@@ -116,3 +116,34 @@ class TestSlaDashboard:
         shoot(page, "console-sla")
         overdue.get_by_role("link", name="its run").click()
         expect(page.get_by_role("heading", name="expense v1: Hotel in Lyon")).to_be_visible()
+
+
+class TestSkippingAStuckStep:
+    def test_olga_fixes_her_json_then_skips_the_retrying_step(
+        self, sign_in, console_operator, start, drive
+    ):
+        run = drive(start("test_linear", {"simulate": {"second": "fail"}}, correlation_id="c-77"))
+
+        page = sign_in("olga")
+        page.goto("/console/")
+        page.get_by_label("Correlation id").fill("c-77")
+        page.get_by_role("button", name="Filter").click()
+        page.locator("#run-list tbody tr").first.get_by_role("link").click()
+        expect(page.locator("#steps ~ table")).to_contain_text("ServiceUnavailable")
+        page.get_by_role("link", name="Skip second with a result…").click()
+        page.get_by_label("Its result, as JSON").fill("{'done': true}")
+        page.get_by_role("button", name="Yes, skip second").click()
+
+        expect(page.get_by_role("alert")).to_contain_text("The result is not JSON")
+        expect(page.get_by_label("Its result, as JSON")).to_have_value("{'done': true}")
+        shoot(page, "console-skip-refused")
+        page.get_by_label("Its result, as JSON").fill('{"done": true}')
+        page.get_by_role("button", name="Yes, skip second").click()
+
+        expect(page.get_by_role("status")).to_contain_text("Skipped second")
+        run = drive(run)
+        assert run.state == RunState.SUCCEEDED
+        assert run.results["second"] == {"done": True}
+        page.reload()
+        expect(page.locator(".state").first).to_have_text("succeeded")
+        shoot(page, "console-after-skip")
