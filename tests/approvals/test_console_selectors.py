@@ -25,6 +25,12 @@ class TestPlans:
     def test_every_run_newest_first_reads_the_created_index_backwards(self):
         assert "Index Scan Backward using run_created_idx" in plan(RunFilters())
 
+    def test_a_state_reads_the_state_and_time_index(self):
+        assert "run_state_created_idx" in plan(RunFilters(state="dead_lettered"))
+
+    def test_a_requester_reads_the_requests_index(self, alice):
+        assert "run_started_by_idx" in plan(RunFilters(requester="alice"))
+
     def test_a_correlation_id_reads_its_index(self):
         assert "run_correlation_idx" in plan(RunFilters(correlation_id="shop-9"))
 
