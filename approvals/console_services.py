@@ -97,8 +97,6 @@ class Action:
     label: str
     # Completes "Only operators may …".
     what: str
-    # The audit entry's event.
-    event: str
     # What the operator is asked to confirm.
     explain: str
     done: str
@@ -113,7 +111,6 @@ ACTIONS: dict[str, Action] = {
             name="retry",
             label="Retry the failed undo",
             what="retry a dead-lettered run",
-            event="run_retried",
             explain="Try its failed compensation again, with a fresh attempt budget.",
             done="Retrying its failed compensation.",
             offered_in=(RunState.DEAD_LETTERED,),
@@ -122,7 +119,6 @@ ACTIONS: dict[str, Action] = {
             name="resume-past",
             label="Resume past the failed undo",
             what="resume a dead-lettered run",
-            event="run_resumed_past_failure",
             explain="You undid the failed step's effect by hand: mark it undone and undo the rest.",
             done="Resumed past its failed compensation.",
             offered_in=(RunState.DEAD_LETTERED,),
@@ -132,7 +128,6 @@ ACTIONS: dict[str, Action] = {
             name="retry-failed",
             label="Retry from the failed step",
             what="retry a failed run",
-            event="run_retried",
             explain="Run its failed step again, with a fresh attempt budget, and go on from there.",
             done="Retrying from its failed step.",
             offered_in=(RunState.FAILED,),
@@ -141,7 +136,6 @@ ACTIONS: dict[str, Action] = {
             name="pause",
             label="Pause",
             what="pause a run",
-            event="run_paused",
             explain="Start no new step until it is resumed; steps already running finish.",
             done="Paused.",
             offered_in=(RunState.RUNNING, RunState.WAITING),
@@ -150,7 +144,6 @@ ACTIONS: dict[str, Action] = {
             name="resume",
             label="Resume",
             what="resume a run",
-            event="run_resumed",
             explain="Let it go on, re-sending the steps it held back.",
             done="Resumed.",
             offered_in=(RunState.PAUSED,),
@@ -159,7 +152,6 @@ ACTIONS: dict[str, Action] = {
             name="cancel",
             label="Cancel",
             what="cancel a run",
-            event="run_cancelled",
             explain="Start nothing new, close its open tasks and undo its completed steps "
             "in reverse order.",
             done="Cancelling: its completed steps are being undone.",
@@ -169,6 +161,17 @@ ACTIONS: dict[str, Action] = {
     )
 }
 SKIP_WHAT = "skip a step"
+# The audit entry's event for each engine use case an operator calls, whatever the
+# channel (the console here, the API and the admin through workflows.operating).
+EVENTS = {
+    "retry_dead_letter": "run_retried",
+    "resume_dead_letter": "run_resumed_past_failure",
+    "retry_failed_run": "run_retried",
+    "pause_run": "run_paused",
+    "resume_run": "run_resumed",
+    "cancel_run": "run_cancelled",
+    "skip_step": "step_skipped",
+}
 
 
 def actions_for(run: WorkflowRun) -> list[Action]:
@@ -403,15 +406,16 @@ def skip_step(
             run = engine.skip_step(run_id=run_id, node=node, result=value, now=now)
         except engine.EngineError as error:
             raise NotPossibleNow(str(error)) from None
-        audit.record(
-            task=run,
-            event="step_skipped",
+        record_run_action(
+            run=run,
             actor=user,
+            action="skip_step",
+            state_before=before,
             channel=channel,
+            remote_addr=remote_addr,
             now=now,
             comment=reason,
-            remote_addr=remote_addr,
-            changes={"state": [before, run.state], "step": node, "result": value},
+            changes={"step": node, "result": value},
         )
     return Done(run=run, changed=True)
 
@@ -463,17 +467,44 @@ def _operate(
             raise NotPossibleNow(str(error)) from None
         if run.state == before:
             return Done(run=run, changed=False)
-        audit.record(
-            task=run,
-            event=action.event,
+        record_run_action(
+            run=run,
             actor=user,
+            action=use_case.__name__,
+            state_before=before,
             channel=channel,
+            remote_addr=remote_addr,
             now=now,
             comment=reason,
-            remote_addr=remote_addr,
-            changes={"state": [before, run.state]},
         )
     return Done(run=run, changed=True)
+
+
+def record_run_action(
+    *,
+    run: WorkflowRun,
+    actor: Any,
+    action: str,
+    state_before: str,
+    channel: str,
+    remote_addr: str | None,
+    now: datetime,
+    comment: str = "",
+    changes: dict[str, Any] | None = None,
+) -> None:
+    """Audit that `actor` took `action` (an engine use case's name) on `run` by hand: the
+    one writer of these entries, for the console and, as the run-action hook of
+    workflows.operating, for the API and the admin. Call inside the action's transaction."""
+    audit.record(
+        task=run,
+        event=EVENTS.get(action, action),
+        actor=actor,
+        channel=channel,
+        now=now,
+        comment=comment,
+        remote_addr=remote_addr,
+        changes={"state": [state_before, run.state], **(changes or {})},
+    )
 
 
 def _lock(run_id: UUID) -> WorkflowRun:

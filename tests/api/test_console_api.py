@@ -94,3 +94,28 @@ class TestBulkRetry:
 
     def test_an_empty_list_is_422(self, operator_api):
         assert operator_api.post("/workflows/retry-dead-letters", {"runs": []}).status_code == 422
+
+
+class TestTheWorkflowsApisActionsAreAudited:
+    def test_pause_and_resume_name_the_operator(self, operator_api, start, olga):
+        run = start("test_linear", {})
+
+        operator_api.post(f"/workflows/{run.pk}/pause")
+        operator_api.post(f"/workflows/{run.pk}/pause")  # already paused: nothing more
+        operator_api.post(f"/workflows/{run.pk}/resume")
+
+        entries = list(LogEntry.objects.get_for_object(run).order_by("id"))
+        assert [
+            (e.additional_data["event"], e.actor, e.additional_data["channel"]) for e in entries
+        ] == [
+            ("run_paused", olga, "api"),
+            ("run_resumed", olga, "api"),
+        ]
+
+    def test_a_refused_action_writes_nothing(self, operator_api, start):
+        run = start("test_linear", {})
+
+        response = operator_api.post(f"/workflows/{run.pk}/resume")
+
+        assert response.status_code == 409
+        assert not LogEntry.objects.get_for_object(run).exists()

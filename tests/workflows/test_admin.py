@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from auditlog.models import LogEntry
 from django.contrib.auth.models import Group, Permission, User
 from django.urls import reverse
 
@@ -62,6 +63,12 @@ class TestRunAdmin:
 
         dead_letter.refresh_from_db()
         assert dead_letter.state == RunState.COMPENSATING
+        entry = LogEntry.objects.get_for_object(dead_letter).get()
+        assert (entry.actor, entry.additional_data["event"], entry.additional_data["channel"]) == (
+            operator,
+            "run_retried",
+            "admin",
+        )
         assert "retrying its failed compensation" in response.text
 
     def test_a_refused_action_says_why(self, client, operator, start, order_input):
