@@ -20,6 +20,8 @@ from approvals.models import (
     EmailLink,
     GroupManager,
     HumanTask,
+    Notification,
+    NotificationSettings,
     ReportingLine,
     Substitution,
 )
@@ -35,6 +37,13 @@ class DecisionForm(forms.Form):
     outcome = forms.ChoiceField(choices=Outcome.choices)
     comment = forms.CharField(
         widget=forms.Textarea, required=False, help_text="Required to reject: say why."
+    )
+    # The task page draws the approval's form; here an operator types its values as JSON.
+    form_values = forms.JSONField(
+        required=False,
+        label="Form values",
+        help_text="To approve a task whose approval has a form: its values as JSON, e.g. "
+        '{"cost_centre": "FIN-1200"}. A rejection takes none.',
     )
 
 
@@ -103,7 +112,16 @@ class HumanTaskAdmin(FSMAdminMixin, admin.ModelAdmin):
                     to_username=kwargs["to"], comment=kwargs.get("comment", ""), **common
                 )
             elif transition_name == "complete" and kwargs.get("outcome") == Outcome.APPROVED:
-                services.approve_human_task(comment=kwargs.get("comment", ""), **common)
+                values = kwargs.get("form_values") or None
+                if values is not None and not isinstance(values, dict):
+                    raise services.InvalidRequest(
+                        'Form values must be a JSON object, e.g. {"cost_centre": "FIN-1200"}.'
+                    )
+                services.approve_human_task(
+                    comment=kwargs.get("comment", ""),
+                    values=values,
+                    **common,
+                )
             elif transition_name == "complete":
                 services.reject_human_task(reason=kwargs.get("comment", ""), **common)
             else:
@@ -149,3 +167,26 @@ class EmailLinkAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+@admin.register(Notification)
+class NotificationAdmin(admin.ModelAdmin):
+    """What people were told: read-only, for answering "did bob hear of it?"."""
+
+    list_display = ("user", "kind", "text", "created_at", "read_at", "emailed_at")
+    list_filter = ("kind",)
+    search_fields = ("user__username", "text")
+    readonly_fields = [field.name for field in Notification._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(NotificationSettings)
+class NotificationSettingsAdmin(admin.ModelAdmin):
+    list_display = ("user", "email")
+    list_filter = ("email",)
+    search_fields = ("user__username",)

@@ -17,12 +17,13 @@ from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Field, Query, Router, Schema
 
-from approvals import selectors, services
+from approvals import selectors, services, task_forms
 from approvals.escalation import sla
 from approvals.models import COMMENT_MAX_LENGTH, HumanTask
 from approvals.states import LIVE_TASK_STATES, Channel, Priority, Sla
 from workflows import registry
 from workflows.api import ERRORS, ApiIn, ApiProblem, not_found
+from workflows.dsl import Approval
 
 router = Router(tags=["tasks"])
 
@@ -47,6 +48,11 @@ class TaskOut(Schema):
     decided_at: datetime | None
     channel: str
     comment: str
+    form_schema: dict[str, Any] | None = Field(
+        description="the JSON Schema of the values approving takes (`form` of a decision), "
+        "or null when its approval has no form"
+    )
+    form_values: dict[str, Any] = Field(description="what the decider entered in the form")
     created_at: datetime
 
 
@@ -62,6 +68,12 @@ class VersionIn(ApiIn):
 class DecisionIn(VersionIn):
     outcome: Literal["approve", "reject"]
     comment: str = Field("", max_length=COMMENT_MAX_LENGTH, description="required to reject")
+    form: dict[str, Any] | None = Field(
+        None,
+        description="to approve a task whose approval has a form: its values, as the task's "
+        "`form_schema` says; a rejection "
+        "takes none",
+    )
 
 
 class HandOverIn(VersionIn):
@@ -84,6 +96,8 @@ def _name(user: Any) -> str | None:
 
 
 def task_out(task: HumanTask) -> dict[str, Any]:
+    node = task_forms.approval_of(task)
+    form = node.form if node else None
     return {
         "id": task.pk,
         "run_id": task.run_id,
@@ -104,6 +118,8 @@ def task_out(task: HumanTask) -> dict[str, Any]:
         "decided_at": task.decided_at,
         "channel": task.channel,
         "comment": task.comment,
+        "form_schema": task_forms.json_schema_of(form) if form else None,
+        "form_values": task.form_values,
         "created_at": task.created_at,
     }
 
@@ -153,7 +169,17 @@ def _act(request: HttpRequest, task_id: UUID, version: int | None, action: Calla
         )
     except services.TaskError as error:
         title = {404: "Not found", 403: "Forbidden", 409: "Conflict", 422: "Invalid request"}
-        extra = {"state": error.task.outcome} if isinstance(error, services.AlreadyDecided) else {}
+        extra: dict[str, Any] = {}
+        if isinstance(error, services.AlreadyDecided):
+            extra = {"state": error.task.outcome}
+        if isinstance(error, services.InvalidForm):
+            # Named as the caller wrote them: inside the body's `form`.
+            extra = {
+                "errors": [
+                    {"field": f"form.{problem['field']}", "message": problem["message"]}
+                    for problem in error.errors
+                ]
+            }
         raise ApiProblem(
             error.status, title.get(error.status, "Error"), str(error), **extra
         ) from None
@@ -175,7 +201,15 @@ def decide_task(request: HttpRequest, task_id: UUID, body: DecisionIn) -> dict:
     if body.outcome == "approve":
 
         def action(**kwargs: Any) -> HumanTask:
-            return services.approve_human_task(comment=body.comment, **kwargs)
+            return services.approve_human_task(comment=body.comment, values=body.form, **kwargs)
+    elif body.form:
+        raise ApiProblem(
+            422,
+            "Invalid request",
+            "A rejection takes no form values: the form is filled in to approve. "
+            "Say why you reject it in `comment`.",
+            errors=[{"field": "form", "message": "must be empty or left out to reject"}],
+        )
     else:
 
         def action(**kwargs: Any) -> HumanTask:
@@ -230,6 +264,47 @@ def open_tasks_of(run: Any) -> list[dict[str, Any]]:
         }
         for task in tasks.order_by("created_at", "id")
     ]
+
+
+def document_task_forms(schema: dict[str, Any]) -> dict[str, Any]:
+    """Document, in the OpenAPI document `schema`, the form of every approval of every
+    registered workflow type: one component each, and the decision's `form` as any one
+    of them (or no values, for an approval without a form)."""
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    decision = components.get("DecisionIn", {}).get("properties", {})
+    choices: list[dict[str, Any]] = []
+    by_type: dict[str, dict[str, dict[str, str]]] = {}
+    for workflow in sorted(registry.all_definitions(), key=lambda w: (w.name, w.version)):
+        for node in workflow.nodes:
+            if not isinstance(node, Approval) or node.form is None:
+                continue
+            name = f"TaskForm_{workflow.name}_v{workflow.version}_{node.name}"
+            document = node.form.model_json_schema(ref_template="#/components/schemas/{model}")
+            for definition, part in document.pop("$defs", {}).items():
+                components.setdefault(definition, part)
+            document["title"] = f"{workflow.name} v{workflow.version}: {node.name}"
+            document["description"] = (
+                f"The form of approval {node.name!r} in workflow type {workflow.name!r} "
+                f"(version {workflow.version}). " + (node.form.__doc__ or "").strip()
+            ).strip()
+            components[name] = document
+            reference = {"$ref": f"#/components/schemas/{name}"}
+            choices.append(reference)
+            by_type.setdefault(workflow.name, {})[node.name] = reference
+    if "form" in decision:
+        nothing = {"type": "object", "maxProperties": 0, "title": "No values"}
+        listed = "; ".join(
+            f"{kind}: {', '.join(sorted(nodes))}" for kind, nodes in sorted(by_type.items())
+        )
+        decision["form"] = {
+            "title": "Form",
+            "description": decision["form"].get("description", "")
+            + (f". Approvals with a form, by workflow type: {listed}." if listed else "."),
+            "anyOf": [*choices, nothing, {"type": "null"}],
+            "default": None,
+            "x-baton-task-forms": by_type,
+        }
+    return schema
 
 
 def register() -> None:

@@ -1,4 +1,4 @@
-"""System checks of the approvals app's production settings."""
+"""System checks of the approvals app: its production settings, and the task forms."""
 
 from __future__ import annotations
 
@@ -24,4 +24,17 @@ def check_audit_key(app_configs: Any = None, **kwargs: Any) -> list[checks.Check
             ),
             id="approvals.W001",
         )
+    ]
+
+
+@checks.register()
+def check_task_forms(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Report every approval form that a reviewer could not fill in on the task's page."""
+    from approvals import task_forms
+    from workflows import registry
+
+    return [
+        checks.Error(problem, obj=str(workflow), id="approvals.E001")
+        for workflow in registry.all_definitions()
+        for problem in task_forms.drawing_problems(workflow)
     ]

@@ -57,6 +57,51 @@ def send_delegation_done(*, task: HumanTask) -> None:
     transaction.on_commit(message.send, robust=True)
 
 
+def send_notifications(notifications: list) -> int:
+    """Email each notification to its reader once the work commits, with a plain
+    link that only opens the page (deciding takes a click there); return how many."""
+    messages = []
+    for notification in notifications:
+        recipient = notification.user
+        if not recipient.email:
+            continue
+        context = {
+            "recipient": recipient,
+            "notifications": [notification],
+            "base_url": settings.BATON_BASE_URL,
+        }
+        messages.append(_message(notification.text, context, recipient.email))
+    if messages:
+        transaction.on_commit(lambda: [message.send() for message in messages], robust=True)
+    return len(messages)
+
+
+def send_digest(*, recipient, notifications: list) -> bool:
+    """Email `recipient` one digest of `notifications` once the work commits."""
+    if not recipient.email or not notifications:
+        return False
+    count = len(notifications)
+    subject = f"{count} update{'s' if count != 1 else ''} today"
+    context = {
+        "recipient": recipient,
+        "notifications": notifications,
+        "base_url": settings.BATON_BASE_URL,
+    }
+    message = _message(subject, context, recipient.email)
+    transaction.on_commit(message.send, robust=True)
+    return True
+
+
+def _message(subject: str, context: dict, address: str) -> EmailMultiAlternatives:
+    message = EmailMultiAlternatives(
+        subject=_subject(subject),
+        body=_render("approvals/emails/notification.txt", context),
+        to=[address],
+    )
+    message.attach_alternative(_render("approvals/emails/notification.html", context), "text/html")
+    return message
+
+
 def _subject(text: str) -> str:
     """One line: a newline in a header would make Django refuse to send the mail.
     Bidi controls from a title show as their code points, as in the inbox (config.bidi)."""

@@ -1,31 +1,53 @@
-"""Due and escalation times, and how a task stands against them: pure functions."""
+"""Due and escalation times, and how a task stands against them: pure functions.
+
+Durations may be business time; the calendars they name are passed in
+(`workflows.due_times.load_calendars` reads them), so nothing here reads the
+clock or the database.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 
 from approvals.states import Sla
+from workflows.calendars import Calendar, due_after
 from workflows.dsl import Approval
 
 DUE_SOON = timedelta(hours=24)
 
+NO_CALENDARS: Mapping[str, Calendar] = {}
 
-def first_escalation_at(*, node: Approval, created_at: datetime) -> datetime | None:
+
+def first_escalation_at(
+    *, node: Approval, created_at: datetime, calendars: Mapping[str, Calendar] = NO_CALENDARS
+) -> datetime | None:
     if not node.escalations:
         return None
-    return created_at + node.escalations[0].delay()
+    return due_after(duration=node.escalations[0].delay(), start=created_at, calendars=calendars)
 
 
-def next_escalation_at(*, node: Approval, level: int, now: datetime) -> datetime | None:
+def next_escalation_at(
+    *,
+    node: Approval,
+    level: int,
+    now: datetime,
+    calendars: Mapping[str, Calendar] = NO_CALENDARS,
+) -> datetime | None:
     """Return when level `level + 1` escalates, after level `level` just fired (1-based)."""
     if level >= len(node.escalations):
         return None
-    return now + node.escalations[level].delay()
+    return due_after(duration=node.escalations[level].delay(), start=now, calendars=calendars)
 
 
-def deadline_at(*, node: Approval, created_at: datetime) -> datetime | None:
+def deadline_at(
+    *, node: Approval, created_at: datetime, calendars: Mapping[str, Calendar] = NO_CALENDARS
+) -> datetime | None:
+    """Return the final deadline counted from `created_at` (or from an extension's start)."""
     delay = node.deadline_delay()
-    return created_at + delay if delay is not None else None
+    if delay is None:
+        return None
+    return due_after(duration=delay, start=created_at, calendars=calendars)
 
 
 def sla(*, due_at: datetime | None, now: datetime) -> Sla:

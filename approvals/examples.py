@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from approvals.models import ReportingLine
 from workflows import registry
 from workflows.activity import ActivityContext, NonRetryableError
+from workflows.calendars import BusinessTime
 from workflows.dsl import (
     Activity,
     Approval,
@@ -75,6 +76,7 @@ def submit_expense(context: ActivityContext) -> dict[str, Any]:
 
 
 def pay_expense(context: ActivityContext) -> dict[str, Any]:
+    finance = RunData(input=context.input, results=context.results).form_values("finance_approval")
     return services.call(
         service="payments",
         action="pay",
@@ -84,6 +86,8 @@ def pay_expense(context: ActivityContext) -> dict[str, Any]:
             "to": context.input["requester"],
             "amount": context.input["amount"],
             "currency": context.input["currency"],
+            # Charged where finance said; below the threshold, the default cost centre.
+            "cost_centre": finance.get("cost_centre"),
         },
     )
 
@@ -105,6 +109,19 @@ def notify_requester(context: ActivityContext) -> dict[str, Any]:
     )
 
 
+class FinanceApprovalForm(BaseModel):
+    """What finance records to approve an expense: where it is charged."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cost_centre: str = Field(
+        min_length=1,
+        max_length=20,
+        pattern=r"^[A-Z]{2,4}-[0-9]{3,6}$",
+        description="the cost centre to charge, e.g. FIN-1200",
+    )
+
+
 def _manager_of(data: RunData) -> list[str]:
     return [data.results["submit"]["manager"]]
 
@@ -120,8 +137,9 @@ def _needs_finance(data: RunData) -> bool:
     return Decimal(data.input["amount"]) > Decimal(settings.BATON_EXPENSE_FINANCE_THRESHOLD)
 
 
-def _escalate_after() -> timedelta:
-    return timedelta(hours=settings.BATON_EXPENSE_ESCALATE_AFTER_HOURS)
+def _escalate_after() -> BusinessTime:
+    # Business days: a Friday afternoon's expense escalates on Tuesday, not on Sunday.
+    return BusinessTime(days=settings.BATON_EXPENSE_ESCALATE_AFTER_BUSINESS_DAYS)
 
 
 EXPENSE = Workflow(
@@ -159,6 +177,7 @@ EXPENSE = Workflow(
             on_deadline="reject",
             on_approve="pay",
             on_reject="notify",
+            form=FinanceApprovalForm,
         ),
         Activity("pay", run=pay_expense, compensate=reverse_payment, next="notify", retry=RETRY),
         Activity(
@@ -189,11 +208,31 @@ class VendorInput(BaseModel):
     )
 
 
+class LegalReviewForm(BaseModel):
+    """What legal records to approve a vendor: the contract, and how risky it is."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    contract_id: str = Field(
+        min_length=1,
+        max_length=40,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9/_.-]*$",
+        description="the signed contract's reference, e.g. LEG-2026-014",
+    )
+    risk_level: Literal["low", "medium", "high"] = Field(
+        description="legal's view of the vendor's risk; high adds a security sign-off"
+    )
+
+
 def _both_approved(data: RunData) -> bool:
     return all(
         data.results[review]["signal"] == f"{review}.approved"
         for review in ("legal_review", "security_review")
     )
+
+
+def _high_legal_risk(data: RunData) -> bool:
+    return data.form_values("legal_review").get("risk_level") == "high"
 
 
 def create_vendor_account(context: ActivityContext) -> dict[str, Any]:
@@ -234,10 +273,21 @@ def _vendor_title(review: str):
     return title
 
 
+def _sign_off_title(data: RunData) -> str:
+    contract = data.form_values("legal_review").get("contract_id", "")
+    return (
+        f"Security sign-off: vendor {data.input['vendor_name']} "
+        f"(legal rated the risk high, contract {contract})"
+    )
+
+
 VENDOR_ONBOARDING = Workflow(
     name="vendor_onboarding",
     version=1,
-    description="Legal and security review in parallel; both must approve the new vendor.",
+    description=(
+        "Legal and security review in parallel; both must approve the new vendor, and "
+        "security signs off once more when legal rates the risk high."
+    ),
     input_schema=VendorInput,
     starters=("procurement",),
     searchable=("vendor_name", "contact_email"),
@@ -250,6 +300,7 @@ VENDOR_ONBOARDING = Workflow(
             groups=("legal",),
             on_approve="reviews_done",
             on_reject="reviews_done",
+            form=LegalReviewForm,
         ),
         Approval(
             "security_review",
@@ -262,8 +313,22 @@ VENDOR_ONBOARDING = Workflow(
         Branch(
             "both_approved",
             condition=_both_approved,
-            if_true="create_account",
+            if_true="high_risk",
             if_false="notify_rejected",
+        ),
+        Branch(
+            "high_risk",
+            condition=_high_legal_risk,
+            if_true="security_sign_off",
+            if_false="create_account",
+        ),
+        Approval(
+            "security_sign_off",
+            title=_sign_off_title,
+            groups=("security",),
+            priority=3,
+            on_approve="create_account",
+            on_reject="notify_rejected",
         ),
         Activity(
             "create_account",

@@ -16,7 +16,16 @@ from django.contrib.auth.models import Group
 from django.db import models
 from django.db.models import Q
 
-from approvals.states import LIVE_TASK_STATES, Channel, InboxTab, Outcome, Priority, TaskState
+from approvals.states import (
+    LIVE_TASK_STATES,
+    Channel,
+    EmailMode,
+    InboxTab,
+    NoticeKind,
+    Outcome,
+    Priority,
+    TaskState,
+)
 from workflows.models import StepRun, WorkflowRun
 
 User = settings.AUTH_USER_MODEL
@@ -60,6 +69,8 @@ class HumanTask(fsm.ConcurrentTransitionMixin, models.Model):
     decided_at = models.DateTimeField(null=True, blank=True)
     channel = models.CharField(max_length=20, choices=Channel.choices, blank=True)
     comment = models.TextField(blank=True)
+    # What the decider entered in the approval's form (Approval.form), as validated.
+    form_values = models.JSONField(default=dict, blank=True)
     version = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField()
     claimed_at = models.DateTimeField(null=True, blank=True)
@@ -157,12 +168,22 @@ class HumanTask(fsm.ConcurrentTransitionMixin, models.Model):
         target=TaskState.COMPLETED,
         custom={"label": "Decide…"},
     )
-    def complete(self, *, outcome: Outcome, by, channel: Channel, comment: str, now: datetime):
+    def complete(
+        self,
+        *,
+        outcome: Outcome,
+        by,
+        channel: Channel,
+        comment: str,
+        now: datetime,
+        form_values: dict | None = None,
+    ):
         self.outcome = outcome
         self.decided_by = by
         self.decided_at = now
         self.channel = channel
         self.comment = comment
+        self.form_values = form_values or {}
         self.completed_at = now
         self.escalate_at = None
         self._bump()
@@ -390,3 +411,62 @@ class AuditCheckpoint(models.Model):
 
     def __str__(self) -> str:
         return f"checkpoint #{self.pk} ({self.created_at:%Y-%m-%d %H:%M:%S} UTC)"
+
+
+class Notification(models.Model):
+    """One thing a person should know: a task for them, a decision on their request.
+
+    Shown in the app until read; emailed at once, in a daily digest, or not at all,
+    as the person's `NotificationSettings` say (`emailed_at` records when).
+    """
+
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="notifications")
+    kind = models.CharField(max_length=30, choices=NoticeKind.choices)
+    text = models.CharField(max_length=300)
+    # Where the reader goes to see it: a task's or a request's page (a path).
+    url = models.CharField(max_length=300)
+    task = models.ForeignKey(
+        HumanTask, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    run = models.ForeignKey(
+        WorkflowRun, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    created_at = models.DateTimeField()
+    read_at = models.DateTimeField(null=True, blank=True)
+    emailed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            # The list, newest first, and the unread count (capped), per reader.
+            models.Index(fields=["user", "-created_at", "-id"], name="notification_list_idx"),
+            models.Index(
+                fields=["user", "-created_at"],
+                condition=Q(read_at__isnull=True),
+                name="notification_unread_idx",
+            ),
+            # The daily digest: what is still to be emailed.
+            models.Index(
+                fields=["user", "created_at"],
+                condition=Q(emailed_at__isnull=True),
+                name="notification_unsent_idx",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user}: {self.text}"
+
+
+class NotificationSettings(models.Model):
+    """How one person wants notifications emailed (no row: one email each)."""
+
+    user = models.OneToOneField(
+        User, on_delete=models.CASCADE, related_name="notification_settings"
+    )
+    email = models.CharField(max_length=20, choices=EmailMode.choices, default=EmailMode.IMMEDIATE)
+
+    class Meta:
+        verbose_name_plural = "notification settings"
+
+    def __str__(self) -> str:
+        return f"{self.user}: {self.get_email_display()}"

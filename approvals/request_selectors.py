@@ -247,7 +247,10 @@ def headline(run: WorkflowRun) -> str:
 def in_schema_order(data: Mapping[str, Any], definition: Workflow | None) -> list[tuple[str, Any]]:
     """The input's fields in the order its schema declares them (PostgreSQL keeps JSON
     keys in an order of its own), then any the schema does not know."""
-    schema = definition.input_schema if definition else None
+    return _in_order(data, definition.input_schema if definition else None)
+
+
+def _in_order(data: Mapping[str, Any], schema: Any) -> list[tuple[str, Any]]:
     declared = list(schema.model_fields) if schema else []
     order = {name: index for index, name in enumerate(declared)}
     return sorted(data.items(), key=lambda item: (order.get(item[0], len(order)), item[0]))
@@ -372,10 +375,15 @@ class InputRow:
 
 def input_rows(run: WorkflowRun, definition: Workflow | None) -> list[InputRow]:
     """The run's input under the labels its start form uses."""
-    schema = definition.input_schema if definition else None
+    return data_rows(run.input, definition.input_schema if definition else None)
+
+
+def data_rows(data: Mapping[str, Any], schema: Any) -> list[InputRow]:
+    """`data` under the labels the form of `schema` (a pydantic model, or None) uses, in
+    its order: a run's input, or the values a decider entered in a task form."""
     specs = {item.name: item for item in start_forms.spec_for(schema).fields}
     rows = []
-    for name, value in in_schema_order(run.input, definition):
+    for name, value in _in_order(data, schema):
         spec = specs.get(name)
         label = spec.label if spec else name.replace("_", " ").capitalize()
         if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
@@ -410,6 +418,22 @@ def _text(value: Any) -> str:
 
 
 @dataclass(frozen=True)
+class Decision:
+    """A task of the request, with what its decider entered in its form, labelled."""
+
+    task: HumanTask
+    values: list[InputRow]
+
+
+def decision_values(task: HumanTask, definition: Workflow | None) -> list[InputRow]:
+    """The values `task`'s decider entered in its approval's form, under the form's labels."""
+    if not task.form_values:
+        return []
+    node = definition.nodes_by_name.get(task.node) if definition else None
+    return data_rows(task.form_values, getattr(node, "form", None))
+
+
+@dataclass(frozen=True)
 class RequestPage:
     run: WorkflowRun
     kind: str
@@ -420,6 +444,7 @@ class RequestPage:
     events: list[StepEvent]
     tasks: list[HumanTask]
     trail: list[LogEntry]
+    decisions: list[Decision] = field(default_factory=list)
 
 
 def request_page(run: WorkflowRun) -> RequestPage:
@@ -447,6 +472,7 @@ def request_page(run: WorkflowRun) -> RequestPage:
         diagram=draw(definition, steps) if definition else None,
         events=list(run.events.select_related("step").order_by("at", "id")),
         tasks=tasks,
+        decisions=[Decision(task=task, values=decision_values(task, definition)) for task in tasks],
         trail=list(
             LogEntry.objects.get_for_object(run).select_related("actor").order_by("timestamp", "id")
         ),

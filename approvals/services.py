@@ -10,7 +10,7 @@ calls `inbox_entries.refresh(task)`, in the same transaction, so the inbox stays
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -21,7 +21,17 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 from django.utils import timezone
 
-from approvals import audit, duties, emails, escalation, inbox_entries, links, permissions
+from approvals import (
+    audit,
+    duties,
+    emails,
+    escalation,
+    inbox_entries,
+    links,
+    notifications,
+    permissions,
+    task_forms,
+)
 from approvals.models import (
     COMMENT_MAX_LENGTH,
     Comment,
@@ -32,9 +42,10 @@ from approvals.models import (
     Substitution,
 )
 from approvals.states import LIVE_TASK_STATES, Channel, Outcome, TaskState
-from workflows import engine, registry
+from workflows import due_times, engine, registry
 from workflows.cleaning import Refused, clean_text
 from workflows.dsl import Approval, RunData
+from workflows.dsl import InvalidForm as InvalidFormValues
 from workflows.models import StepRun, WorkflowRun
 
 User = get_user_model()
@@ -66,6 +77,19 @@ class ConflictOfDuty(NotAllowed):
 
 class InvalidRequest(TaskError):
     status = 422
+
+
+class InvalidForm(InvalidRequest):
+    """The approval's form is not filled in as it must be; `errors` names each field
+    ({"field", "message"}, as pydantic says it) so a page can show each beside its box."""
+
+    def __init__(self, node: Approval, errors: list[dict[str, str]]) -> None:
+        self.errors = errors
+        if node.form is None:
+            super().__init__("This decision has no form: send no form values.")
+        else:
+            words = task_forms.in_words(node.form, errors)
+            super().__init__(f"Fill in the form to approve: {words} Nothing was decided.")
 
 
 class TaskConflict(TaskError):
@@ -373,13 +397,16 @@ def approve_human_task(
     user: Any,
     channel: str,
     comment: str = "",
+    values: Mapping[str, Any] | None = None,
     now: datetime | None = None,
     **extra: Any,
 ) -> HumanTask:
+    """Approve a task; `values` fill in its approval's form (Approval.form), which must
+    fit it: they are kept on the decision, audited and passed into the run's data."""
     request = _request(user, channel, now, **extra)
     comment = _comment(comment)
     with transaction.atomic():
-        return _decide(task_id, request, Outcome.APPROVED, comment)
+        return _decide(task_id, request, Outcome.APPROVED, comment, values=values)
 
 
 def reject_human_task(
@@ -397,7 +424,13 @@ def reject_human_task(
         return _decide(task_id, request, Outcome.REJECTED, _comment(reason, label="The reason"))
 
 
-def _decide(task_id: UUID, request: _Request, outcome: Outcome, comment: str) -> HumanTask:
+def _decide(
+    task_id: UUID,
+    request: _Request,
+    outcome: Outcome,
+    comment: str,
+    values: Mapping[str, Any] | None = None,
+) -> HumanTask:
     task = _authorised(
         task_id,
         request,
@@ -408,23 +441,50 @@ def _decide(task_id: UUID, request: _Request, outcome: Outcome, comment: str) ->
     if outcome == Outcome.REJECTED and not comment:
         raise InvalidRequest("Say why you reject it: a reason is required.")
     _refuse_second_share(task, request.user)
+    # Only an approval fills in the form: a rejection needs its reason, nothing more.
+    form_values = _form_values(task, values) if outcome == Outcome.APPROVED else {}
     task.complete(
-        outcome=outcome, by=request.user, channel=request.channel, comment=comment, now=request.now
+        outcome=outcome,
+        by=request.user,
+        channel=request.channel,
+        comment=comment,
+        now=request.now,
+        form_values=form_values,
     )
     task.save()
     inbox_entries.refresh(task)
     if comment:
         Comment.objects.create(task=task, author=request.user, body=comment, created_at=request.now)
-    _audit(task, outcome, request, comment=comment, changes={"state": ["live", outcome]})
+    changes: dict[str, Any] = {"state": ["live", outcome]}
+    if form_values:
+        changes["form_values"] = [{}, form_values]
+    _audit(task, outcome, request, comment=comment, changes=changes)
+    notifications.request_decided(task=task, now=request.now)
     if task.owner_id is not None:
         emails.send_delegation_done(task=task)
     _settle_approval(task, request.now)
     return task
 
 
+def _form_values(task: HumanTask, values: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Return the approval's form values as its form reads them; refuse, naming each
+    field, values that do not fit (nothing is decided then: the caller's transaction
+    rolls back)."""
+    node = _approval_node(task)
+    try:
+        return node.validate_form(dict(values or {}))
+    except InvalidFormValues as invalid:
+        raise InvalidForm(node, invalid.errors) from None
+
+
 def _settle_approval(task: HumanTask, now: datetime) -> None:
     """Signal the run once the node's tasks reach a decision: N approvals, or too many
-    rejections for N to be reachable. The engine then closes the remaining tasks."""
+    rejections for N to be reachable. The engine then closes the remaining tasks.
+
+    The signal's payload becomes the approval step's result, so later steps and
+    conditions read each decision's form values there: `decisions[i]["values"]`,
+    and, for an approval one person decides, `values` (RunData.form_values).
+    """
     node = _approval_node(task)
     siblings = list(
         HumanTask.objects.filter(step_id=task.step_id).values_list("outcome", flat=True)
@@ -438,23 +498,27 @@ def _settle_approval(task: HumanTask, now: datetime) -> None:
     else:
         return
     decisions = HumanTask.objects.filter(step_id=task.step_id).exclude(outcome="")
+    payload: dict[str, Any] = {
+        "outcome": signal.rsplit(".", 1)[1],
+        "decisions": [
+            {
+                "task": str(decision.pk),
+                "outcome": decision.outcome,
+                "by": decision.decided_by.get_username(),
+                "comment": decision.comment,
+                "values": decision.form_values,
+            }
+            for decision in decisions.select_related("decided_by").order_by("decided_at", "id")
+        ],
+    }
+    if node.required == 1:
+        payload["values"] = task.form_values
     engine.signal_run(
         run_id=task.run_id,
         name=signal,
         signal_id=f"{engine.RESERVED_SIGNAL_ID_PREFIX}step-{task.step_id}",
         from_human_task=True,
-        payload={
-            "outcome": signal.rsplit(".", 1)[1],
-            "decisions": [
-                {
-                    "task": str(decision.pk),
-                    "outcome": decision.outcome,
-                    "by": decision.decided_by.get_username(),
-                    "comment": decision.comment,
-                }
-                for decision in decisions.select_related("decided_by")
-            ],
-        },
+        payload=payload,
         now=now,
     )
 
@@ -509,6 +573,7 @@ def delegate_human_task(
         task.delegate(owner=user, delegate=delegate)
         task.save()
         inbox_entries.refresh(task)
+        notifications.task_handed(task=task, to=delegate, by=user, delegated=True, now=request.now)
         _comment_if_any(task, user, comment, request.now)
         _audit(
             task,
@@ -549,6 +614,9 @@ def reassign_human_task(
         task.save()
         task.candidate_users.add(new_assignee)
         inbox_entries.refresh(task)
+        notifications.task_handed(
+            task=task, to=new_assignee, by=user, delegated=False, now=request.now
+        )
         _comment_if_any(task, user, comment, request.now)
         _audit(
             task,
@@ -667,10 +735,15 @@ def decide_by_link(
     user: Any,
     outcome: str,
     comment: str = "",
+    values: Mapping[str, Any] | None = None,
     remote_addr: str | None = None,
     now: datetime | None = None,
 ) -> HumanTask:
-    """Decide through an emailed link: its recipient, signed in, once, on the version sent."""
+    """Decide through an emailed link: its recipient, signed in, once, on the version sent.
+
+    Approving fills in the approval's form with `values`, as on the task's page; values
+    that do not fit refuse the decision and leave the link unused.
+    """
     now = now or timezone.now()
     with transaction.atomic():
         link = links.resolve(token, now=now, lock=True)
@@ -680,7 +753,12 @@ def decide_by_link(
         extra = {"expected_version": link.task_version, "remote_addr": remote_addr, "now": now}
         if outcome == Outcome.APPROVED:
             return approve_human_task(
-                task_id=link.task_id, user=user, channel=Channel.EMAIL, comment=comment, **extra
+                task_id=link.task_id,
+                user=user,
+                channel=Channel.EMAIL,
+                comment=comment,
+                values=values,
+                **extra,
             )
         if outcome == Outcome.REJECTED:
             return reject_human_task(
@@ -706,13 +784,14 @@ def open_tasks_for_step(run: WorkflowRun, step: StepRun, node: Approval) -> list
     else:
         shares = [(users, groups)]
     task_duties = duties.duties_for(run, node.name)
+    calendars = due_times.load_calendars(durations=due_times.approval_durations(node))
     return [
-        _open_task(run, step, node, data, share_users, share_groups, now, task_duties)
+        _open_task(run, step, node, data, share_users, share_groups, now, task_duties, calendars)
         for share_users, share_groups in shares
     ]
 
 
-def _open_task(run, step, node, data, users, groups, now, task_duties) -> HumanTask:
+def _open_task(run, step, node, data, users, groups, now, task_duties, calendars) -> HumanTask:
     assignee = substitute = None
     if len(users) == 1 and not groups:
         assignee = users[0]
@@ -730,8 +809,8 @@ def _open_task(run, step, node, data, users, groups, now, task_duties) -> HumanT
         priority=node.priority,
         assignee=assignee,
         substitute_for=substitute,
-        due_at=escalation.deadline_at(node=node, created_at=now),
-        escalate_at=escalation.first_escalation_at(node=node, created_at=now),
+        due_at=escalation.deadline_at(node=node, created_at=now, calendars=calendars),
+        escalate_at=escalation.first_escalation_at(node=node, created_at=now, calendars=calendars),
         created_at=now,
         claimed_at=now if assignee else None,
     )
@@ -739,6 +818,7 @@ def _open_task(run, step, node, data, users, groups, now, task_duties) -> HumanT
     task.candidate_users.set(users if assignee is None else [assignee])
     task.candidate_groups.set(groups)
     inbox_entries.refresh(task)
+    notifications.task_opened(task=task, requesters=task_duties.requesters, now=now)
     audit.record(
         task=task,
         event="created",
@@ -803,7 +883,10 @@ def _escalate(task: HumanTask, node: Approval, now: datetime) -> bool:
     task.candidate_groups.add(*new_groups)
     task.escalate(
         next_escalation_at=escalation.next_escalation_at(
-            node=node, level=task.escalation_level + 1, now=now
+            node=node,
+            level=task.escalation_level + 1,
+            now=now,
+            calendars=due_times.load_calendars(durations=due_times.approval_durations(node)),
         )
     )
     task.save()
@@ -864,8 +947,8 @@ def handle_deadline(*, task_id: UUID, now: datetime) -> bool:
             )
         else:
             previous = task.due_at
-            delay = node.deadline_delay()
-            task.due_at = now + delay if delay else None
+            calendars = due_times.load_calendars(durations=[node.deadline_delay()])
+            task.due_at = escalation.deadline_at(node=node, created_at=now, calendars=calendars)
             if not _escalate(task, node, now):
                 task.save(update_fields=["due_at"])
                 inbox_entries.refresh(task)

@@ -1,4 +1,5 @@
-"""The start form of a workflow type, drawn from its pydantic input schema.
+"""The forms people fill in, drawn from pydantic models: a workflow type's start form
+(its input schema) and an approval's task form (`Approval.form`).
 
 The form is read off the schema's JSON Schema, the document the API's callers
 see: a label from each field's name (or its explicit title), help from its
@@ -87,6 +88,9 @@ class FormSpec:
     left_out: tuple[str, ...] = ()
     # Required fields the form cannot fill: the type cannot be started from a browser.
     cannot_fill: tuple[str, ...] = ()
+    # Put before each posted name, so a task form's fields never meet the decision
+    # panel's own ("comment", "version").
+    prefix: str = ""
 
     @property
     def usable(self) -> bool:
@@ -99,12 +103,15 @@ class FormSpec:
 
 
 def spec_for(
-    schema: type[pydantic.BaseModel] | None, *, leave_out: tuple[str, ...] = ()
+    schema: type[pydantic.BaseModel] | None,
+    *,
+    leave_out: tuple[str, ...] = (),
+    prefix: str = "",
 ) -> FormSpec:
     """Return the form of `schema`, without the fields named in `leave_out` (filled in by
-    the server, such as an expense's requester)."""
+    the server, such as an expense's requester), its boxes posted as `prefix` + name."""
     if schema is None:
-        return FormSpec(fields=())
+        return FormSpec(fields=(), prefix=prefix)
     document = _json_schema(schema)
     definitions = document.get("$defs", {})
     required = set(document.get("required", []))
@@ -121,7 +128,12 @@ def spec_for(
             cannot_fill.append(name)
         else:
             left_out.append(name)
-    return FormSpec(fields=tuple(fields), left_out=tuple(left_out), cannot_fill=tuple(cannot_fill))
+    return FormSpec(
+        fields=tuple(fields),
+        left_out=tuple(left_out),
+        cannot_fill=tuple(cannot_fill),
+        prefix=prefix,
+    )
 
 
 @cache
@@ -309,6 +321,7 @@ class Form:
         return Box(
             spec=spec,
             name=name,
+            prefix=self.spec.prefix,
             value=self.values.get(name, ""),
             error=self.errors.get(name, ""),
             in_row=in_row,
@@ -371,10 +384,15 @@ class Box:
     # A box of a list's row: a blank row is skipped, so the browser must not insist.
     in_row: bool = False
     focus: bool = False
+    prefix: str = ""
+
+    @property
+    def posted_name(self) -> str:
+        return f"{self.prefix}{self.name}"
 
     @property
     def id(self) -> str:
-        return f"field-{self.name}"
+        return f"field-{self.posted_name}"
 
     @property
     def checked(self) -> bool:
@@ -449,9 +467,10 @@ def read(spec: FormSpec, posted: Mapping[str, str]) -> tuple[dict[str, Any], For
     data: dict[str, Any] = {}
     values: dict[str, str] = {}
     refused: dict[str, str] = {}
+    prefix = spec.prefix
 
     def box(name: str, spec: FieldSpec) -> str:
-        raw = _posted(posted, name, spec)
+        raw = _posted(posted, prefix + name, spec)
         try:
             values[name] = clean_text(raw, max_length=None, multiline=spec.widget == "textarea")
         except Refused as error:

@@ -51,3 +51,22 @@ class Sla(models.TextChoices):
 
 
 LIVE_TASK_STATES = (TaskState.OPEN, TaskState.CLAIMED, TaskState.DELEGATED)
+
+
+class NoticeKind(models.TextChoices):
+    """What a notification tells its reader."""
+
+    TASK_ASSIGNED = "task_assigned", "a task was assigned to you"
+    TASK_QUEUED = "task_queued", "a task waits in your group's queue"
+    TASK_DELEGATED = "task_delegated", "a task was delegated to you"
+    TASK_DUE_SOON = "task_due_soon", "a task of yours is due soon"
+    REQUEST_DECIDED = "request_decided", "your request was decided"
+    REQUEST_ENDED = "request_ended", "your request ended"
+
+
+class EmailMode(models.TextChoices):
+    """How a person wants their notifications by email."""
+
+    IMMEDIATE = "immediate", "one email each"
+    DAILY = "daily", "one digest a day"
+    OFF = "off", "no emails (in the app only)"

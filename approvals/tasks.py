@@ -5,7 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.utils import timezone
 
-from approvals import audit
+from approvals import audit, notifications
 
 
 @shared_task(name="baton.audit_checkpoint", ignore_result=True)
@@ -17,3 +17,9 @@ def audit_checkpoint() -> None:
     of the same head: harmless.
     """
     audit.write_checkpoint(now=timezone.now())
+
+
+@shared_task(name="baton.send_digests", ignore_result=True)
+def send_digests() -> None:
+    """Email the daily digests (beat, once a day at BATON_DIGEST_HOUR UTC)."""
+    notifications.send_digests(now=timezone.now())

@@ -1,13 +1,16 @@
-"""The inbox's routes."""
+"""The inbox's routes, and the signed-in person's notifications."""
 
 from django.urls import path
 
-from approvals import views
+from approvals import notification_views, views
 
 app_name = "approvals"
 
 urlpatterns = [
     path("", views.inbox, name="inbox"),
+    path("notifications/", notification_views.notification_list, name="notifications"),
+    path("notifications/read/", notification_views.mark_read, name="mark_read"),
+    path("notifications/badge/", notification_views.badge, name="notification_badge"),
     path("tasks/<uuid:task_id>/", views.human_task, name="task"),
     path("tasks/<uuid:task_id>/claim/", views.claim, name="claim"),
     path("tasks/<uuid:task_id>/release/", views.release, name="release"),

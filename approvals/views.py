@@ -29,7 +29,17 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import reswap, trigger_client_event
 
-from approvals import audit, links, permissions, selectors, services, throttling
+from approvals import (
+    audit,
+    links,
+    permissions,
+    request_selectors,
+    selectors,
+    services,
+    start_forms,
+    task_forms,
+    throttling,
+)
 from approvals.escalation import sla
 from approvals.models import HumanTask, SavedFilter
 from approvals.states import Channel, Priority, Sla
@@ -133,12 +143,19 @@ def _rows(
             "sla": sla(due_at=task.due_at, now=now),
             "barred": barred.get(task.pk, ""),
             "decides": decides.get(task.pk, False),
+            # Approving needs its form filled in on the task's page, not a one-click row.
+            "needs_form": _needs_form(task),
             "urls": {
                 name: url.replace(str(_ANY_TASK), str(task.pk)) for name, url in links.items()
             },
         }
         for task in tasks
     ]
+
+
+def _needs_form(task: HumanTask) -> bool:
+    node = task_forms.approval_of(task)
+    return bool(node and node.form_is_required)
 
 
 @login_required
@@ -193,14 +210,25 @@ def human_task(request: HttpRequest, task_id: UUID) -> HttpResponse:
     return render(request, "approvals/human_task.html", _task_context(request, task))
 
 
-def _task_context(request: HttpRequest, task: HumanTask, error: str = "") -> dict[str, Any]:
+def _task_context(
+    request: HttpRequest,
+    task: HumanTask,
+    error: str = "",
+    form: start_forms.Form | None = None,
+) -> dict[str, Any]:
+    """What the task page shows; `form` is the task form as posted (with its errors),
+    or else a blank one while the task is live."""
     now = timezone.now()
     reviewer = services.reviewer_for(request.user)
     facts = services.facts_for(task)
     run = task.run
     definition = registry.get(run.workflow_type, run.workflow_version)
+    node = task_forms.approval_of(task)
     steps = list(run.steps.all())
     return {
+        "task_form": form or (task_forms.blank(node) if task.is_live else None),
+        "task_form_required": bool(node and node.form_is_required),
+        "decided_values": request_selectors.decision_values(task, definition),
         "task": task,
         "sla": sla(due_at=task.due_at, now=now),
         "may": {
@@ -337,13 +365,46 @@ def release(request: HttpRequest, task_id: UUID) -> HttpResponse:
 @login_required
 @require_POST
 def approve(request: HttpRequest, task_id: UUID) -> HttpResponse:
+    """Approve, with the task form's values if its approval has a form. Values that do
+    not fit come back beside their boxes, everything typed kept, and nothing decided;
+    from an inbox row (no form there) the refusal says to open the task."""
     comment = request.POST.get("comment", "")
-    return _act(
-        request,
-        task_id,
-        lambda: services.approve_human_task(task_id=task_id, comment=comment, **_common(request)),
-        "Approved.",
-    )
+    try:
+        task = services.visible_task(task_id=task_id, user=request.user)
+    except services.TaskNotFound as error:
+        return _after_action(request, task_id, error=str(error), status=error.status)
+    values, form = task_forms.read(task_forms.approval_of(task), request.POST)
+    from_row = (request.htmx.target or "").startswith("row-") if request.htmx else False
+    try:
+        if form is not None and form.has_errors:  # text workflows.cleaning refused
+            raise services.InvalidRequest(
+                "Correct the fields marked in the form to approve. Nothing was decided."
+            )
+        services.approve_human_task(
+            task_id=task_id, comment=comment, values=values, **_common(request)
+        )
+    except services.InvalidRequest as refused:
+        if from_row or form is None:
+            return _after_action(request, task_id, error=str(refused), status=refused.status)
+        if isinstance(refused, services.InvalidForm):
+            form = task_forms.with_errors(form, refused.errors)
+        return _form_refused(request, task, form, str(refused), comment)
+    except services.TaskError as error:
+        return _after_action(request, task_id, error=str(error), status=error.status)
+    return _after_action(request, task_id, done="Approved.")
+
+
+def _form_refused(
+    request: HttpRequest, task: HumanTask, form: start_forms.Form, message: str, comment: str
+) -> HttpResponse:
+    """The task again, its form as posted with each error beside its box (422): the
+    decision panel for htmx, the whole page otherwise (a redirect would lose the form)."""
+    context = _task_context(request, task, error=message, form=form)
+    context["approve_comment"] = comment
+    template = "approvals/human_task.html"
+    if request.htmx:
+        template += "#decision-panel"
+    return render(request, template, context, status=422)
 
 
 @login_required
@@ -506,9 +567,13 @@ def email_link(request: HttpRequest, token: str) -> HttpResponse:
             if lockout is not None:
                 return _link_lockout_page(request, lockout)
         return _link_page(request, {"problem": problem}, status=_link_status(problem))
+    node = task_forms.approval_of(link.task)
     context = {
         "link": link,
         "task": link.task,
+        # The approval's form, filled in here as on the task's page.
+        "task_form": task_forms.blank(node),
+        "task_form_required": bool(node and node.form_is_required),
         "signed_in": request.user.is_authenticated,
         "confirm": _confirmation(request, link.pk),
         "barred": (
@@ -522,14 +587,31 @@ def email_link(request: HttpRequest, token: str) -> HttpResponse:
     if not constant_time_compare(request.POST.get("confirm", ""), context["confirm"]):
         context["error"] = "This form expired. Please confirm again."
         return _link_page(request, context, status=403)
+    outcome = request.POST.get("outcome", "")
+    # Only approving reads the form; rejecting needs its reason alone.
+    values, form = task_forms.read(node, request.POST) if outcome == "approved" else ({}, None)
+    context["comment"] = request.POST.get("comment", "")
+    if form is not None:
+        context["task_form"] = form
     try:
+        if form is not None and form.has_errors:  # text workflows.cleaning refused
+            raise services.InvalidRequest(
+                "Correct the fields marked in the form to approve. Nothing was decided."
+            )
         task = services.decide_by_link(
             token=token,
             user=request.user,
-            outcome=request.POST.get("outcome", ""),
-            comment=request.POST.get("comment", ""),
+            outcome=outcome,
+            comment=context["comment"],
+            values=values,
             remote_addr=throttling.client_address(request),
         )
+    except services.InvalidForm as refused:
+        # The link stays unused: the decision's transaction rolled back with it.
+        if form is not None:
+            context["task_form"] = task_forms.with_errors(form, refused.errors)
+        context["error"] = str(refused)
+        return _link_page(request, context, status=refused.status)
     except (links.LinkProblem, services.TaskError) as error:
         context["error"] = str(error)
         status = _link_status(error) if isinstance(error, links.LinkProblem) else error.status

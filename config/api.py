@@ -21,6 +21,7 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer, SessionAuth
 
 from approvals import throttling
+from approvals.api import document_task_forms
 from approvals.api import router as tasks_router
 from approvals.console_api import router as console_router
 from approvals.states import Channel
@@ -66,8 +67,9 @@ class BrowserSession(SessionAuth):
 
 class BatonAPI(NinjaAPI):
     def get_openapi_schema(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        """Document error bodies as application/problem+json, as they are sent."""
-        schema = super().get_openapi_schema(*args, **kwargs)
+        """Document error bodies as application/problem+json, as they are sent, and each
+        workflow type's task forms (approvals.api.document_task_forms)."""
+        schema = document_task_forms(super().get_openapi_schema(*args, **kwargs))
         for operations in schema.get("paths", {}).values():
             for operation in operations.values():
                 for status, response in operation.get("responses", {}).items():

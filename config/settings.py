@@ -17,6 +17,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from celery.schedules import crontab
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Exchange, Queue
@@ -429,7 +430,23 @@ if BATON_PRUNE_AFTER_DAYS:
 # Where links in emails point (the public address of the web app).
 BATON_BASE_URL = env_str("BATON_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
 BATON_EMAIL_LINK_HOURS = env_float("BATON_EMAIL_LINK_HOURS", 72)
-BATON_EXPENSE_ESCALATE_AFTER_HOURS = env_float("BATON_EXPENSE_ESCALATE_AFTER_HOURS", 48)
+# The expense's manager approval escalates to finance after this many business days
+# on the `standard` business calendar (working hours and holidays, in the admin).
+BATON_EXPENSE_ESCALATE_AFTER_BUSINESS_DAYS = env_int(
+    "BATON_EXPENSE_ESCALATE_AFTER_BUSINESS_DAYS", 2
+)
+if BATON_EXPENSE_ESCALATE_AFTER_BUSINESS_DAYS < 1:
+    raise ImproperlyConfigured(
+        "BATON_EXPENSE_ESCALATE_AFTER_BUSINESS_DAYS must be 1 or more, "
+        f"not {BATON_EXPENSE_ESCALATE_AFTER_BUSINESS_DAYS}."
+    )
+if "BATON_EXPENSE_ESCALATE_AFTER_HOURS" in os.environ:
+    # Refused rather than ignored: a deployment that set it expects it to count.
+    raise ImproperlyConfigured(
+        "BATON_EXPENSE_ESCALATE_AFTER_HOURS is no longer read: the expense now escalates "
+        "after business days on the standard calendar. Set "
+        "BATON_EXPENSE_ESCALATE_AFTER_BUSINESS_DAYS (default 2) and unset it."
+    )
 BATON_EXPENSE_FINANCE_THRESHOLD = env_str("BATON_EXPENSE_FINANCE_THRESHOLD", "1000")
 # Seconds between refreshes of the inbox list.
 BATON_INBOX_POLL_SECONDS = int(env_float("BATON_INBOX_POLL_SECONDS", 20))
@@ -473,6 +490,14 @@ BATON_AUDIT_KEY = env_str("BATON_AUDIT_KEY", "")
 # set: put it where the database's writers cannot rewrite it.
 BATON_AUDIT_CHECKPOINT_FILE = env_str("BATON_AUDIT_CHECKPOINT_FILE", "")
 BATON_AUDIT_CHECKPOINT_MINUTES = env_float("BATON_AUDIT_CHECKPOINT_MINUTES", 60)
+# The daily digest of notifications, for people who chose one email a day.
+BATON_DIGEST_HOUR = int(env_float("BATON_DIGEST_HOUR", 7))
+CELERY_BEAT_SCHEDULE["baton-send-digests"] = {
+    "task": "baton.send_digests",
+    "schedule": crontab(minute=0, hour=BATON_DIGEST_HOUR),
+    # A digest that waited past the next day's is superseded by it.
+    "options": {"expires": 23 * 3600},
+}
 CELERY_BEAT_SCHEDULE["baton-audit-checkpoint"] = {
     "task": "baton.audit_checkpoint",
     "schedule": BATON_AUDIT_CHECKPOINT_MINUTES * 60,

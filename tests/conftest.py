@@ -22,6 +22,9 @@ from workflows.examples.models import ServiceEffect
 from workflows.models import StepRun, WorkflowRun
 from workflows.states import StepState
 
+# The test kit for workflow authors (the `workflow_env` fixture), used as they would.
+pytest_plugins = ["workflows.testing"]
+
 ORDER_INPUT = {
     "order_id": "A-1001",
     "customer_email": "ada@example.com",
@@ -64,12 +67,12 @@ def drive() -> Callable[[WorkflowRun], WorkflowRun]:
     worker processes over a real broker.
     """
 
-    def drive_run(run: WorkflowRun, *, max_steps: int = 100) -> WorkflowRun:
+    def drive_run(run: WorkflowRun, *, max_steps: int = 100, now=None) -> WorkflowRun:
         for _ in range(max_steps):
             step = run.steps.filter(state=StepState.SCHEDULED).order_by("id").first()
             if step is None:
                 break
-            engine.execute_step(step_id=step.pk)
+            engine.execute_step(step_id=step.pk, now=now)
         run.refresh_from_db()
         return run
 
@@ -193,6 +196,17 @@ def manager_task(start_expense) -> HumanTask:
     """carol's approval of alice's 120 EUR expense."""
     run = start_expense()
     return run.human_tasks.get(node="manager_approval")
+
+
+@pytest.fixture
+def finance_task(start_expense, carol, drive) -> HumanTask:
+    """The finance group's approval of alice's 1,500 EUR expense, after carol approved;
+    its form asks for a cost centre."""
+    from approvals import services
+
+    run = start_expense(amount="1500.00")
+    services.approve_human_task(task_id=run.human_tasks.get().pk, user=carol, channel="inbox")
+    return drive(run).human_tasks.get(node="finance_approval")
 
 
 @pytest.fixture

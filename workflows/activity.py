@@ -36,6 +36,8 @@ class ActivityContext:
     input: Mapping[str, Any]
     results: Mapping[str, Any]
     correlation_id: str = ""
+    # 0 on a node's first run; one more each time a GoBack sent the run back through it.
+    round: int = 0
     # For a compensation: the idempotency key and result (if it has one) of the
     # step being undone.
     undoes_key: str = ""

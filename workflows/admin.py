@@ -1,16 +1,25 @@
-"""The operators' view of runs: read-only rows, and actions that go through the engine."""
+"""The operators' view of runs (read-only rows, actions that go through the engine) and
+the business calendars they edit."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from workflows import engine
-from workflows.models import ApiToken, Signal, StepEvent, StepRun, WorkflowRun
+from workflows import calendars, due_times, engine, registry
+from workflows.models import (
+    ApiToken,
+    BusinessCalendar,
+    Holiday,
+    Signal,
+    StepEvent,
+    StepRun,
+    WorkflowRun,
+)
 from workflows.operating import act_on_run
 from workflows.tokens import issue_token
 
@@ -29,7 +38,16 @@ class ReadOnlyInline(admin.TabularInline):
 
 class StepRunInline(ReadOnlyInline):
     model = StepRun
-    fields = ("node", "kind", "state", "attempt", "scheduled_at", "finished_at", "last_error")
+    fields = (
+        "node",
+        "round",
+        "kind",
+        "state",
+        "attempt",
+        "scheduled_at",
+        "finished_at",
+        "last_error",
+    )
     readonly_fields = fields
     ordering = ("id",)
 
@@ -115,7 +133,7 @@ class WorkflowRunAdmin(admin.ModelAdmin):
 
 @admin.register(StepRun)
 class StepRunAdmin(admin.ModelAdmin):
-    list_display = ("node", "kind", "state", "attempt", "run", "due_at", "finished_at")
+    list_display = ("node", "round", "kind", "state", "attempt", "run", "due_at", "finished_at")
     list_filter = ("state", "kind", "run__workflow_type")
     search_fields = ("=run__id", "node")
     readonly_fields = [field.name for field in StepRun._meta.fields]
@@ -173,3 +191,93 @@ class ApiTokenAdmin(admin.ModelAdmin):
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
         count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
         self.message_user(request, f"Revoked {count} token(s).", messages.SUCCESS)
+
+
+def _definitions_using(calendar: BusinessCalendar) -> list[str]:
+    """The registered definitions that count business time on `calendar`."""
+    return sorted(
+        str(definition)
+        for definition in registry.all_definitions()
+        if calendar.name in due_times.calendars_named_by(definition)
+    )
+
+
+class HolidayInline(admin.TabularInline):
+    model = Holiday
+    extra = 3
+    fields = ("date", "name")
+    ordering = ("date",)
+
+
+@admin.register(BusinessCalendar)
+class BusinessCalendarAdmin(admin.ModelAdmin):
+    """Working hours, time zone and holidays. A calendar a definition names can be edited
+    but neither renamed nor deleted: its business time would have nothing to count on.
+    Edits apply to due times computed afterwards; stored ones stay as they are."""
+
+    list_display = ("name", "time_zone", "working_week", "holiday_count", "updated_at")
+    search_fields = ("name", "description")
+    fieldsets = (
+        (None, {"fields": ("name", "description", "time_zone", "used_by")}),
+        (
+            "Working hours",
+            {
+                "fields": (
+                    "monday",
+                    "tuesday",
+                    "wednesday",
+                    "thursday",
+                    "friday",
+                    "saturday",
+                    "sunday",
+                ),
+                "description": "Local to the time zone. Write 09:00-12:00, 13:00-17:00 for a "
+                "break; leave a day blank if nobody works then.",
+            },
+        ),
+    )
+    inlines = (HolidayInline,)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[BusinessCalendar]:
+        return super().get_queryset(request).annotate(holiday_total=Count("holidays"))
+
+    def get_readonly_fields(
+        self, request: HttpRequest, obj: BusinessCalendar | None = None
+    ) -> tuple[str, ...]:
+        if obj is not None and _definitions_using(obj):
+            return ("used_by", "name")
+        return ("used_by",)
+
+    def get_actions(self, request: HttpRequest) -> dict:
+        # Deleting from the list would skip the per-calendar refusal below.
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)
+        return actions
+
+    def has_delete_permission(
+        self, request: HttpRequest, obj: BusinessCalendar | None = None
+    ) -> bool:
+        if obj is not None and _definitions_using(obj):
+            return False
+        return super().has_delete_permission(request, obj)
+
+    @admin.display(description="Used by")
+    def used_by(self, obj: BusinessCalendar) -> str:
+        if obj.pk is None:
+            return "-"
+        names = _definitions_using(obj)
+        if not names:
+            return "no registered definition (it may be deleted)"
+        return f"{', '.join(names)} (so it cannot be renamed or deleted)"
+
+    @admin.display(description="Working week")
+    def working_week(self, obj: BusinessCalendar) -> str:
+        return ", ".join(
+            f"{day[:3].title()} {getattr(obj, day)}"
+            for day in calendars.WEEKDAYS
+            if getattr(obj, day).strip()
+        )
+
+    @admin.display(description="Holidays", ordering="holiday_total")
+    def holiday_count(self, obj: BusinessCalendar) -> int:
+        return obj.holiday_total

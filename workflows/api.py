@@ -116,6 +116,9 @@ class StartWorkflowIn(ApiIn):
 
 class StepOut(Schema):
     node: str
+    round: int = Field(
+        0, description="0 on the node's first run; one more each time a loop went back to it"
+    )
     kind: str
     state: str
     attempts: int
@@ -242,6 +245,7 @@ def details(run: WorkflowRun) -> dict[str, Any]:
         "steps": [
             {
                 "node": step.node,
+                "round": step.round,
                 "kind": step.kind,
                 "state": step.state,
                 "attempts": step.attempt,

@@ -17,6 +17,8 @@ class FinishedStep:
     succeeded: bool
     # Some attempt timed out or was cancelled mid-flight (see StepRun.may_have_applied).
     uncertain: bool = False
+    # The loop round the step ran in: each round's effect is undone on its own.
+    round: int = 0
 
     @property
     def may_have_applied(self) -> bool:
@@ -24,7 +26,12 @@ class FinishedStep:
 
 
 def plan_compensation(*, workflow: Workflow, finished: Iterable[FinishedStep]) -> list[str]:
-    """Return the nodes to compensate, most recently finished first.
+    """Return the nodes to compensate, most recently finished first (see `steps_to_undo`)."""
+    return [step.node for step in steps_to_undo(workflow=workflow, finished=finished)]
+
+
+def steps_to_undo(*, workflow: Workflow, finished: Iterable[FinishedStep]) -> list[FinishedStep]:
+    """Return the steps to compensate, most recently finished first, whatever their round.
 
     Undone: mutating activities with a compensation function that succeeded, or
     any of whose attempts timed out or was cancelled mid-flight (a timeout is not a
@@ -41,4 +48,4 @@ def plan_compensation(*, workflow: Workflow, finished: Iterable[FinishedStep]) -
         and node.compensation is not None
     ]
     undoable.sort(key=lambda step: (step.finished_at, step.sequence), reverse=True)
-    return [step.node for step in undoable]
+    return undoable

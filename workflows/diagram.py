@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from workflows.dsl import Workflow
+from workflows.dsl import Workflow, forward_successors
 from workflows.models import StepRun
 from workflows.states import LIVE_STEP_STATES, StepKind, StepState
 
@@ -57,13 +57,14 @@ class Diagram:
 def draw(definition: Workflow, steps: Iterable[StepRun]) -> Diagram:
     """Lay out `definition`, marking each node with the state of its step in `steps`
     (or of its undo, while it runs or once it failed)."""
-    steps = list(steps)
+    by_round = sorted(steps, key=lambda step: step.round)
+    # A node run in several rounds of a loop shows its latest round.
     states: dict[str, str] = {
-        step.node: step.state for step in steps if step.kind == StepKind.FORWARD
+        step.node: step.state for step in by_round if step.kind == StepKind.FORWARD
     }
     # An undo in flight, or one that failed for good (the run is dead-lettered), shows on
     # the node it undoes: that is where an operator must look.
-    for step in steps:
+    for step in by_round:
         if step.kind == StepKind.COMPENSATION and step.state in LIVE_STEP_STATES:
             states[step.node] = UNDOING
         elif step.kind == StepKind.COMPENSATION and step.state == StepState.FAILED:
@@ -102,11 +103,11 @@ def draw(definition: Workflow, steps: Iterable[StepRun]) -> Diagram:
 
 
 def _depths(definition: Workflow) -> dict[str, int]:
-    """Return each node's longest distance from the start."""
+    """Return each node's longest distance from the start (a GoBack's back edge aside)."""
     depth = {definition.start: 0}
     order = _topological(definition)
     for name in order:
-        for successor in definition.node(name).successors():
+        for successor in forward_successors(definition.node(name)):
             if name in depth:
                 depth[successor] = max(depth.get(successor, 0), depth[name] + 1)
     return depth
@@ -115,14 +116,14 @@ def _depths(definition: Workflow) -> dict[str, int]:
 def _topological(definition: Workflow) -> list[str]:
     incoming = {node.name: 0 for node in definition.nodes}
     for node in definition.nodes:
-        for successor in node.successors():
+        for successor in forward_successors(node):
             incoming[successor] = incoming.get(successor, 0) + 1
     ready = [name for name, count in incoming.items() if count == 0]
     order = []
     while ready:
         name = ready.pop(0)
         order.append(name)
-        for successor in definition.node(name).successors():
+        for successor in forward_successors(definition.node(name)):
             incoming[successor] -= 1
             if incoming[successor] == 0:
                 ready.append(successor)

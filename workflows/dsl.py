@@ -1,9 +1,11 @@
 """The definition language: a workflow is a small graph of frozen nodes, checked statically.
 
 A definition says *what* happens in which order; business logic lives in the
-activity functions it names. The graph is acyclic: a node runs at most once per
-run (retries repeat an attempt, never a node), which is what lets the engine key
-every step on (run, node) and never replay history.
+activity functions it names. The graph has no cycle except through a `GoBack`,
+a bounded back edge: a node runs at most once per round (retries repeat an
+attempt, never a node), and each time a run goes back a new round begins, which
+is what lets the engine key every step on (run, node, round) and never replay
+history.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any, Literal
 import pydantic
 
 from workflows.activity import ActivityContext
+from workflows.calendars import Duration
 from workflows.cleaning import Refused, refuse_unstorable
 
 ActivityFunction = Callable[[ActivityContext], Any]
@@ -67,6 +70,15 @@ class RunData:
 
     input: Mapping[str, Any]
     results: Mapping[str, Any]
+
+    def form_values(self, node: str) -> dict[str, Any]:
+        """Return what the decider of approval `node` entered in its form ({} if nothing).
+
+        Only an approval decided by one person has these; with `required` above 1,
+        each decision in `results[node]["payload"]["decisions"]` carries its own.
+        """
+        result = self.results.get(node) or {}
+        return dict((result.get("payload") or {}).get("values") or {})
 
 
 # ---------------------------------------------------------------------------
@@ -155,7 +167,7 @@ class Join(Node):
 class Sleep(Node):
     """Wait for a fixed time, kept in the database and fired by the sweep."""
 
-    duration: timedelta
+    duration: Duration  # a timedelta, or BusinessTime counted on a business calendar
     next: str | None = None
 
     def exits(self) -> tuple[str | None, ...]:
@@ -167,7 +179,7 @@ class WaitForSignal(Node):
     """Wait for the first of several signals, or a timeout, and go where it says."""
 
     signals: Mapping[str, str | None]
-    timeout: timedelta | None = None
+    timeout: Duration | None = None  # a timedelta or BusinessTime
     on_timeout: str | None = None
 
     def exits(self) -> tuple[str | None, ...]:
@@ -181,16 +193,41 @@ class WaitForSignal(Node):
 
 
 @dataclass(frozen=True)
+class GoBack(Node):
+    """Go back to an earlier node for another round, at most `max_rounds` rounds in all.
+
+    The only way a definition may loop (send a request back for changes, try a
+    negotiation again). Every node entered again gets a new step in the next round,
+    with its own idempotency key; earlier rounds' steps stay as they were. Once
+    the loop has run `max_rounds` times (the first round included, counted per
+    run), the run goes to `otherwise` instead, or with no `otherwise` the step
+    fails and the run's completed steps are undone.
+    """
+
+    to: str
+    max_rounds: int | None = None
+    otherwise: str | None = None
+
+    def exits(self) -> tuple[str | None, ...]:
+        # Exhausted rounds with nowhere to go fail the step (they do not end the run).
+        return (self.to, *((self.otherwise,) if self.otherwise is not None else ()))
+
+    def forward_exits(self) -> tuple[str, ...]:
+        """Return where this node leads other than back (the static check's acyclic graph)."""
+        return (self.otherwise,) if self.otherwise is not None else ()
+
+
+@dataclass(frozen=True)
 class Escalation:
     """One level of escalation: when still undecided `after` this, widen who may decide."""
 
-    # A duration, or a function returning one (read when the task is created, so a
-    # setting can decide it).
-    after: timedelta | Callable[[], timedelta]
+    # A duration (a timedelta, or BusinessTime counted on a business calendar), or a
+    # function returning one (read when the task is created, so a setting can decide it).
+    after: Duration | Callable[[], Duration]
     to_groups: tuple[str, ...] = ()
     to_manager: bool = False
 
-    def delay(self) -> timedelta:
+    def delay(self) -> Duration:
         return self.after() if callable(self.after) else self.after
 
 
@@ -217,11 +254,15 @@ class Approval(WaitForSignal):
     escalations: tuple[Escalation, ...] = ()
     # The final deadline, counted from the task's creation, and what happens then:
     # reject it, fail the run (its saga undoes what was done), or keep waiting
-    # after one more escalation.
-    deadline: timedelta | Callable[[], timedelta] | None = None
+    # after one more escalation. A timedelta or BusinessTime, as for escalations.
+    deadline: Duration | Callable[[], Duration] | None = None
     on_deadline: DeadlineChoice = "reject"
     on_approve: str | None = None
     on_reject: str | None = None
+    # What the reviewer fills in to approve (a contract id, a cost centre): a pydantic
+    # model, validated when they approve; the values are kept on their decision and
+    # reach the run's data (RunData.form_values).
+    form: type[pydantic.BaseModel] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(
@@ -244,8 +285,26 @@ class Approval(WaitForSignal):
     def assignees_for(self, data: RunData) -> list[str]:
         return list(self.assignees(data) if callable(self.assignees) else self.assignees)
 
-    def deadline_delay(self) -> timedelta | None:
+    def deadline_delay(self) -> Duration | None:
         return self.deadline() if callable(self.deadline) else self.deadline
+
+    @property
+    def form_is_required(self) -> bool:
+        """Whether approving needs values: the form has a field without a default."""
+        return self.form is not None and any(
+            field.is_required() for field in self.form.model_fields.values()
+        )
+
+    def validate_form(self, values: Any) -> dict[str, Any]:
+        """Return the form's values as its schema reads them, or raise InvalidForm naming
+        each problem (an approval without a form takes no values)."""
+        if self.form is None:
+            if values:
+                raise InvalidForm(
+                    [{"field": "form", "message": "this decision has no form: send no values"}]
+                )
+            return {}
+        return _validated(self.form, values, InvalidForm)
 
 
 # ---------------------------------------------------------------------------
@@ -260,10 +319,41 @@ ANYONE: Literal["anyone"] = "anyone"
 class InvalidInput(ValueError):
     """The input does not fit the workflow's schema; `errors` lists each field's problem."""
 
+    what = "workflow input"
+
     def __init__(self, errors: list[dict[str, str]]) -> None:
         self.errors = errors
         problems = "; ".join(f"{error['field']}: {error['message']}" for error in errors)
-        super().__init__(f"Invalid workflow input: {problems}")
+        super().__init__(f"Invalid {self.what}: {problems}")
+
+
+class InvalidForm(InvalidInput):
+    """An approval's form values do not fit its form; `errors` lists each field's problem."""
+
+    what = "form values"
+
+
+def _validated(
+    schema: type[pydantic.BaseModel], data: Any, invalid: type[InvalidInput]
+) -> dict[str, Any]:
+    """Return `data` as `schema` reads it, as JSON; raise `invalid` naming each problem."""
+    try:
+        data = schema.model_validate(data).model_dump(mode="json")
+    except pydantic.ValidationError as error:
+        raise invalid(
+            [
+                {
+                    "field": ".".join(str(part) for part in problem["loc"]) or "input",
+                    "message": problem["msg"],
+                }
+                for problem in error.errors()
+            ]
+        ) from None
+    try:
+        refuse_unstorable(data)
+    except Refused as error:
+        raise invalid([{"field": "input", "message": str(error)}]) from None
+    return data
 
 
 @dataclass(frozen=True)
@@ -326,22 +416,10 @@ class Workflow:
 
     def validate_input(self, data: Any) -> dict[str, Any]:
         """Return the input as the schema reads it, or raise InvalidInput naming each problem."""
-        if self.input_schema is None:
-            if not isinstance(data, dict):
-                raise InvalidInput([{"field": "input", "message": "must be a JSON object"}])
-        else:
-            try:
-                data = self.input_schema.model_validate(data).model_dump(mode="json")
-            except pydantic.ValidationError as error:
-                raise InvalidInput(
-                    [
-                        {
-                            "field": ".".join(str(part) for part in problem["loc"]) or "input",
-                            "message": problem["msg"],
-                        }
-                        for problem in error.errors()
-                    ]
-                ) from None
+        if self.input_schema is not None:
+            return _validated(self.input_schema, data, InvalidInput)
+        if not isinstance(data, dict):
+            raise InvalidInput([{"field": "input", "message": "must be a JSON object"}])
         try:
             refuse_unstorable(data)
         except Refused as error:
@@ -391,6 +469,20 @@ def check_definition(workflow: Workflow) -> list[str]:
             )
         if isinstance(node, Parallel):
             problems.extend(_parallel_problems(workflow, node))
+        if isinstance(node, Approval) and node.form is not None:
+            problems.extend(_form_problems(node))
+        if isinstance(node, GoBack):
+            problems.extend(_go_back_problems(workflow, node))
+    go_backs = [
+        node.max_rounds
+        for node in workflow.nodes
+        if isinstance(node, GoBack) and isinstance(node.max_rounds, int)
+    ]
+    if sum(rounds - 1 for rounds in go_backs) > MAX_ROUND:
+        problems.append(
+            f"the loops of {workflow.name!r} may go back more than {MAX_ROUND} times in all, "
+            "more rounds than a step can count: lower their max_rounds"
+        )
 
     schema = workflow.input_schema
     if workflow.requester_field and schema and workflow.requester_field not in schema.model_fields:
@@ -411,8 +503,63 @@ def check_definition(workflow: Workflow) -> list[str]:
     problems.extend(f"node {name!r} is unreachable from the start" for name in sorted(unreachable))
     cycle = _find_cycle(workflow)
     if cycle:
-        problems.append(f"path with no end: {' -> '.join(cycle)} loops back")
+        problems.append(
+            f"path with no end: {' -> '.join(cycle)} loops back with no GoBack to bound it "
+            "(a loop must go back through a GoBack node with max_rounds)"
+        )
     return problems
+
+
+# The highest round a step can record (StepRun.round is a small integer); each
+# time a run goes back it starts one round up.
+MAX_ROUND = 32767
+
+
+def _go_back_problems(workflow: Workflow, go_back: GoBack) -> list[str]:
+    max_rounds = go_back.max_rounds
+    if max_rounds is None:
+        return [f"go back {go_back.name!r} has no max_rounds: every loop must be bounded"]
+    if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 2:
+        return [
+            f"go back {go_back.name!r} has max_rounds={max_rounds!r}: it must be a whole "
+            "number of at least 2 (the first round counts, so 1 would never go back)"
+        ]
+    problems = []
+    if go_back.to == go_back.name:
+        problems.append(f"go back {go_back.name!r} goes back to itself")
+    elif isinstance(workflow.nodes_by_name.get(go_back.to), Join):
+        problems.append(
+            f"go back {go_back.name!r} goes back to the join {go_back.to!r}, which would wait "
+            "for branches that never come: go back to its parallel instead"
+        )
+    elif go_back.to in workflow.nodes_by_name and go_back.name not in _reachable(
+        workflow, (go_back.to,)
+    ):
+        problems.append(
+            f"go back {go_back.name!r} goes to {go_back.to!r}, which never leads back to it: "
+            "use the node's own exit for a way forward"
+        )
+    # Every branch of a parallel region must arrive at its join in the same round.
+    for name in (go_back.name, go_back.to):
+        if name in workflow.join_of:
+            problems.append(
+                f"go back {go_back.name!r}: {name!r} is inside the parallel region closed by "
+                f"{workflow.join_of[name]!r}; a loop may contain a whole parallel region, "
+                "never start or end inside one"
+            )
+    return problems
+
+
+def _form_problems(node: Approval) -> list[str]:
+    """A form must be a pydantic model whose JSON Schema can be drawn and documented."""
+    form = node.form
+    if not (isinstance(form, type) and issubclass(form, pydantic.BaseModel)):
+        return [f"approval {node.name!r} has a form that is not a pydantic model: {form!r}"]
+    try:
+        form.model_json_schema()
+    except pydantic.PydanticUserError as error:  # e.g. a field type with no JSON Schema
+        return [f"approval {node.name!r} has a form without a JSON Schema: {error}"]
+    return []
 
 
 def _starters_problems(starters: object) -> list[str]:
@@ -477,7 +624,7 @@ def _parallel_problems(workflow: Workflow, parallel: Parallel) -> list[str]:
 
 
 def _find_cycle(workflow: Workflow) -> list[str] | None:
-    """Return a path from the start that loops back on itself, or None.
+    """Return a path from the start that loops back on itself not through a GoBack, or None.
 
     A depth-first walk with its own stack, so a definition of ten thousand
     chained nodes is checked as easily as one of ten.
@@ -487,7 +634,7 @@ def _find_cycle(workflow: Workflow) -> list[str] | None:
         return None
     path = [workflow.start]
     on_path = {workflow.start}
-    unvisited = [iter(nodes[workflow.start].successors())]
+    unvisited = [iter(forward_successors(nodes[workflow.start]))]
     done: set[str] = set()
     while unvisited:
         successor = next(unvisited[-1], None)
@@ -501,5 +648,10 @@ def _find_cycle(workflow: Workflow) -> list[str] | None:
         elif successor not in done and successor in nodes:
             path.append(successor)
             on_path.add(successor)
-            unvisited.append(iter(nodes[successor].successors()))
+            unvisited.append(iter(forward_successors(nodes[successor])))
     return None
+
+
+def forward_successors(node: Node) -> tuple[str, ...]:
+    """Return a node's successors but a GoBack's back edge: the graph that must be acyclic."""
+    return node.forward_exits() if isinstance(node, GoBack) else node.successors()

@@ -1,5 +1,7 @@
 """Runs, steps, their events and signals: rows and the legal moves between their states.
 
+Also the business calendars operators keep (working hours, time zone, holidays).
+
 Transitions here change only their own row in memory; `workflows.engine` locks,
 calls them, saves and records the event. Concurrency contract: every writer of a
 run's steps first locks the run row (`select_for_update`), so checks made under
@@ -10,15 +12,18 @@ a save fail if the state changed underneath anyway.
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from collections.abc import Iterable
+from datetime import date, datetime
 from typing import Any
 
 import django_fsm as fsm
 from django.conf import settings
 from django.contrib.postgres.indexes import GinIndex
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
+from workflows import calendars
 from workflows.dsl import RunData
 from workflows.results import RunResults
 from workflows.states import (
@@ -263,6 +268,10 @@ class StepRun(fsm.ConcurrentTransitionMixin, SavesChanges, models.Model):
     run = models.ForeignKey(WorkflowRun, on_delete=models.CASCADE, related_name="steps")
     node = models.CharField(max_length=100)
     kind = models.CharField(max_length=20, choices=StepKind.choices, default=StepKind.FORWARD)
+    # 0 for a node's first run; each time the run goes back through a GoBack, the
+    # nodes it enters again get new steps one round up (a compensation has the
+    # round of the step it undoes).
+    round = models.PositiveSmallIntegerField(default=0)
     state = fsm.FSMField(
         choices=StepState.choices, default=StepState.SCHEDULED, protected=True, max_length=20
     )
@@ -289,7 +298,9 @@ class StepRun(fsm.ConcurrentTransitionMixin, SavesChanges, models.Model):
     class Meta:
         ordering = ["scheduled_at", "id"]
         constraints = [
-            models.UniqueConstraint(fields=["run", "node", "kind"], name="step_unique_per_run"),
+            models.UniqueConstraint(
+                fields=["run", "node", "kind", "round"], name="step_unique_per_round"
+            ),
         ]
         indexes = [
             models.Index(
@@ -306,13 +317,18 @@ class StepRun(fsm.ConcurrentTransitionMixin, SavesChanges, models.Model):
 
     def __str__(self) -> str:
         prefix = "undo " if self.kind == StepKind.COMPENSATION else ""
-        return f"{prefix}{self.node} ({self.state}, attempt {self.attempt})"
+        round_ = f", round {self.round + 1}" if self.round else ""
+        return f"{prefix}{self.node} ({self.state}, attempt {self.attempt}{round_})"
 
     @property
     def idempotency_key(self) -> str:
         """Stable across attempts and redeliveries: the key external effects are keyed on."""
-        suffix = ":compensate" if self.kind == StepKind.COMPENSATION else ""
-        return f"{self.run_id}:{self.node}{suffix}"
+        return step_key(
+            run_id=self.run_id,
+            node=self.node,
+            round=self.round,
+            compensation=self.kind == StepKind.COMPENSATION,
+        )
 
     # -- transitions -------------------------------------------------------
 
@@ -404,6 +420,15 @@ class StepRun(fsm.ConcurrentTransitionMixin, SavesChanges, models.Model):
         self.lease_token = None
 
 
+def step_key(*, run_id: Any, node: str, round: int, compensation: bool = False) -> str:
+    """Return the idempotency key of a step: `<run>:<node>` in round 0, as before loops
+    existed (live runs and the services they called keep their keys), and
+    `<run>:<node>@<round>` in later rounds; `:compensate` for its undo."""
+    at_round = f"@{round}" if round else ""
+    suffix = ":compensate" if compensation else ""
+    return f"{run_id}:{node}{at_round}{suffix}"
+
+
 class StepEvent(models.Model):
     """An append-only line of a run's timeline: what happened to which step, when."""
 
@@ -488,3 +513,100 @@ class Heartbeat(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} at {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+def _validate_hours(text: str) -> None:
+    try:
+        calendars.parse_hours(text)
+    except calendars.CalendarError as error:
+        raise ValidationError(str(error)) from None
+
+
+def _validate_time_zone(name: str) -> None:
+    try:
+        calendars.zone(name)
+    except calendars.CalendarError as error:
+        raise ValidationError(str(error)) from None
+
+
+def _hours_field(day: str, default: str) -> models.CharField:
+    return models.CharField(
+        day.title(),
+        max_length=100,
+        blank=True,
+        default=default,
+        validators=[_validate_hours],
+        help_text="e.g. 09:00-12:00, 13:00-17:00; blank: not a working day",
+    )
+
+
+class BusinessCalendar(models.Model):
+    """Working hours per weekday, a time zone and holidays, edited by operators.
+
+    Definitions name a calendar in `BusinessTime(calendar=...)`; the due times it
+    gives are computed when a task opens or escalates and stored, so editing a
+    calendar changes the due times computed after the edit, not those stored.
+    """
+
+    name = models.SlugField(
+        max_length=64, unique=True, help_text="what definitions call it, e.g. standard"
+    )
+    description = models.CharField(max_length=200, blank=True)
+    time_zone = models.CharField(
+        max_length=64,
+        default="UTC",
+        validators=[_validate_time_zone],
+        help_text="an IANA time zone, e.g. Europe/Berlin; working hours are local to it",
+    )
+    monday = _hours_field("monday", "09:00-17:00")
+    tuesday = _hours_field("tuesday", "09:00-17:00")
+    wednesday = _hours_field("wednesday", "09:00-17:00")
+    thursday = _hours_field("thursday", "09:00-17:00")
+    friday = _hours_field("friday", "09:00-17:00")
+    saturday = _hours_field("saturday", "")
+    sunday = _hours_field("sunday", "")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        if all(not getattr(self, day).strip() for day in calendars.WEEKDAYS):
+            raise ValidationError("A calendar needs working hours on at least one weekday.")
+
+    def as_calendar(self, holidays: Iterable[date] | None = None) -> calendars.Calendar:
+        """The calendar as business-time arithmetic takes it (a pure value)."""
+        if holidays is None:
+            # .all(), not values_list: a prefetch of the holidays is used.
+            holidays = [holiday.date for holiday in self.holidays.all()]
+        return calendars.Calendar(
+            name=self.name,
+            time_zone=self.time_zone,
+            hours={
+                index: calendars.parse_hours(getattr(self, day))
+                for index, day in enumerate(calendars.WEEKDAYS)
+            },
+            holidays=frozenset(holidays),
+        )
+
+
+class Holiday(models.Model):
+    """A day without working hours on one calendar."""
+
+    calendar = models.ForeignKey(
+        BusinessCalendar, on_delete=models.CASCADE, related_name="holidays"
+    )
+    date = models.DateField()
+    name = models.CharField(max_length=100, blank=True)
+
+    class Meta:
+        ordering = ["date"]
+        constraints = [
+            models.UniqueConstraint(fields=["calendar", "date"], name="holiday_once_per_day")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.date} {self.name}".strip()

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +41,8 @@ _sweepers: list[Callable[..., int]] = []
 _on_behalf_hooks: list[Callable[..., None]] = []
 # Told when someone acts on a run by hand (see workflows.operating).
 _run_action_hooks: list[Callable[..., None]] = []
+# Told when runs end (see register_run_end_hook).
+_run_end_hooks: list[Callable[..., None]] = []
 
 
 def register(workflow: Workflow) -> Workflow:
@@ -53,6 +56,21 @@ def register(workflow: Workflow) -> Workflow:
 
 def unregister(workflow: Workflow) -> None:
     _definitions.get(workflow.name, {}).pop(workflow.version, None)
+
+
+@contextmanager
+def substituted(workflow: Workflow) -> Iterator[Workflow]:
+    """Stand `workflow` in for the registered definition of its name and version until
+    the block ends (the test kit replaces activities this way)."""
+    versions = _definitions.get(workflow.name, {})
+    if workflow.version not in versions:
+        raise UnknownWorkflow(f"{workflow} is not registered, so nothing can stand in for it.")
+    original = versions[workflow.version]
+    versions[workflow.version] = workflow
+    try:
+        yield workflow
+    finally:
+        versions[workflow.version] = original
 
 
 def get(name: str, version: int | None = None) -> Workflow:
@@ -144,3 +162,16 @@ def register_run_action_hook(hook: Callable[..., None]) -> None:
 
 def run_action_hooks() -> list[Callable[..., None]]:
     return list(_run_action_hooks)
+
+
+def register_run_end_hook(hook: Callable[..., None]) -> None:
+    """Be told, inside the engine's transaction, which runs a use case ended: succeeded,
+    failed, compensated, cancelled or dead-lettered (the approvals app tells each
+    run's requester). Called as `hook(ended=[(run, event_kind), ...], now=...)`, once
+    per unit of work, so a sweep that ends a thousand runs calls it once."""
+    if hook not in _run_end_hooks:
+        _run_end_hooks.append(hook)
+
+
+def run_end_hooks() -> list[Callable[..., None]]:
+    return list(_run_end_hooks)

@@ -3,7 +3,9 @@
 Each finished step keeps its result on its own row, so recording step 10,000 of a
 run costs what recording step 10 does: nothing rewrites a document that grows
 with the run. Reading one result is one indexed query (the unique key on run,
-node and kind), remembered for the life of the mapping.
+node, kind and round), remembered for the life of the mapping. A node run in
+several rounds of a loop shows its latest round's result; earlier rounds keep
+theirs on their own rows (`of_round`).
 """
 
 from __future__ import annotations
@@ -41,14 +43,25 @@ class RunResults(Mapping[str, Any]):
 
     def _lookup(self, node: str) -> Any:
         if node not in self._known and not self._complete:
-            found = self._steps().filter(node=node).values_list("result", flat=True)[:1]
+            found = (
+                self._steps()
+                .filter(node=node)
+                .order_by("-round")
+                .values_list("result", flat=True)[:1]
+            )
             self._known[node] = found[0] if found else _MISSING
         return self._known.get(node, _MISSING)
 
     def _load_all(self) -> None:
         if not self._complete:
-            self._known = dict(self._steps().order_by("id").values_list("node", "result"))
+            # A later round of a node comes later, so its result is the one kept.
+            self._known = dict(self._steps().order_by("round", "id").values_list("node", "result"))
             self._complete = True
+
+    def of_round(self, node: str, round: int) -> Any:
+        """Return the result of `node` in `round` (None if it has none): what an undo undoes."""
+        found = self._steps().filter(node=node, round=round).values_list("result", flat=True)[:1]
+        return found[0] if found else None
 
     def __getitem__(self, node: str) -> Any:
         value = self._lookup(node)

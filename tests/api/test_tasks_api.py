@@ -175,3 +175,88 @@ class TestUnknownFields:
         assert response.json()["errors"] == [
             {"field": "reason", "message": "is not a field of this request"}
         ]
+
+
+class TestTaskForms:
+    def test_a_task_tells_the_caller_what_its_form_takes(self, api_as, finance_task):
+        body = api_as("bob").get(f"/tasks/{finance_task.pk}").json()
+
+        assert body["form_schema"]["required"] == ["cost_centre"]
+        assert body["form_schema"]["properties"]["cost_centre"]["pattern"]
+        assert body["form_values"] == {}
+
+    def test_a_task_without_a_form_says_so(self, api_as, manager_task):
+        body = api_as("carol").get(f"/tasks/{manager_task.pk}").json()
+
+        assert body["form_schema"] is None
+
+    def test_approve_takes_the_form_and_keeps_its_values(self, api_as, finance_task, drive):
+        response = api_as("bob").post(
+            f"/tasks/{finance_task.pk}/decision",
+            {"outcome": "approve", "form": {"cost_centre": "FIN-1200"}},
+        )
+
+        assert response.status_code == 200
+        assert response.json()["form_values"] == {"cost_centre": "FIN-1200"}
+        run = drive(finance_task.run)
+        assert run.results["finance_approval"]["payload"]["values"] == {"cost_centre": "FIN-1200"}
+        entry = LogEntry.objects.get_for_object(finance_task).order_by("id").last()
+        assert (entry.additional_data["channel"], entry.changes["form_values"]) == (
+            "api",
+            [{}, {"cost_centre": "FIN-1200"}],
+        )
+
+    def test_values_that_do_not_fit_are_422_naming_each_field(self, api_as, finance_task):
+        response = api_as("bob").post(
+            f"/tasks/{finance_task.pk}/decision",
+            {"outcome": "approve", "form": {"cost_centre": "nope", "project": "x"}},
+        )
+
+        assert response.status_code == 422
+        assert response["Content-Type"] == "application/problem+json"
+        body = response.json()
+        assert [error["field"] for error in body["errors"]] == ["form.cost_centre", "form.project"]
+        assert body["detail"].startswith("Fill in the form to approve: Cost centre: Enter the")
+        finance_task.refresh_from_db()
+        assert finance_task.state == TaskState.OPEN
+
+    def test_approve_without_the_form_is_422(self, api_as, finance_task):
+        response = api_as("bob").post(f"/tasks/{finance_task.pk}/decision", {"outcome": "approve"})
+
+        assert response.status_code == 422
+        assert response.json()["errors"] == [
+            {"field": "form.cost_centre", "message": "Field required"}
+        ]
+
+    def test_reject_needs_no_form_and_refuses_one(self, api_as, finance_task):
+        bob = api_as("bob")
+
+        with_form = bob.post(
+            f"/tasks/{finance_task.pk}/decision",
+            {"outcome": "reject", "comment": "no", "form": {"cost_centre": "FIN-1200"}},
+        )
+        without = bob.post(
+            f"/tasks/{finance_task.pk}/decision", {"outcome": "reject", "comment": "no budget"}
+        )
+
+        assert with_form.status_code == 422
+        assert "A rejection takes no form values" in with_form.json()["detail"]
+        assert (without.status_code, without.json()["outcome"]) == (200, "rejected")
+
+    def test_openapi_documents_each_types_forms(self, api_as):
+        document = api_as("bob").get("/openapi.json").json()
+
+        schemas = document["components"]["schemas"]
+        finance = schemas["TaskForm_expense_v1_finance_approval"]
+        legal = schemas["TaskForm_vendor_onboarding_v1_legal_review"]
+        form = schemas["DecisionIn"]["properties"]["form"]
+        assert finance["required"] == ["cost_centre"]
+        assert legal["properties"]["risk_level"]["enum"] == ["low", "medium", "high"]
+        assert {"$ref": "#/components/schemas/TaskForm_expense_v1_finance_approval"} in (
+            form["anyOf"]
+        )
+        assert form["x-baton-task-forms"]["vendor_onboarding"]["legal_review"] == {
+            "$ref": "#/components/schemas/TaskForm_vendor_onboarding_v1_legal_review"
+        }
+        assert "expense: finance_approval" in form["description"]
+        assert {"form_schema", "form_values"} <= set(schemas["TaskOut"]["properties"])

@@ -43,6 +43,7 @@ class TestStart:
         assert run["steps"] == [
             {
                 "node": "validate",
+                "round": 0,
                 "kind": "forward",
                 "state": "scheduled",
                 "attempts": 0,

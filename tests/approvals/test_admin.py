@@ -73,3 +73,34 @@ class TestHumanTaskAdmin:
 
         assert response.status_code == 403
         assert LogEntry.objects.filter(pk=entry.pk).exists()
+
+
+class TestDecidingATaskWithAForm:
+    def test_an_operator_approves_with_the_forms_values_as_json(
+        self, transition_url, client, admin_operator, finance_task
+    ):
+        client.force_login(admin_operator)
+
+        client.post(
+            transition_url(finance_task, "complete"),
+            {"outcome": "approved", "form_values": '{"cost_centre": "FIN-1200"}'},
+        )
+
+        finance_task.refresh_from_db()
+        assert (finance_task.outcome, finance_task.form_values) == (
+            "approved",
+            {"cost_centre": "FIN-1200"},
+        )
+
+    def test_approving_without_the_values_is_refused_saying_what_is_missing(
+        self, transition_url, client, admin_operator, finance_task
+    ):
+        client.force_login(admin_operator)
+
+        response = client.post(
+            transition_url(finance_task, "complete"), {"outcome": "approved"}, follow=True
+        )
+
+        finance_task.refresh_from_db()
+        assert "Fill in the form to approve: Cost centre: This is required." in response.text
+        assert finance_task.state == TaskState.OPEN

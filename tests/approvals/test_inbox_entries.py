@@ -122,7 +122,7 @@ class TestChanges:
         assert_in_step()
 
     def test_escalation_reopens_the_task_to_its_widened_candidates(self, manager_task, carol):
-        engine.sweep(now=manager_task.created_at + timedelta(hours=48, minutes=1))
+        engine.sweep(now=manager_task.escalate_at + timedelta(minutes=1))
 
         manager_task.refresh_from_db()
         assert manager_task.state == TaskState.OPEN

@@ -181,12 +181,13 @@ class TestPlans:
         for filters, extra in pages:
             sqls, _ = page_queries(crowded, filters)
             walk = extra in WALK_FILTERS
+            ids, rows = sqls
             issues = problems(
-                sqls[0],
+                ids,
                 most_rows_read=LONGEST_STREAM if walk else limit + SNOOZED,
                 most_rows_sorted=LONGEST_STREAM if walk else STREAMS * limit,
-            )
-            if issues or len(sqls) != 1:
+            ) + problems(rows, most_rows_read=limit, most_rows_sorted=limit)
+            if issues:
                 found[(filters.tab, filters.sort, str(extra), bool(filters.cursor))] = issues
 
         assert len(pages) == 42

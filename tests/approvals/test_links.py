@@ -168,7 +168,7 @@ class TestEscalationEmail:
         self, client, manager_task, bob, mailoutbox, django_capture_on_commit_callbacks
     ):
         with django_capture_on_commit_callbacks(execute=True):
-            engine.sweep(now=manager_task.created_at + timedelta(hours=49))
+            engine.sweep(now=manager_task.escalate_at + timedelta(minutes=1))
         to_bob = next(m for m in mailoutbox if m.to == ["bob@example.com"])
         path = re.search(r"http://[^/]+(/email/\S+/)", to_bob.body).group(1)
         client.force_login(bob)
@@ -178,3 +178,57 @@ class TestEscalationEmail:
         manager_task.refresh_from_db()
         assert "You approved" in response.text
         assert manager_task.decided_by == bob
+
+
+class TestALinkToATaskWithAForm:
+    @pytest.fixture
+    def url(self, finance_task, bob):
+        _, token = links.create_link(task=finance_task, recipient=bob, now=timezone.now())
+        return reverse("approvals:email_link", args=[token])
+
+    def test_the_confirm_page_shows_the_form(self, client, url, bob):
+        client.force_login(bob)
+
+        page = client.get(url).text
+
+        assert 'name="form-cost_centre"' in page
+        assert "required to approve; rejecting needs only a reason" in page
+
+    def test_approving_without_the_form_is_refused_beside_the_box_and_the_link_stays_unused(
+        self, client, url, bob, finance_task
+    ):
+        client.force_login(bob)
+
+        response = confirm(client, url, outcome="approved", comment="ok")
+
+        assert response.status_code == 422
+        assert "Fill in the form to approve: Cost centre: This is required." in response.text
+        assert 'id="field-form-cost_centre-error">This is required.' in response.text
+        assert ">ok</textarea>" in response.text
+        assert EmailLink.objects.get().used_at is None
+        finance_task.refresh_from_db()
+        assert finance_task.state == TaskState.OPEN
+
+    def test_the_link_approves_with_the_values_once_they_fit(self, client, url, bob, finance_task):
+        client.force_login(bob)
+        confirm(client, url, outcome="approved", **{"form-cost_centre": "12"})
+
+        response = confirm(client, url, outcome="approved", **{"form-cost_centre": "FIN-1200"})
+
+        assert response.status_code == 200
+        assert "You approved" in response.text
+        finance_task.refresh_from_db()
+        assert (finance_task.channel, finance_task.form_values) == (
+            Channel.EMAIL,
+            {"cost_centre": "FIN-1200"},
+        )
+        assert EmailLink.objects.get().used_at is not None
+
+    def test_rejecting_by_link_ignores_the_empty_form(self, client, url, bob, finance_task):
+        client.force_login(bob)
+
+        response = confirm(client, url, outcome="rejected", comment="No budget left")
+
+        assert response.status_code == 200
+        finance_task.refresh_from_db()
+        assert (finance_task.outcome, finance_task.form_values) == ("rejected", {})

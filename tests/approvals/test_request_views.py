@@ -416,3 +416,22 @@ class TestComment:
         assert "Add a comment" not in page
         assert refused.status_code == 409
         assert HumanTask.objects.count() == 0
+
+
+class TestDecisionValues:
+    def test_the_request_page_shows_the_cost_centre_finance_recorded(
+        self, browser, finance_task, bob
+    ):
+        from approvals import services
+
+        services.approve_human_task(
+            task_id=finance_task.pk, user=bob, channel="inbox", values={"cost_centre": "FIN-1200"}
+        )
+
+        page = browser("alice").get(f"/requests/{finance_task.run_id}/").content.decode()
+
+        decision = re.search(r"<h3>[^<]*1500.00 EUR[^<]*</h3>(?:(?!</article>).)*", page, re.S)
+        assert "<dt>Cost centre</dt>" in page
+        assert "<dd>FIN-1200</dd>" in page
+        assert page.count("<dd>FIN-1200</dd>") == 1
+        assert decision is not None

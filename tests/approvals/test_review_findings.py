@@ -155,7 +155,7 @@ class TestLinksShowLittle:
         manager_task.save()
 
         with django_capture_on_commit_callbacks(execute=True):
-            engine.sweep(now=manager_task.created_at + timedelta(hours=49))
+            engine.sweep(now=manager_task.escalate_at + timedelta(minutes=1))
 
         assert len(mailoutbox) == 2
         assert "Line one Line two" in mailoutbox[0].subject

@@ -225,7 +225,9 @@ class TestAnExpenseNeedsTwoApprovers:
     def test_another_finance_member_approves_and_it_is_paid(self, finance_task_of, bob, drive):
         finance = finance_task_of("alice")
 
-        services.approve_human_task(task_id=finance.pk, user=bob, channel=INBOX)
+        services.approve_human_task(
+            task_id=finance.pk, user=bob, channel=INBOX, values={"cost_centre": "FIN-1200"}
+        )
 
         assert drive(finance.run).results["pay"]
 
@@ -237,9 +239,10 @@ class TestAnExpenseNeedsTwoApprovers:
             start("vendor_onboarding", {"vendor_name": "Acme", "contact_email": "a@acme.example"})
         )
 
-        for node in ("legal_review", "security_review"):
+        legal = {"contract_id": "LEG-1", "risk_level": "low"}
+        for node, values in (("legal_review", legal), ("security_review", None)):
             task = run.human_tasks.get(node=node)
-            services.approve_human_task(task_id=task.pk, user=alice, channel=INBOX)
+            services.approve_human_task(task_id=task.pk, user=alice, channel=INBOX, values=values)
 
         assert drive(run).results["create_account"]
 
@@ -356,7 +359,7 @@ class TestEscalationsAndSubstitutes:
         task = start_expense(requester="bob").human_tasks.get()
 
         with django_capture_on_commit_callbacks(execute=True):
-            engine.sweep(now=task.created_at + timedelta(hours=49))
+            engine.sweep(now=task.escalate_at + timedelta(minutes=1))
 
         assert [message.to for message in mailoutbox] == [["carol@example.com"]]
         assert not EmailLink.objects.filter(recipient__username="bob").exists()

@@ -9,6 +9,7 @@ from auditlog.models import LogEntry
 from django.utils import timezone
 
 from approvals import services
+from approvals.audit import verify_audit_chain
 from approvals.models import Comment, HumanTask, ReportingLine, Substitution
 from approvals.states import Channel, Outcome, TaskState
 from tests.conftest import at_once
@@ -360,3 +361,151 @@ class TestText:
 
         manager_task.refresh_from_db()
         assert manager_task.state == TaskState.CLAIMED
+
+
+class TestTaskForms:
+    def test_the_values_are_kept_on_the_decision_in_the_run_data_and_in_the_audit(
+        self, finance_task, bob, drive
+    ):
+        task = services.approve_human_task(
+            task_id=finance_task.pk, user=bob, channel=INBOX, values={"cost_centre": "FIN-1200"}
+        )
+
+        run = drive(task.run)
+        task.refresh_from_db()
+        assert task.form_values == {"cost_centre": "FIN-1200"}
+        payload = run.results["finance_approval"]["payload"]
+        assert payload["values"] == {"cost_centre": "FIN-1200"}
+        assert payload["decisions"][0]["values"] == {"cost_centre": "FIN-1200"}
+        assert run.state == RunState.SUCCEEDED
+        entry = LogEntry.objects.get_for_object(task).order_by("id").last()
+        assert entry.additional_data["event"] == "approved"
+        assert entry.changes["form_values"] == [{}, {"cost_centre": "FIN-1200"}]
+
+    def test_the_audit_chain_covers_the_values(self, finance_task, bob):
+        services.approve_human_task(
+            task_id=finance_task.pk, user=bob, channel=INBOX, values={"cost_centre": "FIN-1200"}
+        )
+        entry = LogEntry.objects.get_for_object(finance_task).order_by("id").last()
+        LogEntry.objects.filter(pk=entry.pk).update(
+            changes={**entry.changes, "form_values": [{}, {"cost_centre": "FIN-9999"}]}
+        )
+
+        assert verify_audit_chain().broken_entry.pk == entry.pk
+
+    def test_approving_without_the_required_values_is_refused_and_nothing_is_decided(
+        self, finance_task, bob
+    ):
+        with pytest.raises(services.InvalidForm) as refused:
+            services.approve_human_task(task_id=finance_task.pk, user=bob, channel=INBOX)
+
+        assert refused.value.status == 422
+        assert refused.value.errors == [{"field": "cost_centre", "message": "Field required"}]
+        assert str(refused.value) == (
+            "Fill in the form to approve: Cost centre: This is required. Nothing was decided."
+        )
+        finance_task.refresh_from_db()
+        assert (finance_task.state, finance_task.outcome, finance_task.form_values) == (
+            TaskState.OPEN,
+            "",
+            {},
+        )
+        assert events(finance_task) == ["created"]
+        assert not finance_task.run.signals.filter(name__startswith="finance_approval").exists()
+
+    def test_values_that_do_not_fit_are_refused_naming_the_field_in_words(self, finance_task, bob):
+        with pytest.raises(services.InvalidForm) as refused:
+            services.approve_human_task(
+                task_id=finance_task.pk, user=bob, channel=INBOX, values={"cost_centre": "12"}
+            )
+
+        assert refused.value.errors[0]["field"] == "cost_centre"
+        assert "Cost centre: Enter the cost centre to charge, e.g. FIN-1200." in str(refused.value)
+        finance_task.refresh_from_db()
+        assert finance_task.state == TaskState.OPEN
+
+    def test_a_field_the_form_does_not_have_is_refused(self, finance_task, bob):
+        with pytest.raises(services.InvalidForm) as refused:
+            services.approve_human_task(
+                task_id=finance_task.pk,
+                user=bob,
+                channel=INBOX,
+                values={"cost_centre": "FIN-1200", "project": "x"},
+            )
+
+        assert refused.value.errors == [
+            {"field": "project", "message": "Extra inputs are not permitted"}
+        ]
+
+    def test_rejecting_needs_a_reason_but_no_form(self, finance_task, bob, drive):
+        task = services.reject_human_task(
+            task_id=finance_task.pk, user=bob, channel=INBOX, reason="Not in budget"
+        )
+
+        run = drive(task.run)
+        assert (task.outcome, task.form_values) == (Outcome.REJECTED, {})
+        assert run.results["finance_approval"]["payload"]["values"] == {}
+        assert "pay" not in run.results
+
+    def test_an_approval_without_a_form_refuses_values(self, manager_task, carol):
+        with pytest.raises(services.InvalidForm, match="This decision has no form"):
+            services.approve_human_task(
+                task_id=manager_task.pk, user=carol, channel=INBOX, values={"x": "1"}
+            )
+
+    def test_an_already_decided_task_is_refused_as_such_whatever_the_values(
+        self, finance_task, bob, carol
+    ):
+        services.approve_human_task(
+            task_id=finance_task.pk, user=bob, channel=INBOX, values={"cost_centre": "FIN-1200"}
+        )
+
+        with pytest.raises(services.AlreadyDecided):
+            services.approve_human_task(task_id=finance_task.pk, user=carol, channel=INBOX)
+
+    def test_a_stale_view_is_refused_before_the_form_is_read(self, finance_task, bob):
+        with pytest.raises(services.StaleTask):
+            services.approve_human_task(
+                task_id=finance_task.pk,
+                user=bob,
+                channel=INBOX,
+                values={},
+                expected_version=finance_task.version - 1 or 99,
+            )
+
+    def test_bulk_approval_refuses_a_task_whose_form_is_empty(self, finance_task, bob):
+        results = services.bulk_approve(
+            selection=[(finance_task.pk, finance_task.version)], user=bob, channel=INBOX
+        )
+
+        assert results[0].error.startswith("Fill in the form to approve: Cost centre")
+        finance_task.refresh_from_db()
+        assert finance_task.state == TaskState.OPEN
+
+    def test_each_of_several_deciders_keeps_their_own_values(self, people, start, drive):
+        run = drive(start("test_two_of_three_with_form", {}))
+        alice_share = run.human_tasks.get(assignee=people["alice"])
+        bob_share = run.human_tasks.get(assignee=people["bob"])
+
+        services.approve_human_task(
+            task_id=alice_share.pk,
+            user=people["alice"],
+            channel=INBOX,
+            values={"budget_line": "R&D-1"},
+        )
+        services.approve_human_task(
+            task_id=bob_share.pk,
+            user=people["bob"],
+            channel=INBOX,
+            values={"budget_line": "OPS-7", "remark": "next quarter"},
+        )
+
+        run = drive(run)
+        payload = run.results["board"]["payload"]
+        assert [(d["by"], d["values"]) for d in payload["decisions"]] == [
+            ("alice", {"budget_line": "R&D-1", "remark": ""}),
+            ("bob", {"budget_line": "OPS-7", "remark": "next quarter"}),
+        ]
+        assert "values" not in payload  # several people: no one set speaks for the node
+        alice_share.refresh_from_db()
+        assert alice_share.form_values == {"budget_line": "R&D-1", "remark": ""}

@@ -197,3 +197,30 @@ class TestHttps:
 
         assert result.returncode != 0
         assert message in result.stderr
+
+
+class TestExpenseEscalation:
+    def test_it_counts_two_business_days_unless_told_otherwise(self, tmp_path):
+        settings = loaded(
+            bare_env(tmp_path, DJANGO_SECRET_KEY=KEY), "BATON_EXPENSE_ESCALATE_AFTER_BUSINESS_DAYS"
+        )
+
+        assert settings == {"BATON_EXPENSE_ESCALATE_AFTER_BUSINESS_DAYS": 2}
+
+    @pytest.mark.parametrize(
+        ("variables", "message"),
+        [
+            (
+                {"BATON_EXPENSE_ESCALATE_AFTER_HOURS": "48"},
+                "BATON_EXPENSE_ESCALATE_AFTER_HOURS is no longer read",
+            ),
+            ({"BATON_EXPENSE_ESCALATE_AFTER_BUSINESS_DAYS": "0"}, "must be 1 or more, not 0"),
+        ],
+    )
+    def test_the_old_hours_and_a_day_count_below_one_are_refused_saying_why(
+        self, tmp_path, variables, message
+    ):
+        result = load_settings(bare_env(tmp_path, DJANGO_SECRET_KEY=KEY, **variables))
+
+        assert result.returncode != 0
+        assert message in result.stderr

@@ -356,7 +356,7 @@ class TestEmailLink:
         run = start_expense()
         task = run.human_tasks.get()
         with django_capture_on_commit_callbacks(execute=True):
-            engine.sweep(now=task.created_at + timedelta(hours=49))
+            engine.sweep(now=task.escalate_at + timedelta(minutes=1))
         message = next(m for m in mailoutbox if m.to == ["bob@example.com"])
         path = re.search(r"http://[^/]+(/email/\S+/)", message.body).group(1)
         page = watched.open().new_page()

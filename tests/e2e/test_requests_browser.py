@@ -1,7 +1,10 @@
 """A requester in a real headless Chromium (Debian's), driven by Playwright: alice sends an
-expense from its form and follows it to her manager."""
+expense from its form and follows it to her manager; finance records a cost centre she
+then sees on her request's page."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 from playwright.sync_api import expect
@@ -94,3 +97,47 @@ class TestOrderItems:
             {"sku": "BOOK-1", "quantity": 2},
             {"sku": "PEN-3", "quantity": 1},
         ]
+
+
+class TestFinanceRecordsACostCentre:
+    def test_bob_fixes_an_empty_cost_centre_then_alice_sees_it_on_her_request(
+        self, sign_in, finance_task, drive
+    ):
+        page = sign_in("bob")
+        page.goto("/?tab=queue")
+        row = page.locator("tr", has_text="1500.00 EUR")
+        expect(row.get_by_role("checkbox")).to_have_count(0)  # no bulk approval without it
+        row.get_by_role("link", name=re.compile("fill in its form")).click()
+        expect(page.get_by_role("group", name="To approve, fill in")).to_be_visible()
+
+        page.get_by_label("Cost centre").fill("")
+        page.get_by_role("button", name="Approve", exact=True).click()
+
+        panel = page.locator("#decision-panel")
+        expect(panel.get_by_role("alert").first).to_contain_text(
+            "Fill in the form to approve: Cost centre: This is required."
+        )
+        expect(page.locator("#field-form-cost_centre-error")).to_have_text("This is required.")
+        expect(page.get_by_label("Cost centre")).to_have_attribute("aria-invalid", "true")
+        shoot(page, "task-form-error")
+        finance_task.refresh_from_db()
+        assert (finance_task.state, finance_task.outcome) == ("open", "")
+
+        page.get_by_label("Cost centre").fill("FIN-1200")
+        page.get_by_label("Comment (optional)").fill("Within budget")
+        page.get_by_role("button", name="Approve", exact=True).click()
+
+        expect(panel.get_by_role("status")).to_have_text("Approved.")
+        expect(panel.locator(".form-values")).to_contain_text("Cost centre")
+        expect(panel.locator(".form-values")).to_contain_text("FIN-1200")
+        shoot(page, "task-form-approved")
+        run = drive(finance_task.run)
+        assert run.state == "succeeded"
+        assert run.results["finance_approval"]["payload"]["values"] == {"cost_centre": "FIN-1200"}
+
+        alice = sign_in("alice")
+        alice.goto(f"/requests/{run.pk}/")
+        decision = alice.locator("article.decision-entry", has_text="Approved by Bob")
+        expect(decision).to_contain_text("Cost centre")
+        expect(decision.locator(".form-values")).to_contain_text("FIN-1200")
+        shoot(alice, "request-cost-centre")

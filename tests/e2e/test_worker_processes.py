@@ -129,6 +129,33 @@ class TestCrashRecovery:
         assert ServiceEffect.objects.get(action="ship").requests_seen == 2
         assert run.events.filter(node="ship", kind=EventKind.LEASE_EXPIRED).exists()
 
+    def test_a_worker_killed_in_the_second_round_of_a_loop_is_recovered_once(
+        self, workers, start, finished, effects
+    ):
+        # test_looping drafts twice; the second round's draft is slow, heartbeating.
+        run = start("test_looping", {"rounds": 2, "simulate": {"draft@1": "slow"}})
+        second_key = f"{run.pk}:draft@1"
+        wait_until(
+            lambda: ServiceEffect.objects.filter(
+                idempotency_key=second_key, applied_at__isnull=False
+            ).exists(),
+            timeout=60,
+            what="the second round's draft to be applied",
+        )
+
+        for name in ("worker-a", "worker-b"):
+            workers.kill_worker(name)
+        workers.ensure_workers(("worker-a", "worker-b"))
+
+        run = finished(run, RunState.SUCCEEDED, timeout=90)
+        first, second = run.steps.filter(node="draft", kind=StepKind.FORWARD).order_by("round")
+        assert effects(run) == {"test.prepare": 1, "test.draft": 2, "test.publish": 1}
+        assert (first.round, first.attempt) == (0, 1)
+        assert (second.round, second.attempt) == (1, 2)
+        assert ServiceEffect.objects.get(idempotency_key=second_key).requests_seen == 2
+        assert run.events.filter(step=second, kind=EventKind.LEASE_EXPIRED).exists()
+        assert run.steps.get(node="publish").round == 1
+
 
 class TestPoisonMessage:
     def test_a_step_that_kills_its_worker_fails_after_its_attempts(

@@ -11,17 +11,22 @@ import signal
 from datetime import timedelta
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from workflows import registry
 from workflows.activity import ActivityContext
+from workflows.calendars import BusinessTime
 from workflows.dsl import (
     Activity,
     Approval,
     Branch,
     Escalation,
+    GoBack,
     Join,
     NoCompensation,
     Parallel,
     RetryPolicy,
+    RunData,
     Sleep,
     Timeouts,
     WaitForSignal,
@@ -194,6 +199,37 @@ TWO_OF_THREE = Workflow(
 )
 registry.register(TWO_OF_THREE)
 
+
+class BoardVote(BaseModel):
+    """What each board member records with their approval."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    budget_line: str = Field(min_length=1, max_length=20, description="the budget line to use")
+    remark: str = Field(default="", max_length=200)
+
+
+# Two of three approve, each recording their own values (approvals' task forms).
+TWO_OF_THREE_WITH_FORM = Workflow(
+    name="test_two_of_three_with_form",
+    version=1,
+    start="board",
+    nodes=(
+        Approval(
+            "board",
+            title="Board vote with a form",
+            assignees=("alice", "bob"),
+            groups=("finance",),
+            required=2,
+            on_approve="after",
+            on_reject=None,
+            form=BoardVote,
+        ),
+        step("after"),
+    ),
+)
+registry.register(TWO_OF_THREE_WITH_FORM)
+
 # Definitions that reproduce races found in review (see tests/workflows/test_edge_cases.py).
 SLEEP_RACE = Workflow(
     name="test_sleep_race",
@@ -270,7 +306,42 @@ DEADLINE_WAITS = Workflow(
     ),
 )
 
-for workflow in (DEADLINE_FAILS, DEADLINE_WAITS):
+# A deadline in business time on a calendar of its own, which tests create (or not).
+BUSINESS_DEADLINE = Workflow(
+    name="test_business_deadline",
+    version=1,
+    start="sign_off",
+    nodes=(
+        Approval(
+            "sign_off",
+            title="Sign off",
+            assignees=("carol",),
+            deadline=BusinessTime(hours=4, calendar="berlin-office"),
+            on_deadline="reject",
+            on_approve=None,
+            on_reject=None,
+        ),
+    ),
+)
+
+# Timers in business time: a nap of two working hours, then a wait of one working day.
+BUSINESS_TIMERS = Workflow(
+    name="test_business_timers",
+    version=1,
+    start="nap",
+    nodes=(
+        Sleep("nap", duration=BusinessTime(hours=2), next="await_go"),
+        WaitForSignal(
+            "await_go",
+            signals={"go": None},
+            timeout=BusinessTime(days=1),
+            on_timeout="timed_out",
+        ),
+        Activity("timed_out", run=effect("timed_out"), mutating=False),
+    ),
+)
+
+for workflow in (DEADLINE_FAILS, DEADLINE_WAITS, BUSINESS_DEADLINE, BUSINESS_TIMERS):
     registry.register(workflow)
 
 
@@ -294,3 +365,77 @@ REMOTE_THEN_LOCAL = Workflow(
     ),
 )
 registry.register(REMOTE_THEN_LOCAL)
+
+
+# Loops: a GoBack sends the run back for another round (see tests/workflows/test_loops.py).
+def round_effect(action: str):
+    """Like `effect`, but `input["simulate"]` may name one round: `{"draft@1": "slow"}`."""
+
+    def activity(context: ActivityContext) -> dict[str, Any]:
+        simulate = context.input.get("simulate", {})
+        return services.call(
+            service="test",
+            action=action,
+            context=context,
+            behaviour=simulate.get(f"{action}@{context.round}", simulate.get(action)),
+            data={"node": context.node, "round": context.round},
+        )
+
+    activity.__name__ = action
+    return activity
+
+
+def enough_rounds(data: RunData) -> bool:
+    """Whether the run has drafted `input["rounds"]` times (the loop's own count says so)."""
+    gone_back = data.results.get("send_back", {}).get("rounds_run", 0)
+    return gone_back + 1 >= data.input.get("rounds", 1)
+
+
+def looping(name: str, *, otherwise: str | None) -> Workflow:
+    """Draft until `input["rounds"]` drafts are done, at most three; then publish."""
+    return Workflow(
+        name=name,
+        version=1,
+        start="prepare",
+        nodes=(
+            step("prepare", "draft"),
+            Activity(
+                "draft",
+                run=round_effect("draft"),
+                compensate=undo_effect("draft"),
+                next="check",
+                retry=QUICK_RETRY,
+                compensation_retry=QUICK_RETRY,
+                timeouts=Timeouts(heartbeat=timedelta(seconds=2)),
+            ),
+            Branch("check", condition=enough_rounds, if_true="publish", if_false="send_back"),
+            GoBack("send_back", to="draft", max_rounds=3, otherwise=otherwise),
+            step("publish"),
+            *([Activity("give_up", run=effect("give_up"), mutating=False)] if otherwise else []),
+        ),
+    )
+
+
+LOOPING = looping("test_looping", otherwise="give_up")
+LOOPING_FAILS = looping("test_looping_fails", otherwise=None)
+
+REVISED = Workflow(
+    name="test_revised",
+    version=1,
+    start="revise",
+    nodes=(
+        step("revise", "sign_off"),
+        Approval(
+            "sign_off",
+            title="Sign off the revision",
+            assignees=("carol",),
+            on_approve="publish",
+            on_reject="send_back",
+        ),
+        GoBack("send_back", to="revise", max_rounds=2, otherwise=None),
+        step("publish"),
+    ),
+)
+
+for workflow in (LOOPING, LOOPING_FAILS, REVISED):
+    registry.register(workflow)

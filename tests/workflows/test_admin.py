@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import date
 
 import pytest
 from auditlog.models import LogEntry
@@ -11,6 +12,7 @@ from django.urls import reverse
 
 from tests.workflows.test_engine import sweep_until_quiet
 from workflows import engine
+from workflows.models import BusinessCalendar
 from workflows.states import RunState
 
 pytestmark = pytest.mark.django_db
@@ -92,6 +94,109 @@ class TestRunAdmin:
 
         assert response.status_code == 200
         assert "retry_dead_letter" not in response.text
+
+
+def calendar_form(**overrides) -> dict[str, str]:
+    """The calendar change form as a browser posts it, with one holiday row."""
+    data = {
+        "name": "berlin",
+        "description": "",
+        "time_zone": "Europe/Berlin",
+        "monday": "09:00-17:00",
+        "tuesday": "09:00-17:00",
+        "wednesday": "09:00-17:00",
+        "thursday": "09:00-17:00",
+        "friday": "09:00-13:00",
+        "saturday": "",
+        "sunday": "",
+        "holidays-TOTAL_FORMS": "1",
+        "holidays-INITIAL_FORMS": "0",
+        "holidays-MIN_NUM_FORMS": "0",
+        "holidays-MAX_NUM_FORMS": "1000",
+        "holidays-0-date": "2026-10-03",
+        "holidays-0-name": "Day of German Unity",
+    }
+    return data | overrides
+
+
+class TestBusinessCalendarAdmin:
+    def test_the_standard_calendar_is_listed_with_its_working_week(self, admin_client):
+        response = admin_client.get(reverse("admin:workflows_businesscalendar_changelist"))
+
+        assert response.status_code == 200
+        assert "standard" in response.text
+        assert "Mon 09:00-17:00" in response.text
+        assert "Sat" not in response.text.split("standard", 1)[1].split("</tr>", 1)[0]
+
+    def test_an_operator_adds_a_calendar_with_a_holiday(self, admin_client):
+        response = admin_client.post(
+            reverse("admin:workflows_businesscalendar_add"), calendar_form()
+        )
+
+        assert response.status_code == 302
+        calendar = BusinessCalendar.objects.get(name="berlin").as_calendar()
+        assert calendar.time_zone == "Europe/Berlin"
+        assert calendar.hours[4] == ((540, 780),)
+        assert calendar.hours[5] == ()
+        assert calendar.holidays == {date(2026, 10, 3)}
+
+    @pytest.mark.parametrize(
+        ("field", "value", "message"),
+        [
+            ("monday", "9-5", "is not an interval like 09:00-17:00"),
+            ("tuesday", "17:00-09:00", "ends before it starts"),
+            ("time_zone", "Europe/Atlantis", "unknown time zone"),
+        ],
+    )
+    def test_bad_hours_or_zones_are_refused_saying_why_and_nothing_is_saved(
+        self, admin_client, field, value, message
+    ):
+        response = admin_client.post(
+            reverse("admin:workflows_businesscalendar_add"), calendar_form(**{field: value})
+        )
+
+        assert response.status_code == 200
+        assert message in response.text
+        assert not BusinessCalendar.objects.filter(name="berlin").exists()
+
+    def test_a_calendar_without_a_working_day_is_refused(self, admin_client):
+        week = dict.fromkeys(("monday", "tuesday", "wednesday", "thursday", "friday"), "")
+
+        response = admin_client.post(
+            reverse("admin:workflows_businesscalendar_add"), calendar_form(**week)
+        )
+
+        assert response.status_code == 200
+        assert "needs working hours on at least one weekday" in response.text
+        assert not BusinessCalendar.objects.filter(name="berlin").exists()
+
+    def test_a_calendar_a_definition_counts_on_can_be_neither_deleted_nor_renamed(
+        self, admin_client
+    ):
+        standard = BusinessCalendar.objects.get(name="standard")
+
+        delete = admin_client.post(
+            reverse("admin:workflows_businesscalendar_delete", args=[standard.pk]), {"post": "yes"}
+        )
+        page = admin_client.get(
+            reverse("admin:workflows_businesscalendar_change", args=[standard.pk])
+        )
+
+        assert delete.status_code == 403
+        assert BusinessCalendar.objects.filter(name="standard").exists()
+        assert "expense v1" in page.text
+        assert "(so it cannot be renamed or deleted)" in page.text
+        assert 'name="name"' not in page.text
+
+    def test_a_calendar_nothing_uses_may_be_deleted(self, admin_client):
+        unused = BusinessCalendar.objects.create(name="unused")
+
+        response = admin_client.post(
+            reverse("admin:workflows_businesscalendar_delete", args=[unused.pk]), {"post": "yes"}
+        )
+
+        assert response.status_code == 302
+        assert not BusinessCalendar.objects.filter(name="unused").exists()
 
 
 class TestAdminIndex:

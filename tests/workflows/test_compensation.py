@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from workflows.compensation import FinishedStep, plan_compensation
+from workflows.compensation import FinishedStep, plan_compensation, steps_to_undo
 from workflows.examples.order import ORDER
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -66,3 +67,21 @@ class TestPlanCompensation:
         ]
 
         assert plan_compensation(workflow=ORDER, finished=steps) == ["reserve_inventory"]
+
+
+class TestStepsToUndo:
+    def test_undoes_each_round_of_a_node_once_latest_first(self):
+        steps = [
+            finished("reserve_inventory", 1, 1),
+            finished("charge_payment", 2, 2),
+            replace(finished("charge_payment", 3, 3), round=1),
+            replace(finished("charge_payment", 4, 4, succeeded=False), round=2),
+        ]
+
+        plan = steps_to_undo(workflow=ORDER, finished=steps)
+
+        assert [(step.node, step.round) for step in plan] == [
+            ("charge_payment", 1),
+            ("charge_payment", 0),
+            ("reserve_inventory", 0),
+        ]

@@ -1,5 +1,5 @@
-"""The picture of a run (workflows.diagram): each node carries its step's state, or its
-undo's while the undo runs or once it failed."""
+"""The picture of a definition, with the run's position on it: each node carries its
+step's state (its latest round's), or its undo's while the undo runs or once it failed."""
 
 from __future__ import annotations
 

@@ -12,10 +12,15 @@ from workflows.apps import check_workflow_definitions
 from workflows.dsl import (
     ANYONE,
     Activity,
+    Approval,
+    Branch,
+    GoBack,
+    InvalidForm,
     InvalidInput,
     Join,
     NoCompensation,
     Parallel,
+    RunData,
     WaitForSignal,
     Workflow,
     check_definition,
@@ -35,6 +40,13 @@ def workflow(*nodes, start: str = "a") -> Workflow:
     return Workflow(name="check_me", version=1, start=start, nodes=nodes)
 
 
+UNBOUNDED = "with no GoBack to bound it (a loop must go back through a GoBack node with max_rounds)"
+
+
+def always(data) -> bool:
+    return True
+
+
 class TestCheckDefinition:
     def test_shipped_definitions_pass(self):
         assert check_definition(ORDER) == []
@@ -48,7 +60,7 @@ class TestCheckDefinition:
     def test_cycle_is_a_path_with_no_end(self):
         problems = check_definition(workflow(read_only("a", "b"), read_only("b", "a")))
 
-        assert problems == ["path with no end: a -> b -> a loops back"]
+        assert problems == [f"path with no end: a -> b -> a loops back {UNBOUNDED}"]
 
     def test_a_cycle_at_the_end_of_a_long_chain_is_found(self):
         chain = [read_only(f"n{i}", f"n{i + 1}") for i in range(10_000)]
@@ -56,7 +68,7 @@ class TestCheckDefinition:
 
         problems = check_definition(workflow(*chain, loop_back, start="n0"))
 
-        assert problems == ["path with no end: n9999 -> n10000 -> n9999 loops back"]
+        assert problems == [f"path with no end: n9999 -> n10000 -> n9999 loops back {UNBOUNDED}"]
 
     def test_a_chain_of_ten_thousand_nodes_passes(self):
         chain = [read_only(f"n{i}", f"n{i + 1}" if i < 9_999 else None) for i in range(10_000)]
@@ -170,6 +182,124 @@ class TestCheckDefinition:
         ]
 
 
+class TestCheckLoops:
+    def test_a_loop_through_a_bounded_go_back_passes(self):
+        definition = workflow(
+            read_only("a", "check"),
+            Branch("check", condition=always, if_true=None, if_false="again"),
+            GoBack("again", to="a", max_rounds=3, otherwise="done"),
+            read_only("done"),
+        )
+
+        assert check_definition(definition) == []
+
+    def test_an_unbounded_loop_is_refused_and_named(self):
+        definition = workflow(
+            read_only("a", "check"),
+            Branch("check", condition=always, if_true=None, if_false="a"),
+        )
+
+        assert check_definition(definition) == [
+            f"path with no end: a -> check -> a loops back {UNBOUNDED}"
+        ]
+
+    def test_a_go_back_without_max_rounds_is_refused(self):
+        definition = workflow(read_only("a", "again"), GoBack("again", to="a"))
+
+        assert check_definition(definition) == [
+            "go back 'again' has no max_rounds: every loop must be bounded"
+        ]
+
+    @pytest.mark.parametrize("max_rounds", [1, 0, -2, 2.5, True])
+    def test_max_rounds_must_allow_a_second_round(self, max_rounds):
+        definition = workflow(
+            read_only("a", "again"), GoBack("again", to="a", max_rounds=max_rounds)
+        )
+
+        assert check_definition(definition) == [
+            f"go back 'again' has max_rounds={max_rounds!r}: it must be a whole number of at "
+            "least 2 (the first round counts, so 1 would never go back)"
+        ]
+
+    def test_a_loop_through_the_otherwise_exit_is_unbounded(self):
+        definition = workflow(
+            read_only("a", "again"), GoBack("again", to="a", max_rounds=2, otherwise="a")
+        )
+
+        assert check_definition(definition) == [
+            f"path with no end: a -> again -> a loops back {UNBOUNDED}"
+        ]
+
+    def test_going_back_to_a_node_that_never_leads_back_is_refused(self):
+        definition = workflow(
+            Branch("a", condition=always, if_true="b", if_false="again"),
+            read_only("b"),
+            GoBack("again", to="b", max_rounds=2),
+        )
+
+        assert check_definition(definition) == [
+            "go back 'again' goes to 'b', which never leads back to it: use the node's own "
+            "exit for a way forward"
+        ]
+
+    def test_going_back_to_itself_is_refused(self):
+        definition = workflow(read_only("a", "again"), GoBack("again", to="again", max_rounds=2))
+
+        assert "go back 'again' goes back to itself" in check_definition(definition)
+
+    def test_a_loop_may_not_start_inside_a_parallel_region(self):
+        definition = workflow(
+            Parallel("a", branches=("left", "right"), join="j"),
+            read_only("left", "j"),
+            read_only("right", "j"),
+            Join("j", next="again"),
+            GoBack("again", to="left", max_rounds=2),
+        )
+
+        assert check_definition(definition) == [
+            "go back 'again': 'left' is inside the parallel region closed by 'j'; a loop may "
+            "contain a whole parallel region, never start or end inside one"
+        ]
+
+    def test_going_back_to_a_join_is_refused(self):
+        definition = workflow(
+            Parallel("a", branches=("left", "right"), join="j"),
+            read_only("left", "j"),
+            read_only("right", "j"),
+            Join("j", next="again"),
+            GoBack("again", to="j", max_rounds=2),
+        )
+
+        assert check_definition(definition) == [
+            "go back 'again' goes back to the join 'j', which would wait for branches that "
+            "never come: go back to its parallel instead"
+        ]
+
+    def test_loops_that_could_go_back_more_times_than_a_step_counts_are_refused(self):
+        definition = workflow(
+            read_only("a", "again"),
+            GoBack("again", to="a", max_rounds=20_000, otherwise="b"),
+            read_only("b", "more"),
+            GoBack("more", to="b", max_rounds=20_000),
+        )
+
+        assert check_definition(definition) == [
+            "the loops of 'check_me' may go back more than 32767 times in all, more rounds "
+            "than a step can count: lower their max_rounds"
+        ]
+
+    def test_a_loop_around_a_whole_parallel_region_passes(self):
+        definition = workflow(
+            Parallel("a", branches=("left", "right"), join="j"),
+            read_only("left", "j"),
+            read_only("right", "j"),
+            Join("j", next="again"),
+            GoBack("again", to="a", max_rounds=2),
+        )
+
+        assert check_definition(definition) == []
+
+
 class TestCheckStarters:
     def test_groups_or_anyone_are_accepted(self):
         by_groups = Workflow(
@@ -243,3 +373,81 @@ class TestValidateInput:
         assert raised.value.errors == [
             {"field": "input", "message": "text must not contain NUL characters"}
         ]
+
+
+class CostCentre(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    cost_centre: str = pydantic.Field(pattern=r"^[A-Z]{2,4}-[0-9]{3,6}$")
+    note: str = ""
+
+
+def approval_with(form) -> Workflow:
+    return workflow(Approval("a", title="Decide", assignees=("carol",), form=form))
+
+
+class TestApprovalForms:
+    def test_a_pydantic_model_is_accepted_as_a_form(self):
+        assert check_definition(approval_with(CostCentre)) == []
+
+    def test_a_form_that_is_not_a_pydantic_model_is_refused_by_the_static_check(self):
+        problems = check_definition(approval_with({"cost_centre": str}))
+
+        assert problems == [
+            "approval 'a' has a form that is not a pydantic model: {'cost_centre': <class 'str'>}"
+        ]
+
+    def test_an_instance_instead_of_the_model_is_refused(self):
+        problems = check_definition(approval_with(CostCentre(cost_centre="FIN-100")))
+
+        assert len(problems) == 1
+        assert "has a form that is not a pydantic model" in problems[0]
+
+    def test_a_form_without_a_json_schema_is_refused(self):
+        class Odd(pydantic.BaseModel):
+            model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)
+            when: object = pydantic.Field(default_factory=object)
+            check: type = int
+
+        problems = check_definition(approval_with(Odd))
+
+        assert len(problems) == 1
+        assert problems[0].startswith("approval 'a' has a form without a JSON Schema")
+
+    def test_values_are_read_by_the_form_and_each_problem_is_named(self):
+        node = Approval("a", form=CostCentre)
+
+        assert node.validate_form({"cost_centre": "FIN-100"}) == {
+            "cost_centre": "FIN-100",
+            "note": "",
+        }
+        with pytest.raises(InvalidForm) as refused:
+            node.validate_form({"cost_centre": "nope", "colour": "red"})
+        assert [error["field"] for error in refused.value.errors] == ["cost_centre", "colour"]
+        assert str(refused.value).startswith("Invalid form values: cost_centre: String should")
+
+    def test_an_approval_without_a_form_takes_no_values(self):
+        node = Approval("a")
+
+        assert node.validate_form({}) == {}
+        with pytest.raises(InvalidForm, match="this decision has no form"):
+            node.validate_form({"cost_centre": "FIN-100"})
+
+    def test_a_form_is_required_when_a_field_has_no_default(self):
+        class Optional(pydantic.BaseModel):
+            note: str = ""
+
+        assert Approval("a", form=CostCentre).form_is_required
+        assert not Approval("a", form=Optional).form_is_required
+        assert not Approval("a").form_is_required
+
+    def test_conditions_read_the_deciders_values_from_the_run_data(self):
+        data = RunData(
+            input={},
+            results={
+                "legal": {"signal": "legal.approved", "payload": {"values": {"risk": "high"}}}
+            },
+        )
+
+        assert data.form_values("legal") == {"risk": "high"}
+        assert data.form_values("elsewhere") == {}

@@ -27,13 +27,23 @@ def enter_node(
     came_from: StepRun | None,
     now: datetime,
     work: UnitOfWork,
+    round: int | None = None,
 ) -> None:
-    """Create the step for `node_name` and do what its kind does on entry."""
+    """Create the step for `node_name` and do what its kind does on entry.
+
+    The step is in the round of the step the run came from (0 at the start), unless
+    `round` says otherwise: a GoBack enters its target one round up. Reading the
+    round from `came_from` costs no query, so a definition without loops pays nothing.
+    """
+    if round is None:
+        round = came_from.round if came_from is not None else 0
     node = definition.node(node_name)
     closer = definition.join_of.get(node_name)
-    if closer is not None and join.closed(run, closer, work):
+    if closer is not None and join.closed(run, closer, round, work):
         return  # This branch lost to an `any` or N-of-M join that already went on.
-    nodes.kind_of(node).enter(run, definition, node, came_from=came_from, now=now, work=work)
+    nodes.kind_of(node).enter(
+        run, definition, node, came_from=came_from, round=round, now=now, work=work
+    )
 
 
 def continue_to(
@@ -59,6 +69,7 @@ def new_step(
     state: StepState,
     now: datetime,
     *,
+    round: int,
     kind: StepKind = StepKind.FORWARD,
     due_at: datetime | None = None,
     result: Any = None,
@@ -68,6 +79,7 @@ def new_step(
         run=run,
         node=node,
         kind=kind,
+        round=round,
         state=state,
         scheduled_at=now,
         due_at=due_at,

@@ -25,7 +25,7 @@ from workflows.engine.work import (
     log_fields,
     steps_of,
 )
-from workflows.models import StepRun, WorkflowRun
+from workflows.models import StepRun, WorkflowRun, step_key
 from workflows.retries import is_final_error, next_attempt_at
 from workflows.states import EventKind, RunState, StepKind, StepState
 
@@ -52,17 +52,18 @@ class Outcome:
     cancelled: bool = False
 
 
-def execute_step(*, step_id: int) -> None:
+def execute_step(*, step_id: int, now: datetime | None = None) -> None:
     """Run step `step_id` if it still needs running, then the local steps that follow it.
 
     Two commits per step: the claim (one statement), and the record of its
     outcome. A local step that follows is claimed inside that record, so it costs
-    one commit.
+    one commit. `now` (for a test's clock) stands for the time of the claim and of
+    each record; workers leave it out and read the clock at each.
     """
-    claim = claim_step(step_id, now=timezone.now())
+    claim = claim_step(step_id, now=now or timezone.now())
     while claim is not None:
         outcome = run_activity(claim)
-        claim = record_outcome(claim, outcome, now=timezone.now())
+        claim = record_outcome(claim, outcome, now=now or timezone.now())
 
 
 def claim_step(step_id: int, *, now: datetime) -> Claim | None:
@@ -101,7 +102,7 @@ WHERE step.id = %(step_id)s AND step.run_id = run.id
   AND step.state = '{scheduled}' AND step.lease IS NOT NULL
   AND CASE WHEN step.kind = '{forward}' THEN run.state IN ({moving})
       ELSE run.state IN ({undoing}) END
-RETURNING step.node, step.kind, step.attempt,
+RETURNING step.node, step.kind, step.round, step.attempt,
     run.id, run.workflow_type, run.workflow_version, run.input, run.correlation_id
 """
 # Table names and state constants only; every value is bound.
@@ -123,7 +124,7 @@ def _claim_in_one_statement(step_id: int, *, now: datetime) -> Claim | None:
         row = cursor.fetchone()
     if row is None:
         return None
-    node_name, kind, attempt, run_id, workflow_type, version, data, correlation_id = row
+    node_name, kind, round, attempt, run_id, workflow_type, version, data, correlation_id = row
     run = WorkflowRun(
         id=run_id,
         workflow_type=workflow_type,
@@ -131,7 +132,7 @@ def _claim_in_one_statement(step_id: int, *, now: datetime) -> Claim | None:
         input=json.loads(data) if isinstance(data, str) else data,
         correlation_id=correlation_id,
     )
-    step = StepRun(id=step_id, run=run, node=node_name, kind=kind, attempt=attempt)
+    step = StepRun(id=step_id, run=run, node=node_name, kind=kind, round=round, attempt=attempt)
     try:
         node = definition_of(run).activity(node_name)
     except Exception:
@@ -188,9 +189,13 @@ def _claim_with_orm(step_id: int, *, now: datetime) -> Claim | None:
     return _attempt(run, step, node, token=token, now=now)
 
 
-def claim_inline(run: WorkflowRun, node: Activity, now: datetime, work: UnitOfWork) -> Claim:
+def claim_inline(
+    run: WorkflowRun, node: Activity, round: int, now: datetime, work: UnitOfWork
+) -> Claim:
     """Create a local activity's step already claimed by this worker (inside the record)."""
-    step = StepRun(run=run, node=node.name, scheduled_at=now, lease=node.timeouts.first_lease)
+    step = StepRun(
+        run=run, node=node.name, round=round, scheduled_at=now, lease=node.timeouts.first_lease
+    )
     token = uuid.uuid4()
     step.start(token=token, lease_until=_lease_until(node, started_at=now, now=now), now=now)
     work.insert(step)
@@ -217,8 +222,9 @@ def _attempt(
         input=run.input,
         results=results,
         correlation_id=run.correlation_id,
-        undoes_key="" if forward else f"{run.id}:{step.node}",
-        result_to_undo=None if forward else results.get(step.node),
+        round=step.round,
+        undoes_key="" if forward else step_key(run_id=run.id, node=step.node, round=step.round),
+        result_to_undo=None if forward else results.of_round(step.node, step.round),
         _heartbeat=heartbeat,
     )
     return Claim(
@@ -329,7 +335,7 @@ def _step_succeeded(
     work.save(step)
     work.event(run, step, EventKind.COMPLETED, now)
     if step.kind == StepKind.COMPENSATION:
-        undo.mark_undone(run, step.node, work)
+        undo.mark_undone(run, step, work)
         work.event(run, step, EventKind.COMPENSATED, now)
         undo.undo_next(run, definition, now, work)
         return

@@ -79,7 +79,8 @@ def skip_step(
         node_def = definition.nodes_by_name.get(node)
         if not isinstance(node_def, Activity):
             raise IllegalRunOperation(f"{node!r} is not an activity of this run's workflow.")
-        step = run.steps.filter(node=node, kind=StepKind.FORWARD).first()
+        # A node run in several rounds of a loop: its latest round is the one that is stuck.
+        step = run.steps.filter(node=node, kind=StepKind.FORWARD).order_by("-round").first()
         if step is None or step.state not in SKIPPABLE_STEP_STATES:
             state = step.state if step else "not started"
             raise IllegalRunOperation(
@@ -100,7 +101,9 @@ def skip_step(
 
 def _failed_forward_step(run: WorkflowRun, definition: Workflow) -> StepRun:
     """The failed run's one failed activity step; refuse a run that cannot go on from it."""
-    forward = list(run.steps.filter(kind=StepKind.FORWARD))
+    # Each node's latest round: earlier rounds of a loop finished before it went back.
+    latest = {step.node: step for step in run.steps.filter(kind=StepKind.FORWARD).order_by("round")}
+    forward = list(latest.values())
     failed = [step for step in forward if step.state == StepState.FAILED]
     cancelled = [step.node for step in forward if step.state == StepState.CANCELLED]
     if cancelled:

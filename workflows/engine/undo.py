@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from workflows.compensation import FinishedStep, plan_compensation
+from workflows.compensation import FinishedStep, steps_to_undo
 from workflows.dsl import Workflow
 from workflows.engine import advance
 from workflows.engine.errors import IllegalRunOperation, RunAlreadyEnded
@@ -31,7 +31,7 @@ def undo_next(run: WorkflowRun, definition: Workflow, now: datetime, work: UnitO
     if steps_of(run, work).filter(state__in=ACTIVE_STEP_STATES).exists():
         return
     finished = steps_of(run, work).filter(kind=StepKind.FORWARD, state__in=_UNDOABLE_STEP_STATES)
-    plan = plan_compensation(
+    plan = steps_to_undo(
         workflow=definition,
         finished=[
             FinishedStep(
@@ -40,6 +40,7 @@ def undo_next(run: WorkflowRun, definition: Workflow, now: datetime, work: UnitO
                 sequence=step.pk,
                 succeeded=step.state == StepState.SUCCEEDED,
                 uncertain=step.may_have_applied,
+                round=step.round,
             )
             for step in finished
         ],
@@ -48,12 +49,13 @@ def undo_next(run: WorkflowRun, definition: Workflow, now: datetime, work: UnitO
         compensation = advance.new_step(
             work,
             run,
-            plan[0],
+            plan[0].node,
             StepState.SCHEDULED,
             now,
+            round=plan[0].round,
             kind=StepKind.COMPENSATION,
             due_at=now + timedelta(seconds=settings.BATON_REDISPATCH_AFTER),
-            lease=definition.activity(plan[0]).timeouts.first_lease,
+            lease=definition.activity(plan[0].node).timeouts.first_lease,
         )
         work.event(run, compensation, EventKind.COMPENSATING, now)
         work.send(compensation)
@@ -72,8 +74,11 @@ def undo_next(run: WorkflowRun, definition: Workflow, now: datetime, work: UnitO
 _UNDOABLE_STEP_STATES = (StepState.SUCCEEDED, StepState.FAILED, StepState.CANCELLED)
 
 
-def mark_undone(run: WorkflowRun, node: str, work: UnitOfWork) -> None:
-    original = steps_of(run, work).get(node=node, kind=StepKind.FORWARD)
+def mark_undone(run: WorkflowRun, compensation: StepRun, work: UnitOfWork) -> None:
+    """Mark the forward step that `compensation` undid (of its node and round) compensated."""
+    original = steps_of(run, work).get(
+        node=compensation.node, kind=StepKind.FORWARD, round=compensation.round
+    )
     original.mark_compensated()
     work.save(original)
 
@@ -127,7 +132,7 @@ def resume_dead_letter(*, run_id: uuid.UUID | str, now: datetime | None = None) 
         run.reopen()
         failed.skip_by_operator(now=now)
         work.save(failed)
-        mark_undone(run, failed.node, work)
+        mark_undone(run, failed, work)
         work.event(run, failed, EventKind.OPERATOR, now, detail={"action": "skipped"})
         undo_next(run, definition_of(run), now, work)
         work.finish(run)

@@ -19,7 +19,7 @@ from workflows.dsl import Workflow
 from workflows.engine import batch
 from workflows.engine.errors import RunNotFound
 from workflows.models import StepEvent, StepRun, WorkflowRun
-from workflows.states import EventKind, RunState, StepKind
+from workflows.states import FINAL_RUN_STATES, EventKind, RunState, StepKind
 
 if TYPE_CHECKING:
     from workflows.engine.execute import Claim
@@ -33,6 +33,17 @@ EXECUTE_STEPS_TASK = "baton.execute_steps"
 _ROUTINE_EVENTS = frozenset(
     {EventKind.STARTED, EventKind.COMPLETED, EventKind.WAITING, EventKind.REDISPATCHED}
 )
+# The run's own timeline lines that say it ended (see registry.register_run_end_hook).
+RUN_ENDING_EVENTS = frozenset(
+    {
+        EventKind.COMPLETED,
+        EventKind.FAILED,
+        EventKind.COMPENSATED,
+        EventKind.CANCELLED,
+        EventKind.DEAD_LETTERED,
+    }
+)
+_ENDED_RUN_STATES = (*FINAL_RUN_STATES, RunState.DEAD_LETTERED)
 LIVE_FORWARD_RUN_STATES = (RunState.RUNNING, RunState.WAITING, RunState.PAUSED)
 UNDOING_RUN_STATES = (RunState.COMPENSATING, RunState.CANCELLING)
 
@@ -63,6 +74,8 @@ class UnitOfWork:
     to_send: list[StepRun] = field(default_factory=list)
     # Runs with a step sent to a worker or claimed inline in this unit of work.
     busy_runs: set[uuid.UUID] = field(default_factory=set)
+    # Runs this unit of work ended, with the event that says how.
+    ended: list[tuple[WorkflowRun, EventKind]] = field(default_factory=list)
 
     def insert(self, step: StepRun) -> None:
         self.new_steps.append(step)
@@ -101,6 +114,8 @@ class UnitOfWork:
                 detail=detail,
             )
         )
+        if step is None and kind in RUN_ENDING_EVENTS:
+            self.ended.append((run, kind))
         level = logging.DEBUG if self.batched and kind in _ROUTINE_EVENTS else logging.INFO
         if logger.isEnabledFor(level):
             message = f"step.{kind}" if step else f"run.{kind}"
@@ -114,6 +129,8 @@ class UnitOfWork:
         """Write what the use case changed; send its steps once the transaction commits."""
         for run in runs:
             self.save(run)
+        if self.ended:
+            self._tell_run_end_hooks()
         if any(event.step is not None and event.step.pk is None for event in self.events):
             self.flush()  # an event names a step inserted by this unit of work
         statements = self._row_statements()
@@ -130,6 +147,19 @@ class UnitOfWork:
             # Robust: a broker that is down must not fail a committed use case; the
             # sweep re-sends every step whose message never arrived.
             transaction.on_commit(lambda: send_steps(step_ids), robust=True)
+
+    def _tell_run_end_hooks(self) -> None:
+        # The last word on each run that is over now ("cancelled" is also said when
+        # a cancel is only asked for, while the run undoes its steps).
+        last = {id(run): (run, kind) for run, kind in self.ended}
+        self.ended = []
+        ended = [(run, kind) for run, kind in last.values() if run.state in _ENDED_RUN_STATES]
+        if not ended:
+            return
+        self.flush()  # the hooks read and write rows of their own
+        now = max(event.at for event in self.events)
+        for hook in registry.run_end_hooks():
+            hook(ended=ended, now=now)
 
     def _row_statements(self) -> list[batch.Statement]:
         statements = []

@@ -101,7 +101,13 @@ class Command(BaseCommand):
         )
         if created:
             _decide(paid, people["carol"], approve=True)
-            _decide(paid, people["bob"], approve=True, claim_first=True)
+            _decide(
+                paid,
+                people["bob"],
+                approve=True,
+                claim_first=True,
+                values={"cost_centre": "IT-4100"},
+            )
         refused, created = expense(
             "demo-expense-5", "rejected by carol", "alice", "Spa weekend", "500.00"
         )
@@ -139,6 +145,7 @@ class Command(BaseCommand):
                 user=people["alice"],
                 channel=Channel.INBOX,
                 comment="Contract reviewed.",
+                values={"contract_id": "LEG-2026-014", "risk_level": "low"},
             )
         engine.sweep(now=timezone.now())  # fire the escalation that is already due
         self.stdout.write(
@@ -173,13 +180,24 @@ def _run_ready_steps(run: WorkflowRun) -> None:
         engine.execute_step(step_id=step.pk)
 
 
-def _decide(run: WorkflowRun, user: User, *, approve: bool, claim_first: bool = False) -> None:
+def _decide(
+    run: WorkflowRun,
+    user: User,
+    *,
+    approve: bool,
+    claim_first: bool = False,
+    values: dict[str, Any] | None = None,
+) -> None:
     task = HumanTask.objects.get(run=run, state__in=["open", "claimed"])
     if claim_first:
         services.claim_human_task(task_id=task.pk, user=user, channel=Channel.INBOX)
     if approve:
         services.approve_human_task(
-            task_id=task.pk, user=user, channel=Channel.INBOX, comment="Looks right."
+            task_id=task.pk,
+            user=user,
+            channel=Channel.INBOX,
+            comment="Looks right.",
+            values=values,
         )
     else:
         services.reject_human_task(

@@ -12,13 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from workflows.dsl import Activity, Branch, Join, Node, Parallel, Sleep, WaitForSignal
-from workflows.engine.nodes import activity, branch, join, parallel, sleep, wait
+from workflows.dsl import Activity, Branch, GoBack, Join, Node, Parallel, Sleep, WaitForSignal
+from workflows.engine.nodes import activity, branch, go_back, join, parallel, sleep, wait
 
 
 @dataclass(frozen=True)
 class NodeKind:
-    # enter(run, definition, node, *, came_from, now, work): create the node's step.
+    # enter(run, definition, node, *, came_from, round, now, work): create the node's step
+    # in loop round `round`.
     enter: Callable[..., None]
     # due(run, definition, step, node, now, work): the sweep found the step due.
     due: Callable[..., None] | None = None
@@ -27,6 +28,7 @@ class NodeKind:
 _KINDS: dict[type[Node], NodeKind] = {
     Activity: NodeKind(enter=activity.enter, due=activity.due),
     Branch: NodeKind(enter=branch.enter),
+    GoBack: NodeKind(enter=go_back.enter),
     Parallel: NodeKind(enter=parallel.enter),
     Join: NodeKind(enter=join.enter),
     Sleep: NodeKind(enter=sleep.enter, due=sleep.due),

@@ -17,12 +17,13 @@ def enter(
     node: Activity,
     *,
     came_from: StepRun | None,
+    round: int,
     now: datetime,
     work: UnitOfWork,
 ) -> None:
     """Schedule the step for a worker, or claim a local one for the worker recording now."""
     if node.local and work.inline and work.inline_claim is None:
-        work.inline_claim = execute.claim_inline(run, node, now, work)
+        work.inline_claim = execute.claim_inline(run, node, round, now, work)
         work.busy_runs.add(run.pk)
         return
     step = advance.new_step(
@@ -31,6 +32,7 @@ def enter(
         node.name,
         StepState.SCHEDULED,
         now,
+        round=round,
         due_at=advance.redispatch_at(node, now),
         lease=node.timeouts.first_lease,
     )

@@ -17,10 +17,13 @@ def enter(
     node: Branch,
     *,
     came_from: StepRun | None,
+    round: int,
     now: datetime,
     work: UnitOfWork,
 ) -> None:
     work.flush()  # the condition reads earlier results
     took = bool(node.condition(run.data))
-    step = advance.new_step(work, run, node.name, StepState.SUCCEEDED, now, result={"took": took})
+    step = advance.new_step(
+        work, run, node.name, StepState.SUCCEEDED, now, round=round, result={"took": took}
+    )
     advance.continue_to(run, definition, step, node.if_true if took else node.if_false, now, work)

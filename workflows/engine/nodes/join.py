@@ -17,6 +17,7 @@ def enter(
     node: Join,
     *,
     came_from: StepRun | None,
+    round: int,
     now: datetime,
     work: UnitOfWork,
 ) -> None:
@@ -26,6 +27,7 @@ def enter(
         run=run,
         node=node.name,
         kind=StepKind.FORWARD,
+        round=round,
         defaults={"state": StepState.WAITING, "scheduled_at": now, "result": {"arrived": []}},
     )
     if step.state != StepState.WAITING:
@@ -50,7 +52,9 @@ def enter(
     advance.continue_to(run, definition, step, node.next, now, work)
 
 
-def closed(run: WorkflowRun, name: str, work: UnitOfWork) -> bool:
-    """Whether the join `name` already went on (a branch arriving later stops there)."""
-    done = steps_of(run, work).filter(node=name, kind=StepKind.FORWARD, state=StepState.SUCCEEDED)
+def closed(run: WorkflowRun, name: str, round: int, work: UnitOfWork) -> bool:
+    """Whether the join `name` already went on in `round` (a branch arriving later stops there)."""
+    done = steps_of(run, work).filter(
+        node=name, kind=StepKind.FORWARD, round=round, state=StepState.SUCCEEDED
+    )
     return done.exists()

@@ -17,9 +17,12 @@ def enter(
     node: Parallel,
     *,
     came_from: StepRun | None,
+    round: int,
     now: datetime,
     work: UnitOfWork,
 ) -> None:
-    step = advance.new_step(work, run, node.name, StepState.SUCCEEDED, now, result=None)
+    step = advance.new_step(
+        work, run, node.name, StepState.SUCCEEDED, now, round=round, result=None
+    )
     for branch in node.branches:
         advance.enter_node(run, definition, branch, came_from=step, now=now, work=work)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from workflows import due_times
 from workflows.dsl import Sleep, Workflow
 from workflows.engine import advance
 from workflows.engine.work import UnitOfWork
@@ -17,10 +18,12 @@ def enter(
     node: Sleep,
     *,
     came_from: StepRun | None,
+    round: int,
     now: datetime,
     work: UnitOfWork,
 ) -> None:
-    advance.new_step(work, run, node.name, StepState.WAITING, now, due_at=now + node.duration)
+    due_at = due_times.due_at(duration=node.duration, start=now)
+    advance.new_step(work, run, node.name, StepState.WAITING, now, round=round, due_at=due_at)
 
 
 def due(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from workflows import registry
+from workflows import due_times, registry
 from workflows.dsl import WaitForSignal, Workflow
 from workflows.engine import advance, execute, signals
 from workflows.engine.work import UnitOfWork
@@ -18,12 +18,17 @@ def enter(
     node: WaitForSignal,
     *,
     came_from: StepRun | None,
+    round: int,
     now: datetime,
     work: UnitOfWork,
 ) -> None:
     """Start waiting, run the kind's hook (a human task), and take a signal that came early."""
-    due_at = now + node.timeout if node.timeout is not None else None
-    step = advance.new_step(work, run, node.name, StepState.WAITING, now, due_at=due_at)
+    due_at = None
+    if node.timeout is not None:
+        due_at = due_times.due_at(duration=node.timeout, start=now)
+    step = advance.new_step(
+        work, run, node.name, StepState.WAITING, now, round=round, due_at=due_at
+    )
     work.event(run, step, EventKind.WAITING, now, detail={"signals": sorted(node.signals)})
     hook = registry.node_hooks(node).enter
     if hook is not None:

@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
     """The operators' console: every run newest first, and runs by a business key in their input."""
 
     dependencies = [
-        ('workflows', '0006_requests_index'),
+        ('workflows', '0008_business_calendars'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

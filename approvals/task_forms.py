@@ -1,0 +1,106 @@
+"""The form a reviewer fills in to approve a task (`Approval.form`), for people and the API.
+
+A task form is drawn, read back and given its errors by `approvals.start_forms`,
+the same generator as the start forms, and validated by the approval's own
+`Approval.validate_form` in the approve use case, never here. Its boxes are
+posted as "form-<field>", so they never meet the decision panel's own fields
+("comment", "version", "confirm"). Plain data in and out, apart from finding a
+task's approval node in the registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import cache
+from typing import Any
+
+import pydantic
+
+from approvals import start_forms
+from workflows import registry
+from workflows.dsl import Approval, Workflow
+
+PREFIX = "form-"
+
+
+def approval_of(task: Any) -> Approval | None:
+    """Return the approval node that opened `task` (None if its definition is gone)."""
+    try:
+        node = registry.get(task.run.workflow_type, task.run.workflow_version).node(task.node)
+    except (registry.UnknownWorkflow, KeyError):
+        return None
+    return node if isinstance(node, Approval) else None
+
+
+def spec_of(node: Approval | None) -> start_forms.FormSpec | None:
+    """The form's boxes, or None for an approval that asks for nothing."""
+    if node is None or node.form is None:
+        return None
+    return start_forms.spec_for(node.form, prefix=PREFIX)
+
+
+def blank(node: Approval | None) -> start_forms.Form | None:
+    spec = spec_of(node)
+    return start_forms.blank(spec) if spec else None
+
+
+def read(
+    node: Approval | None, posted: Mapping[str, str]
+) -> tuple[dict[str, Any], start_forms.Form | None]:
+    """Return the values the posted form stands for, and the form to show them again."""
+    spec = spec_of(node)
+    if spec is None:
+        return {}, None
+    return start_forms.read(spec, posted)
+
+
+def with_errors(form: start_forms.Form, errors: list[dict[str, str]]) -> start_forms.Form:
+    """Put each error of `InvalidForm.errors` (or the API's "form.<field>") by its box."""
+    return start_forms.with_errors(
+        form,
+        [{**error, "field": error["field"].removeprefix("form.")} for error in errors],
+    )
+
+
+def in_words(form: type[pydantic.BaseModel], errors: list[dict[str, str]]) -> str:
+    """Say what is wrong with the values, field by field, as a person would read it."""
+    specs = {spec.name: spec for spec in start_forms.spec_for(form).fields}
+    problems = []
+    for error in errors:
+        name = error["field"].split(".")[0]
+        spec = specs.get(name)
+        label = spec.label if spec else name.replace("_", " ").capitalize()
+        field_spec = spec if isinstance(spec, start_forms.FieldSpec) else None
+        problems.append(f"{label}: {start_forms.plain(error['message'], field_spec)}")
+    return " ".join(problems)
+
+
+@cache
+def json_schema_of(form: type[pydantic.BaseModel]) -> dict[str, Any]:
+    """The form's JSON Schema, for API callers (made once per class; treat it as read-only)."""
+    return form.model_json_schema()
+
+
+def drawing_problems(workflow: Workflow) -> list[str]:
+    """Return why a form of `workflow` could not be filled in on a task's page.
+
+    Lists need rows added and removed on the page, which the task page does not
+    offer; a field the generator has no box for could never be filled in at all.
+    """
+    problems = []
+    for node in workflow.nodes:
+        if not isinstance(node, Approval) or node.form is None:
+            continue
+        try:
+            spec = start_forms.spec_for(node.form)
+        except Exception as error:  # the static check names what makes the schema fail
+            problems.append(f"the form of approval {node.name!r} cannot be drawn: {error}")
+            continue
+        lists = [item.name for item in spec.fields if isinstance(item, start_forms.ListSpec)]
+        missing = [*spec.cannot_fill, *spec.left_out, *lists]
+        if missing:
+            problems.append(
+                f"the form of approval {node.name!r} has fields a task page cannot show: "
+                f"{', '.join(missing)} (use text, numbers, dates, choices or a mapping)"
+            )
+    return problems

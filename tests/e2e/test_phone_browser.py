@@ -1,0 +1,89 @@
+"""Baton on a phone: Chromium at 390 x 844, where nothing may scroll sideways and a
+reviewer still reaches the decision panel and decides."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from approvals.states import TaskState
+from tests.e2e import test_inbox_browser as inbox
+
+browser = inbox.browser
+watched = inbox.watched
+sign_in = inbox.sign_in
+shoot = inbox.shoot
+
+pytestmark = pytest.mark.e2e
+
+PHONE = {"width": 390, "height": 844}
+
+
+def on_phone(page: Page) -> Page:
+    page.set_viewport_size(PHONE)
+    return page
+
+
+def sideways_overflow(page: Page) -> int:
+    """How many pixels the page is wider than the phone's screen (0: none)."""
+    return page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+
+
+class TestOnAPhone:
+    def test_no_page_scrolls_sideways(self, sign_in, start_expense, employees):
+        run = start_expense()
+        task = run.human_tasks.get(node="manager_approval")
+        reviewer = on_phone(sign_in("carol"))
+        requester = on_phone(sign_in("alice"))
+        pages = [
+            (reviewer, "/", "inbox"),
+            (reviewer, f"/tasks/{task.pk}/", "task"),
+            (reviewer, "/notifications/", "notifications"),
+            (requester, "/requests/new/", "new-request"),
+            (requester, "/requests/new/expense/", "expense-form"),
+            (requester, "/requests/new/order/", "order-form"),
+            (requester, "/requests/", "my-requests"),
+            (requester, f"/requests/{run.pk}/", "request"),
+        ]
+
+        wide = {}
+        for page, path, name in pages:
+            page.goto(path)
+            shoot(page, f"phone-{name}")
+            if overflow := sideways_overflow(page):
+                wide[path] = overflow
+
+        assert wide == {}
+
+    def test_a_reviewer_reaches_the_decision_panel_and_approves(self, sign_in, start_expense):
+        task = start_expense().human_tasks.get(node="manager_approval")
+        page = on_phone(sign_in("carol"))
+
+        page.get_by_role("link", name=task.title).click()
+        approve = page.get_by_role("button", name="Approve", exact=True)
+        approve.scroll_into_view_if_needed()
+        expect(approve).to_be_in_viewport()
+        approve.click()
+
+        expect(page.get_by_role("status").first).to_contain_text("Approved")
+        task.refresh_from_db()
+        assert task.state == TaskState.COMPLETED
+        assert sideways_overflow(page) == 0
+
+    def test_finance_fills_in_the_cost_centre_on_a_phone(self, sign_in, finance_task):
+        page = on_phone(sign_in("bob"))
+        page.goto(f"/tasks/{finance_task.pk}/")
+        approve = page.get_by_role("button", name="Approve", exact=True)
+        approve.scroll_into_view_if_needed()
+
+        approve.click()
+
+        expect(page.locator("#field-form-cost_centre-error")).to_have_text("This is required.")
+        assert sideways_overflow(page) == 0
+        shoot(page, "phone-task-form-error")
+        page.get_by_label("Cost centre").fill("FIN-1200")
+        page.get_by_role("button", name="Approve", exact=True).click()
+        expect(page.get_by_role("status").first).to_contain_text("Approved")
+        finance_task.refresh_from_db()
+        assert finance_task.form_values == {"cost_centre": "FIN-1200"}
+        assert sideways_overflow(page) == 0

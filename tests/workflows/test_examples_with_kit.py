@@ -1,0 +1,181 @@
+"""The shipped workflow types, tested with the kit workflow authors use (workflows.testing)."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+
+import pytest
+
+from approvals.services import ConflictOfDuty
+from approvals.states import Outcome, TaskState
+from workflows.activity import NonRetryableError
+from workflows.models import BusinessCalendar, Holiday
+from workflows.states import RunState
+
+pytestmark = pytest.mark.django_db
+
+# The standard calendar works Monday to Friday, 09:00-17:00 (UTC in the tests).
+FRIDAY_4PM = datetime(2026, 1, 9, 16, 0, tzinfo=UTC)
+
+
+def expense(amount: str = "120.00", requester: str = "alice") -> dict[str, str]:
+    return {"requester": requester, "title": "Train to Lyon", "amount": amount, "currency": "EUR"}
+
+
+class PaymentDeclined(NonRetryableError):
+    pass
+
+
+class TestExpense:
+    def test_it_escalates_after_the_weekend_and_pays_once(
+        self, workflow_env, carol, bob, mailoutbox, effects
+    ):
+        env = workflow_env.travel_to(FRIDAY_4PM)
+        pay = env.spy("expense", "pay")
+        run = env.start("expense", expense())
+
+        env.advance(days=3)  # Monday 16:00: one business day gone, not two
+        assert env.task(run, "manager_approval").escalation_level == 0
+        env.advance(days=1)  # Tuesday 16:00: two business days
+
+        task = env.task(run, "manager_approval")
+        assert task.escalation_level == 1
+        escalated = [mail.to[0] for mail in mailoutbox if "Escalated to you" in mail.subject]
+        assert sorted(escalated) == ["bob@example.com", "carol@example.com"]
+        run = env.approve(run, "manager_approval", as_user=bob)
+        env.assert_state(run, RunState.SUCCEEDED)
+        env.assert_path(run, "submit", "manager_approval", "needs_finance", "pay", "notify")
+        assert pay.count == 1
+        assert effects(run) == {"payments.pay": 1, "notifications.notify": 1}
+
+    def test_a_monday_holiday_keeps_it_with_the_manager_until_wednesday(self, workflow_env, carol):
+        standard = BusinessCalendar.objects.get(name="standard")
+        Holiday.objects.create(calendar=standard, date=date(2026, 1, 12), name="A holiday")
+        env = workflow_env.travel_to(FRIDAY_4PM)
+        run = env.start("expense", expense())
+
+        env.advance(days=4)  # Tuesday 16:00
+        assert env.task(run, "manager_approval").escalation_level == 0
+        env.advance(days=1)  # Wednesday 16:00
+
+        assert env.task(run, "manager_approval").escalation_level == 1
+
+    def test_the_manager_approves_and_it_is_paid_without_finance(self, workflow_env, carol):
+        run = workflow_env.start("expense", expense())
+
+        run = workflow_env.approve(run, "manager_approval", as_user=carol, comment="ok")
+
+        workflow_env.assert_state(run, RunState.SUCCEEDED)
+        assert "finance_approval" not in workflow_env.path(run)
+
+    def test_a_rejection_notifies_the_requester_and_pays_nothing(
+        self, workflow_env, carol, effects
+    ):
+        pay = workflow_env.spy("expense", "pay")
+        run = workflow_env.start("expense", expense())
+
+        run = workflow_env.reject(run, "manager_approval", as_user=carol, reason="no receipt")
+
+        workflow_env.assert_path(run, "submit", "manager_approval", "notify")
+        assert pay.count == 0
+        assert effects(run) == {"notifications.notify": 1}
+
+    def test_above_the_threshold_finance_approves_too_but_never_the_same_person(
+        self, workflow_env, carol, bob
+    ):
+        run = workflow_env.start("expense", expense(amount="5000.00"))
+        run = workflow_env.approve(run, "manager_approval", as_user=carol)
+
+        with pytest.raises(ConflictOfDuty, match="one person decides at most one"):
+            workflow_env.approve(run, "finance_approval", as_user=carol)
+        run = workflow_env.approve(run, "finance_approval", as_user=bob)
+
+        workflow_env.assert_path(
+            run, "submit", "manager_approval", "needs_finance", "finance_approval", "pay", "notify"
+        )
+        workflow_env.assert_state(run, RunState.SUCCEEDED)
+
+    def test_after_seven_days_without_a_decision_it_is_rejected_by_the_system(
+        self, workflow_env, carol
+    ):
+        run = workflow_env.start("expense", expense())
+
+        workflow_env.advance(days=7)
+
+        task = run.human_tasks.get(node="manager_approval")
+        assert (task.state, task.outcome) == (TaskState.COMPLETED, Outcome.REJECTED)
+        workflow_env.assert_path(run, "submit", "manager_approval", "notify")
+        workflow_env.assert_state(run, RunState.SUCCEEDED)
+
+    def test_a_declined_payment_notifies_nobody_and_fails_the_run(self, workflow_env, carol):
+        def decline(context):
+            raise PaymentDeclined("the bank refused")
+
+        pay = workflow_env.replace_activity("expense", "pay", decline)
+        notify = workflow_env.spy("expense", "notify")
+        run = workflow_env.start("expense", expense())
+
+        run = workflow_env.approve(run, "manager_approval", as_user=carol)
+
+        workflow_env.assert_state(run, RunState.FAILED)  # nothing before pay had to be undone
+        assert (pay.count, pay.undos, notify.count) == (1, [], 0)
+
+
+class TestOrder:
+    def test_an_order_is_charged_shipped_and_notified_once(self, workflow_env, order_input):
+        charge = workflow_env.spy("order", "charge_payment")
+
+        run = workflow_env.start("order", order_input())
+
+        workflow_env.assert_state(run, RunState.SUCCEEDED)
+        workflow_env.assert_path(
+            run, "validate", "reserve_inventory", "charge_payment", "ship", "notify_customer"
+        )
+        assert charge.count == 1
+
+    def test_a_flaky_payment_is_retried_as_time_passes_and_charged_once(
+        self, workflow_env, order_input, effects
+    ):
+        run = workflow_env.start("order", order_input(simulate={"payment": "flaky"}))
+        assert workflow_env.refresh(run).state == RunState.RUNNING
+
+        while workflow_env.skip_ahead():
+            pass
+
+        workflow_env.assert_state(run, RunState.SUCCEEDED)
+        assert effects(run)["payments.charge"] == 1
+
+    def test_a_failed_shipment_refunds_and_releases_in_reverse_order(
+        self, workflow_env, order_input, effects
+    ):
+        run = workflow_env.start("order", order_input(simulate={"shipping": "fail"}))
+
+        while workflow_env.skip_ahead():
+            pass
+
+        workflow_env.assert_state(run, RunState.COMPENSATED)
+        assert workflow_env.undone(run) == ["charge_payment", "reserve_inventory"]
+        assert effects(run)["payments.refund"] == 1
+
+
+class TestVendorOnboarding:
+    VENDOR = {"vendor_name": "Acme", "contact_email": "legal@acme.example"}
+
+    def test_both_reviews_approve_and_the_account_is_created(self, workflow_env, alice, bob):
+        run = workflow_env.start("vendor_onboarding", self.VENDOR)
+
+        workflow_env.approve(run, "legal_review", as_user=alice)
+        run = workflow_env.approve(run, "security_review", as_user=bob)
+
+        workflow_env.assert_state(run, RunState.SUCCEEDED)
+        assert "create_account" in workflow_env.path(run)
+
+    def test_one_rejection_is_enough_to_refuse_the_vendor(self, workflow_env, alice, bob):
+        create = workflow_env.spy("vendor_onboarding", "create_account")
+        run = workflow_env.start("vendor_onboarding", self.VENDOR)
+
+        workflow_env.reject(run, "legal_review", as_user=alice, reason="no contract")
+        run = workflow_env.approve(run, "security_review", as_user=bob)
+
+        assert workflow_env.path(run)[-1] == "notify_rejected"
+        assert create.count == 0
