@@ -245,9 +245,17 @@ class WorkflowEnvironment:
         return tasks[0]
 
     def approve(
-        self, run: WorkflowRun, node: str, *, as_user: Any, comment: str = "", channel: str = ""
+        self,
+        run: WorkflowRun,
+        node: str,
+        *,
+        as_user: Any,
+        comment: str = "",
+        values: dict[str, Any] | None = None,
+        channel: str = "",
     ) -> WorkflowRun:
-        """Approve the task of `node` as `as_user`, through the same service as the inbox."""
+        """Approve the task of `node` as `as_user`, through the same service as the inbox;
+        `values` fill in the approval's form, if it has one."""
         from approvals import services
         from approvals.states import Channel
 
@@ -258,6 +266,7 @@ class WorkflowEnvironment:
                 user=as_user,
                 channel=channel or Channel.INBOX,
                 comment=comment,
+                values=values,
                 now=self.now,
             )
         self.settle()

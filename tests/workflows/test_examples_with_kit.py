@@ -88,7 +88,9 @@ class TestExpense:
 
         with pytest.raises(ConflictOfDuty, match="one person decides at most one"):
             workflow_env.approve(run, "finance_approval", as_user=carol)
-        run = workflow_env.approve(run, "finance_approval", as_user=bob)
+        run = workflow_env.approve(
+            run, "finance_approval", as_user=bob, values={"cost_centre": "CC-1042"}
+        )
 
         workflow_env.assert_path(
             run, "submit", "manager_approval", "needs_finance", "finance_approval", "pay", "notify"
@@ -160,15 +162,33 @@ class TestOrder:
 
 class TestVendorOnboarding:
     VENDOR = {"vendor_name": "Acme", "contact_email": "legal@acme.example"}
+    LOW_RISK = {"contract_id": "LEG-2026-014", "risk_level": "low"}
 
     def test_both_reviews_approve_and_the_account_is_created(self, workflow_env, alice, bob):
         run = workflow_env.start("vendor_onboarding", self.VENDOR)
 
-        workflow_env.approve(run, "legal_review", as_user=alice)
+        workflow_env.approve(run, "legal_review", as_user=alice, values=self.LOW_RISK)
         run = workflow_env.approve(run, "security_review", as_user=bob)
 
         workflow_env.assert_state(run, RunState.SUCCEEDED)
         assert "create_account" in workflow_env.path(run)
+        assert "security_sign_off" not in workflow_env.path(run)
+
+    def test_a_high_legal_risk_adds_a_security_sign_off_before_the_account(
+        self, workflow_env, alice, bob
+    ):
+        run = workflow_env.start("vendor_onboarding", self.VENDOR)
+
+        workflow_env.approve(
+            run, "legal_review", as_user=alice, values={**self.LOW_RISK, "risk_level": "high"}
+        )
+        run = workflow_env.approve(run, "security_review", as_user=bob)
+        assert "create_account" not in workflow_env.path(run)
+        run = workflow_env.approve(run, "security_sign_off", as_user=bob)
+
+        workflow_env.assert_state(run, RunState.SUCCEEDED)
+        path = workflow_env.path(run)
+        assert path.index("security_sign_off") < path.index("create_account")
 
     def test_one_rejection_is_enough_to_refuse_the_vendor(self, workflow_env, alice, bob):
         create = workflow_env.spy("vendor_onboarding", "create_account")
