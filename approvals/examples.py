@@ -292,6 +292,7 @@ VENDOR_ONBOARDING = Workflow(
     ),
     input_schema=VendorInput,
     starters=("procurement",),
+    searchable=("vendor_name", "contact_email"),
     start="reviews",
     nodes=(
         Parallel("reviews", branches=("legal_review", "security_review"), join="reviews_done"),

@@ -104,6 +104,12 @@ class HumanTask(fsm.ConcurrentTransitionMixin, models.Model):
                 name="task_decided_idx",
             ),
             models.Index(fields=["state", "due_at", "id"], name="task_state_due_idx"),
+            # Recent decisions, for the SLA dashboard's decision times.
+            models.Index(
+                fields=["decided_at"],
+                condition=Q(state=TaskState.COMPLETED),
+                name="task_decided_at_idx",
+            ),
         ]
         permissions = [("operate_humantask", "Can act on any human task as an operator")]
 

@@ -380,6 +380,9 @@ class Workflow:
     # members of these groups (by name), or ANYONE signed in. Operators may start
     # every type; nobody else may start a type that names no starters.
     starters: tuple[str, ...] | Literal["anyone"] = ()
+    # Input fields operators find runs by in the console (an order id, a vendor's
+    # name): matched exactly, through the GIN index on the run's input.
+    searchable: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         return f"{self.name} v{self.version}"
@@ -493,6 +496,12 @@ def check_definition(workflow: Workflow) -> list[str]:
         )
 
     problems.extend(_starters_problems(workflow.starters))
+    if schema:
+        problems.extend(
+            f"searchable field {name!r} is not a field of the input schema"
+            for name in workflow.searchable
+            if name not in schema.model_fields
+        )
 
     unreachable = set(names) - _reachable(workflow, (workflow.start,))
     problems.extend(f"node {name!r} is unreachable from the start" for name in sorted(unreachable))

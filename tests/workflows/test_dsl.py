@@ -164,6 +164,23 @@ class TestCheckDefinition:
             "requester_field 'requestor' is not a field of the input schema"
         ]
 
+    def test_searchable_fields_must_be_fields_of_the_input(self):
+        class Input(pydantic.BaseModel):
+            order_id: str
+
+        misspelt = Workflow(
+            name="check_me",
+            version=1,
+            start="a",
+            nodes=(read_only("a"),),
+            input_schema=Input,
+            searchable=("order_id", "orderid"),
+        )
+
+        assert check_definition(misspelt) == [
+            "searchable field 'orderid' is not a field of the input schema"
+        ]
+
 
 class TestCheckLoops:
     def test_a_loop_through_a_bounded_go_back_passes(self):
