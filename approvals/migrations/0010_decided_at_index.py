@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
     """The SLA dashboard's decision times: recent decisions, read by one range."""
 
     dependencies = [
-        ('approvals', '0008_task_form_values'),
+        ('approvals', '0009_task_reminders'),
         ('auth', '0012_alter_user_first_name_max_length'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

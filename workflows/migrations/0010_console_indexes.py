@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
     """The operators' console: every run newest first, and runs by a business key in their input."""
 
     dependencies = [
-        ('workflows', '0008_business_calendars'),
+        ('workflows', '0009_run_trace_context'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
