@@ -161,7 +161,8 @@ class UnitOfWork:
         ended = [(run, kind) for run, kind in last.values() if run.state in _ENDED_RUN_STATES]
         if not ended:
             return
-        self.flush()  # the hooks read and write rows of their own
+        # No flush first: a hook writes rows of its own about runs that exist already,
+        # and the runs' last changes are written with the rest, in this transaction.
         now = max(event.at for event in self.events)
         for hook in registry.run_end_hooks():
             hook(ended=ended, now=now)
