@@ -41,6 +41,8 @@ _sweepers: list[Callable[..., int]] = []
 _on_behalf_hooks: list[Callable[..., None]] = []
 # Told when runs end (see register_run_end_hook).
 _run_end_hooks: list[Callable[..., None]] = []
+# Told when a run moves to another version of its type (see register_run_migration_hook).
+_run_migration_hooks: list[Callable[..., None]] = []
 
 
 def register(workflow: Workflow) -> Workflow:
@@ -160,3 +162,16 @@ def register_run_end_hook(hook: Callable[..., None]) -> None:
 
 def run_end_hooks() -> list[Callable[..., None]]:
     return list(_run_end_hooks)
+
+
+def register_run_migration_hook(hook: Callable[..., None]) -> None:
+    """Be told, inside the move's transaction, when an operator moves a live run to another
+    version of its type (see workflows.engine.migrate), after its steps were renamed: the
+    approvals app renames the run's human tasks' nodes, keeping their ids and decisions.
+    Called as `hook(run=, from_version=, renames={old: new}, now=)`."""
+    if hook not in _run_migration_hooks:
+        _run_migration_hooks.append(hook)
+
+
+def run_migration_hooks() -> list[Callable[..., None]]:
+    return list(_run_migration_hooks)
