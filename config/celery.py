@@ -19,11 +19,11 @@ app.autodiscover_tasks()
 def run_system_checks(**kwargs: object) -> None:
     """Refuse to start a worker or beat on a definition that fails its static check."""
     from django.core import checks
-    from django.core.management.base import SystemCheckError
 
     errors = [message for message in checks.run_checks() if message.is_serious()]
     if errors:
-        raise SystemCheckError("\n".join(str(message) for message in errors))
+        # Celery logs a handler's Exception and starts anyway; SystemExit stops it.
+        raise SystemExit("\n".join(str(message) for message in errors))
 
 
 @worker_init.connect
