@@ -27,6 +27,28 @@ def run_system_checks(**kwargs: object) -> None:
 
 
 @worker_init.connect
+def refuse_unregistered_versions(**kwargs: object) -> None:
+    """Refuse to start a worker while runs wait on a workflow version it does not register
+    (they would fail at their next step): name the type, the version and the run count.
+
+    Reads the database once, here and not at import; the connection is closed before
+    the pool forks, so no child inherits it.
+    """
+    from django.core.exceptions import ImproperlyConfigured
+    from django.db import connections
+
+    from workflows.checks import refuse_unregistered_versions as refuse
+
+    try:
+        refuse()
+    except ImproperlyConfigured as refusal:
+        # Celery logs a handler's Exception and starts anyway; SystemExit stops it.
+        raise SystemExit(f"Refusing to start the worker: {refusal}") from None
+    finally:
+        connections.close_all()
+
+
+@worker_init.connect
 @beat_init.connect
 def quiet_idle_sweeps(**kwargs: object) -> None:
     """Keep Celery's per-message lines about the sweep out of an info-level log."""
