@@ -23,6 +23,10 @@ class WorkflowsConfig(AppConfig):
         checks.register(check_workflow_definitions, "workflows")
         # Reads the database, so Django runs it only when told which databases to check.
         checks.register(check_live_versions, checks.Tags.database, "workflows")
+        # Traces, if the OTEL_* variables ask for them (see workflows.tracing).
+        from workflows import tracing
+
+        tracing.configure()
 
 
 def check_workflow_definitions(**kwargs: Any) -> list[checks.CheckMessage]:

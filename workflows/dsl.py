@@ -268,6 +268,8 @@ class Approval(WaitForSignal):
     # model, validated when they approve; the values are kept on their decision and
     # reach the run's data (RunData.form_values).
     form: type[pydantic.BaseModel] | None = None
+    # Remind whoever holds the task this long before its deadline (none without one).
+    remind_before: timedelta | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(
@@ -383,6 +385,9 @@ class Workflow:
     # members of these groups (by name), or ANYONE signed in. Operators may start
     # every type; nobody else may start a type that names no starters.
     starters: tuple[str, ...] | Literal["anyone"] = ()
+    # Input fields operators find runs by in the console (an order id, a vendor's
+    # name): matched exactly, through the GIN index on the run's input.
+    searchable: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         return f"{self.name} v{self.version}"
@@ -473,6 +478,8 @@ def check_definition(workflow: Workflow) -> list[str]:
             problems.extend(_parallel_problems(workflow, node))
         if isinstance(node, Approval) and node.form is not None:
             problems.extend(_form_problems(node))
+        if isinstance(node, Approval) and node.remind_before is not None:
+            problems.extend(_reminder_problems(node))
         if isinstance(node, GoBack):
             problems.extend(_go_back_problems(workflow, node))
         problems.extend(_needs_problems(workflow, node))
@@ -495,6 +502,12 @@ def check_definition(workflow: Workflow) -> list[str]:
         )
 
     problems.extend(_starters_problems(workflow.starters))
+    if schema:
+        problems.extend(
+            f"searchable field {name!r} is not a field of the input schema"
+            for name in workflow.searchable
+            if name not in schema.model_fields
+        )
 
     unreachable = set(names) - _reachable(workflow, (workflow.start,))
     problems.extend(f"node {name!r} is unreachable from the start" for name in sorted(unreachable))
@@ -563,6 +576,14 @@ def _needs_problems(workflow: Workflow, node: Node) -> list[str]:
         elif node.name not in _reachable(workflow, (need,)):
             problems.append(f"{node.name!r} needs {need!r}, which never runs before it")
     return problems
+
+
+def _reminder_problems(node: Approval) -> list[str]:
+    if not isinstance(node.remind_before, timedelta) or node.remind_before <= timedelta(0):
+        return [f"{node.name}: remind_before must be a positive timedelta."]
+    if node.deadline is None:
+        return [f"{node.name}: remind_before needs a deadline to remind of."]
+    return []
 
 
 def _form_problems(node: Approval) -> list[str]:
