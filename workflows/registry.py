@@ -155,9 +155,11 @@ def on_behalf_hooks() -> list[Callable[..., None]]:
 
 def register_run_action_hook(hook: Callable[..., None]) -> None:
     """Be told, inside the action's transaction, when someone retries, resumes, pauses or
-    cancels a run by hand through the API or the admin: the approvals app writes it to
-    the audit trail. Called as `hook(run=, actor=, action=, state_before=, channel=,
-    remote_addr=, now=)`, `action` naming the engine use case ("pause_run")."""
+    cancels a run by hand through the API or the admin, or moves it to another version
+    (workflows.engine.migrate): the approvals app writes it to the audit trail. Called
+    as `hook(run=, actor=, action=, state_before=, channel=, remote_addr=, now=)`,
+    `action` naming the engine use case ("pause_run"); a move adds `comment=` and
+    `changes=` (the versions and the renames)."""
     if hook not in _run_action_hooks:
         _run_action_hooks.append(hook)
 
