@@ -15,7 +15,6 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
 from config.celery import refuse_unregistered_versions
@@ -123,7 +122,7 @@ class TestWorkerStartUp:
     def test_the_worker_init_signal_refuses_naming_type_version_and_count(self):
         start_waiting(2)
 
-        with undeployed(VERSIONED_V1), pytest.raises(ImproperlyConfigured) as refused:
+        with undeployed(VERSIONED_V1), pytest.raises(SystemExit) as refused:
             refuse_unregistered_versions()
 
         assert "'test_versioned' version 1 is not registered, but 2 unfinished run(s)" in str(
@@ -165,7 +164,7 @@ class TestWebStartUp:
             result.stderr
         )
 
-    def test_the_system_check_fails_when_given_the_database(self):
+    def test_the_system_check_and_migrate_fail_when_given_the_database(self):
         start_waiting(1)
         database = connection.settings_dict["NAME"]
 
@@ -174,7 +173,11 @@ class TestWebStartUp:
             sys.executable, "manage.py", "check", "--database", "default", database=database
         )
 
+        migrated = baton(sys.executable, "manage.py", "migrate", database=database)
+
         assert plain.returncode == 0
+        assert migrated.returncode == 1
+        assert "'test_versioned' version 1 is not registered" in migrated.stderr
         assert checked.returncode == 1
         assert f"({UNREGISTERED_VERSION}) Workflow type 'test_versioned' version 1" in (
             checked.stderr
