@@ -264,10 +264,10 @@ class TestMigrateRuns:
         assert by_id[first.pk].moved
         assert by_id[last.pk].moved
         assert not by_id[clashing.pk].moved
-        assert (
-            by_id[clashing.pk]
-            .reasons[0]
-            .startswith("renaming its steps clashed with a step it already has")
+        [reason] = by_id[clashing.pk].reasons
+        assert reason.startswith(
+            "renaming its steps clashed with a step it already has: duplicate key value "
+            'violates unique constraint "step_unique_per_round"'
         )
         clashing.refresh_from_db()
         assert clashing.workflow_version == 1

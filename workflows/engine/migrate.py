@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from django.utils import timezone
 
 from workflows import registry
@@ -115,7 +115,6 @@ def migrate_runs(
     untouched and name them with their reasons. Safe to run again: a moved run is on
     the target version and no longer among the source's runs."""
     plan = _plan(workflow_type, from_version, to_version, renames)
-    now = now or timezone.now()
     runs = []
     for verdict in _verdicts(plan):
         if not verdict.can_move:
@@ -130,11 +129,15 @@ def migrate_runs(
                     channel=channel,
                     remote_addr=remote_addr,
                     comment=comment,
-                    now=now,
+                    now=now or timezone.now(),
                 )
             )
         except IntegrityError as error:
-            reason = f"renaming its steps clashed with a step it already has ({error})".strip()
+            # Its transaction rolled back: the run is as it was; the others go on.
+            reason = f"renaming its steps clashed with a step it already has: {_first_line(error)}"
+            runs.append(_line(replace(verdict, reasons=(reason,))))
+        except DatabaseError as error:
+            reason = f"the database refused the move: {_first_line(error)}"
             runs.append(_line(replace(verdict, reasons=(reason,))))
     return _report(plan, applied=True, runs=tuple(runs))
 
@@ -279,6 +282,10 @@ def _move(
         work.finish(run)
     at = tuple(sorted(plan.target_name(node) for node in verdict.at))
     return RunMove(run_id=run.pk, state=run.state, at=at, moved=True)
+
+
+def _first_line(error: Exception) -> str:
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
 
 
 def _is_pending(step: StepRun) -> bool:
