@@ -4,6 +4,7 @@ transaction, with a step event, human tasks keeping their ids and decisions."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 
@@ -365,3 +366,44 @@ class TestAThousandWaitingRuns:
         assert StepEvent.objects.filter(kind=EventKind.OPERATOR).count() == 900
         assert StepRun.objects.filter(node="await_signal", state=StepState.WAITING).count() == 900
         print(f"\n1,000 runs: dry run {preview_seconds:.2f} s, apply {apply_seconds:.2f} s")
+
+
+@pytest.mark.django_db(transaction=True)
+class TestAMoveAndAClaimAtOnce:
+    def test_a_claim_waits_for_the_move_and_runs_the_targets_activity(
+        self, start, deploy_v2, monkeypatch
+    ):
+        run = start("test_versioned", {"path": "work", "amount": 1})
+        step = run.steps.get(node="work", state=StepState.SCHEDULED)
+        deploy_v2()
+        inside, release = threading.Event(), threading.Event()
+
+        def hold_the_move(**call) -> None:
+            inside.set()  # the move holds the run's lock now
+            assert release.wait(timeout=30)
+
+        monkeypatch.setattr(registry, "_run_migration_hooks", [hold_the_move])
+        claims = []
+
+        def claim() -> None:
+            assert inside.wait(timeout=30)
+            claims.append(claim_step(step.pk, now=timezone.now()))
+            claims.append(time.monotonic())
+
+        worker = threading.Thread(target=lambda: (claim(), connection.close()))
+        worker.start()
+        mover = threading.Thread(target=lambda: (move(), connection.close()))
+        mover.start()
+        assert inside.wait(timeout=30)
+        time.sleep(0.5)  # long enough for the claim to reach the lock
+        released_at = time.monotonic()
+        release.set()
+        mover.join(timeout=30)
+        worker.join(timeout=30)
+
+        [claimed, claimed_at] = claims
+        assert claimed_at > released_at
+        assert claimed.function is VERSIONED_V2.activity("work").run
+        run.refresh_from_db()
+        assert run.workflow_version == 2
+        assert run.steps.get(pk=step.pk).state == StepState.RUNNING
