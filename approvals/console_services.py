@@ -171,6 +171,7 @@ EVENTS = {
     "resume_run": "run_resumed",
     "cancel_run": "run_cancelled",
     "skip_step": "step_skipped",
+    "migrate_runs": "run_migrated",
 }
 
 

@@ -26,11 +26,33 @@ app.autodiscover_tasks()
 def run_system_checks(**kwargs: object) -> None:
     """Refuse to start a worker or beat on a definition that fails its static check."""
     from django.core import checks
-    from django.core.management.base import SystemCheckError
 
     errors = [message for message in checks.run_checks() if message.is_serious()]
     if errors:
-        raise SystemCheckError("\n".join(str(message) for message in errors))
+        # Celery logs a handler's Exception and starts anyway; SystemExit stops it.
+        raise SystemExit("\n".join(str(message) for message in errors))
+
+
+@worker_init.connect
+def refuse_unregistered_versions(**kwargs: object) -> None:
+    """Refuse to start a worker while runs wait on a workflow version it does not register
+    (they would fail at their next step): name the type, the version and the run count.
+
+    Reads the database once, here and not at import; the connection is closed before
+    the pool forks, so no child inherits it.
+    """
+    from django.core.exceptions import ImproperlyConfigured
+    from django.db import connections
+
+    from workflows.checks import refuse_unregistered_versions as refuse
+
+    try:
+        refuse()
+    except ImproperlyConfigured as refusal:
+        # Celery logs a handler's Exception and starts anyway; SystemExit stops it.
+        raise SystemExit(f"Refusing to start the worker: {refusal}") from None
+    finally:
+        connections.close_all()
 
 
 @setup_logging.connect

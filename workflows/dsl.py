@@ -89,6 +89,11 @@ class RunData:
 @dataclass(frozen=True)
 class Node:
     name: str
+    # The nodes whose results this one reads (in its activity, condition, title or
+    # assignees). Declaring them lets an operator move live runs to this definition
+    # only when the results are there (see workflows.versions); keyword-only, so
+    # every kind takes it: `Activity("pay", run=pay, needs=("finance_approval",))`.
+    needs: tuple[str, ...] = field(default=(), kw_only=True)
 
     def exits(self) -> tuple[str | None, ...]:
         """Return where this node can lead; None means the run ends there."""
@@ -477,6 +482,7 @@ def check_definition(workflow: Workflow) -> list[str]:
             problems.extend(_reminder_problems(node))
         if isinstance(node, GoBack):
             problems.extend(_go_back_problems(workflow, node))
+        problems.extend(_needs_problems(workflow, node))
     go_backs = [
         node.max_rounds
         for node in workflow.nodes
@@ -551,6 +557,24 @@ def _go_back_problems(workflow: Workflow, go_back: GoBack) -> list[str]:
                 f"{workflow.join_of[name]!r}; a loop may contain a whole parallel region, "
                 "never start or end inside one"
             )
+    return problems
+
+
+def _needs_problems(workflow: Workflow, node: Node) -> list[str]:
+    """A node can only need the result of another node that may run before it."""
+    if not isinstance(node.needs, tuple):
+        return [
+            f"{node.name!r} has needs={node.needs!r}: it must be a tuple of node names "
+            "(write ('submit',) for one node)"
+        ]
+    problems = []
+    for need in node.needs:
+        if need == node.name:
+            problems.append(f"{node.name!r} needs its own result")
+        elif need not in workflow.nodes_by_name:
+            problems.append(f"{node.name!r} needs {need!r}, which is not a node")
+        elif node.name not in _reachable(workflow, (need,)):
+            problems.append(f"{node.name!r} needs {need!r}, which never runs before it")
     return problems
 
 
