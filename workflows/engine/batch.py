@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import django_fsm as fsm
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import Model, Q
 from django.db.models.sql import InsertQuery, UpdateQuery
 from django.utils import timezone
@@ -47,6 +47,7 @@ def insert(model: type[Model], rows: list[Model], *, returning_ids: bool) -> Sta
         row._prepare_related_fields_for_save(operation_name="bulk_create")
     query = InsertQuery(model)
     query.insert_values(fields, rows)
+    connection = _connection()
     compiler = query.get_compiler(connection=connection)
     if returning_ids:
         compiler.returning_fields = [meta.pk]
@@ -100,7 +101,7 @@ def _update(
     query = UpdateQuery(model)
     query.add_update_values({model._meta.get_field(name).name: v for name, v in values.items()})
     query.add_q(Q(pk__in=[row.pk for row in group], **before))
-    sql, params = query.get_compiler(connection=connection).as_sql()
+    sql, params = query.get_compiler(connection=_connection()).as_sql()
 
     def done(cursor: Any) -> None:
         if cursor.rowcount != len(group):
@@ -123,6 +124,7 @@ def execute(statements: list[Statement]) -> None:
     """
     if not statements:
         return
+    connection = _connection()
     if not connection.in_atomic_block:
         raise RuntimeError("A unit of work writes only inside its use case's transaction.")
     with connection.cursor() as cursor:
@@ -139,6 +141,13 @@ def execute(statements: list[Statement]) -> None:
         for statement in statements:
             cursor.execute(statement.sql, statement.params)
             statement.done(cursor)
+
+
+def _connection() -> Any:
+    """The default database's connection itself, not `django.db.connection`: that proxy
+    looks the connection up (a context-local read) on every attribute, and a
+    compiler reads it for every value it converts: a third of a batch's time."""
+    return connections[DEFAULT_DB_ALIAS]
 
 
 def _hashable(values: dict[str, Any]) -> tuple[tuple[str, str], ...]:
