@@ -287,12 +287,18 @@ class StepRun(fsm.ConcurrentTransitionMixin, SavesChanges, models.Model):
     # How long a new attempt of an activity holds the step (from its node's timeouts),
     # kept on the row so a claim needs no definition to set the lease's deadline.
     lease = models.DurationField(null=True, blank=True, editable=False)
+    # The worker process that holds the lease, or held it last ("host:pid"), for
+    # operators asking where an attempt ran.
+    lease_holder = models.CharField(max_length=200, blank=True, editable=False)
     scheduled_at = models.DateTimeField()
     started_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True)
     last_error = models.JSONField(null=True, blank=True)
+    # The last failed attempt's traceback: for operators, in the console (the API and
+    # the request pages show `last_error`, its type and message, only).
+    last_traceback = models.TextField(blank=True, editable=False)
     # Some attempt ended without saying what it did (its lease expired, or it was
     # cancelled mid-flight): its effect may have been applied, so it is undone
     # even if the step later failed cleanly. Never cleared.
@@ -336,9 +342,12 @@ class StepRun(fsm.ConcurrentTransitionMixin, SavesChanges, models.Model):
     # -- transitions -------------------------------------------------------
 
     @fsm.transition(field=state, source=StepState.SCHEDULED, target=StepState.RUNNING)
-    def start(self, *, token: uuid.UUID, lease_until: datetime, now: datetime) -> None:
+    def start(
+        self, *, token: uuid.UUID, lease_until: datetime, now: datetime, holder: str = ""
+    ) -> None:
         self.attempt += 1
         self.lease_token = token
+        self.lease_holder = holder
         self.started_at = now
         self.heartbeat_at = None
         self.due_at = lease_until

@@ -261,6 +261,16 @@ class TestRunPage:
         assert "Resume past the failed undo…" in text
         assert "Pause…" not in text
 
+    def test_a_failed_attempt_shows_its_traceback_and_the_worker_it_ran_on(
+        self, olga_client, dead_letter
+    ):
+        failed = dead_letter.steps.exclude(last_traceback="").first()
+
+        response = olga_client.get(run_url(dead_letter))
+
+        assert "Traceback (most recent call last):" in response.text
+        assert f"on <code>{failed.lease_holder}</code>" in response.text
+
     def test_the_query_count_does_not_grow_with_the_run(
         self, olga_client, start, drive, dead_letter
     ):

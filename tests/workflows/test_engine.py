@@ -7,6 +7,8 @@ same behaviour with real worker processes over a real broker.
 
 from __future__ import annotations
 
+import os
+import socket
 from datetime import timedelta
 
 import pytest
@@ -655,3 +657,22 @@ class TestConcurrencyLimit:
             registry.unregister(limited)
 
         assert second.state == RunState.SUCCEEDED
+
+
+class TestWhereAndWhyAnAttemptFailed:
+    def test_the_step_keeps_the_last_traceback_for_operators_not_in_its_error(
+        self, start, drive, order_input
+    ):
+        run = drive(start("order", order_input(simulate={"payment": "flaky"})))
+
+        charge = run.steps.get(node="charge_payment")
+        assert charge.state == StepState.RETRY_WAIT
+        assert charge.last_traceback.startswith("Traceback (most recent call last):")
+        assert charge.last_error["type"] in charge.last_traceback.splitlines()[-1]
+        assert "traceback" not in charge.last_error
+
+    def test_the_claim_names_the_worker_process_holding_the_lease(self, start, drive, order_input):
+        run = drive(start("order", order_input(simulate={"payment": "flaky"})))
+
+        charge = run.steps.get(node="charge_payment")
+        assert charge.lease_holder == f"{socket.gethostname()}:{os.getpid()}"

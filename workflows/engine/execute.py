@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import socket
+import traceback
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -51,6 +54,8 @@ class Outcome:
     error: dict[str, Any] | None = None
     final: bool = False
     cancelled: bool = False
+    # The error's traceback, kept on the step for operators (never in `error`).
+    traceback: str = ""
 
 
 def execute_step(*, step_id: int, now: datetime | None = None) -> None:
@@ -97,7 +102,8 @@ WITH run AS (
 )
 UPDATE {steps} AS step
 SET state = '{running}', attempt = step.attempt + 1, lease_token = %(token)s,
-    started_at = %(now)s, heartbeat_at = NULL, due_at = %(now)s + step.lease
+    started_at = %(now)s, heartbeat_at = NULL, due_at = %(now)s + step.lease,
+    lease_holder = %(holder)s
 FROM run
 WHERE step.id = %(step_id)s AND step.run_id = run.id
   AND step.state = '{scheduled}' AND step.lease IS NOT NULL
@@ -121,7 +127,9 @@ _CLAIM = _CLAIM_TEMPLATE.format(
 def _claim_in_one_statement(step_id: int, *, now: datetime) -> Claim | None:
     token = uuid.uuid4()
     with connection.cursor() as cursor:
-        cursor.execute(_CLAIM, {"step_id": step_id, "token": token, "now": now})
+        cursor.execute(
+            _CLAIM, {"step_id": step_id, "token": token, "now": now, "holder": worker_name()}
+        )
         row = cursor.fetchone()
     if row is None:
         return None
@@ -183,7 +191,12 @@ def _claim_with_orm(step_id: int, *, now: datetime) -> Claim | None:
             return None
         node = definition_of(run).activity(step.node)
         token = uuid.uuid4()
-        step.start(token=token, lease_until=_lease_until(node, started_at=now, now=now), now=now)
+        step.start(
+            token=token,
+            lease_until=_lease_until(node, started_at=now, now=now),
+            now=now,
+            holder=worker_name(),
+        )
         if step.lease is None:  # written before leases were stored: its next claim is one statement
             step.lease = node.timeouts.first_lease
         step.save_changes()
@@ -198,7 +211,12 @@ def claim_inline(
         run=run, node=node.name, round=round, scheduled_at=now, lease=node.timeouts.first_lease
     )
     token = uuid.uuid4()
-    step.start(token=token, lease_until=_lease_until(node, started_at=now, now=now), now=now)
+    step.start(
+        token=token,
+        lease_until=_lease_until(node, started_at=now, now=now),
+        now=now,
+        holder=worker_name(),
+    )
     work.insert(step)
     work.flush()  # the claim names the step by its id
     return _attempt(run, step, node, token=token, now=now)
@@ -275,17 +293,36 @@ def run_activity(claim: Claim) -> Outcome:
     except ActivityCancelled:
         return Outcome(cancelled=True)
     except Exception as error:
-        return Outcome(error=_describe(error), final=is_final_error(error))
+        return Outcome(
+            error=_describe(error), final=is_final_error(error), traceback=_traceback(error)
+        )
     try:
         json.dumps(result)
     except (TypeError, ValueError) as error:
         # A bug in the activity, not a passing fault: retrying cannot help.
-        return Outcome(error=_describe(error), final=True)
+        return Outcome(error=_describe(error), final=True, traceback=_traceback(error))
     return Outcome(result=result)
 
 
 def _describe(error: BaseException) -> dict[str, Any]:
     return {"type": type(error).__name__, "message": str(error)[:2000]}
+
+
+# Enough for the frames that matter: a traceback's end says where it failed.
+_TRACEBACK_CHARACTERS = 8000
+
+
+def _traceback(error: BaseException) -> str:
+    return "".join(traceback.format_exception(error))[-_TRACEBACK_CHARACTERS:]
+
+
+_HOSTNAME = socket.gethostname()
+
+
+def worker_name() -> str:
+    """This process as an operator finds it: host and process id (a pool's child has its
+    own pid, read at each claim since the pool forks after import)."""
+    return f"{_HOSTNAME}:{os.getpid()}"
 
 
 def record_outcome(claim: Claim, outcome: Outcome, *, now: datetime) -> Claim | None:
@@ -320,6 +357,7 @@ def record_outcome(claim: Claim, outcome: Outcome, *, now: datetime) -> Claim | 
         elif outcome.error is None:
             _step_succeeded(run, definition, step, outcome.result, now, work)
         else:
+            step.last_traceback = outcome.traceback
             attempt_failed(run, definition, step, outcome.error, outcome.final, now, work)
         work.finish(run)
     return work.inline_claim
