@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from approvals.models import HumanTask
 from approvals.permissions import Conflict, Duties, DutyConflict, StageDecision, run_requesters
-from approvals.states import Channel, TaskState
+from approvals.states import Channel, TaskKind, TaskState
 from workflows import registry
 from workflows.dsl import Workflow
 from workflows.models import WorkflowRun
@@ -115,9 +115,10 @@ def _duties(
 
 
 def _decided(tasks: QuerySet[HumanTask]) -> QuerySet[HumanTask]:
-    """People's decisions among `tasks` (a deadline's automatic rejection is nobody's)."""
+    """People's decisions among `tasks` (a deadline's automatic rejection is nobody's,
+    and a requester's resubmission is no approval stage)."""
     return (
-        tasks.filter(state=TaskState.COMPLETED)
+        tasks.filter(state=TaskState.COMPLETED, kind=TaskKind.APPROVAL)
         .exclude(channel=Channel.SYSTEM)
         .order_by("decided_at", "id")
     )
