@@ -263,9 +263,7 @@ class TestTaskForms:
 
 
 class TestSendingBackForChanges:
-    def test_request_changes_sends_it_back_and_is_audited_as_api(
-        self, api_as, manager_task, drive
-    ):
+    def test_request_changes_sends_it_back_and_is_audited_as_api(self, api_as, manager_task, drive):
         response = api_as("carol").post(
             f"/tasks/{manager_task.pk}/decision",
             {"outcome": "request_changes", "comment": "Which train? Add the ticket."},

@@ -12,6 +12,7 @@ from django.utils import timezone
 from approvals import request_services, revisions, services
 from approvals.models import HumanTask, Notification
 from approvals.states import NoticeKind, Outcome, TaskKind, TaskState
+from workflows import engine
 from workflows.examples.models import ServiceEffect
 from workflows.models import WorkflowRun
 from workflows.states import RunState, StepState
@@ -239,3 +240,16 @@ class TestWithdraw:
         assert run.state == RunState.CANCELLED
         assert revision.state == TaskState.CANCELLED
         assert sent_back.steps.get(node="revise_for_manager").state == StepState.CANCELLED
+
+
+class TestTheSignalIsTheTasksAlone:
+    def test_nobody_replaces_the_input_by_signalling_the_revise_node(self, sent_back):
+        with pytest.raises(engine.IllegalRunOperation, match="decided by the human task"):
+            engine.signal_run(
+                run_id=sent_back.pk,
+                name="revise_for_manager.resubmitted",
+                payload={"input": {**sent_back.input, "amount": "9999.00"}},
+            )
+
+        sent_back.refresh_from_db()
+        assert sent_back.input["amount"] == "120.00"

@@ -220,12 +220,8 @@ class TestSentBackForChanges:
         alice.goto(f"/requests/{run.pk}/")
         expect(alice.locator(".state").first).to_have_text("succeeded")
         changed = alice.get_by_role("table", name="What the resubmission changed")
-        expect(changed.get_by_role("row", name=re.compile("Amount"))).to_contain_text(
-            "1500.00"
-        )
-        expect(changed.get_by_role("row", name=re.compile("Amount"))).to_contain_text(
-            "1350.00"
-        )
+        expect(changed.get_by_role("row", name=re.compile("Amount"))).to_contain_text("1500.00")
+        expect(changed.get_by_role("row", name=re.compile("Amount"))).to_contain_text("1350.00")
         finance = alice.locator("article.decision-entry", has_text="Approved by Bob")
         expect(finance.locator(".form-values")).to_contain_text("FIN-1200")
         asked = alice.get_by_role("region", name="What was asked")
