@@ -808,7 +808,11 @@ def decide_by_link(
             return reject_human_task(
                 task_id=link.task_id, user=user, channel=Channel.EMAIL, reason=comment, **extra
             )
-        raise InvalidRequest("Choose approve or reject.")
+        if outcome == Outcome.CHANGES_REQUESTED:
+            return request_changes(
+                task_id=link.task_id, user=user, channel=Channel.EMAIL, reason=comment, **extra
+            )
+        raise InvalidRequest("Choose approve, reject or request changes.")
 
 
 # ---------------------------------------------------------------------------

@@ -601,6 +601,18 @@ def email_link(request: HttpRequest, token: str) -> HttpResponse:
         # The approval's form, filled in here as on the task's page.
         "task_form": task_forms.blank(node),
         "task_form_required": bool(node and node.form_is_required),
+        # Sending it back is offered as on the task's page: where allowed, rounds left.
+        "may_request_changes": bool(
+            node
+            and node.may_request_changes
+            and not rework_rounds.why_no_changes(
+                run=link.task.run,
+                definition=registry.get(
+                    link.task.run.workflow_type, link.task.run.workflow_version
+                ),
+                node=node,
+            )
+        ),
         "signed_in": request.user.is_authenticated,
         "confirm": _confirmation(request, link.pk),
         "barred": (
