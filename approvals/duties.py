@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from approvals.models import HumanTask
 from approvals.permissions import Conflict, Duties, DutyConflict, StageDecision, run_requesters
-from approvals.states import Channel, TaskKind, TaskState
+from approvals.states import Channel, TaskKind, TaskState, outcome_words
 from workflows import registry
 from workflows.dsl import Workflow
 from workflows.models import WorkflowRun
@@ -168,8 +168,9 @@ def refusal_for_actor(conflict: DutyConflict, *, workflow_type: str, action: str
     if conflict.kind == Conflict.REQUESTER:
         return f"You requested this {kind}, so you cannot {ACTING[action]} it."
     assert conflict.earlier is not None
+    did = outcome_words(conflict.earlier.outcome)
     return (
-        f"You already {conflict.earlier.outcome} this {kind} {_stage(conflict.earlier)}; "
+        f"You already {did} this {kind} {_stage(conflict.earlier)}; "
         "one person decides at most one of its stages, so someone else must decide this one."
     )
 
@@ -183,7 +184,8 @@ def refusal_for_recipient(
     if conflict.kind == Conflict.REQUESTER:
         return f"{name} requested this {kind}, so {handed}: nobody decides their own request."
     assert conflict.earlier is not None
+    did = outcome_words(conflict.earlier.outcome)
     return (
-        f"{name} already {conflict.earlier.outcome} this {kind} {_stage(conflict.earlier)}; "
+        f"{name} already {did} this {kind} {_stage(conflict.earlier)}; "
         f"one person decides at most one of its stages, so {handed}."
     )

@@ -25,7 +25,7 @@ from django.db.models.fields.tuple_lookups import Tuple, TupleLessThan
 from approvals import permissions, start_forms
 from approvals.api import runs_with_my_tasks
 from approvals.models import Comment, HumanTask
-from approvals.states import LIVE_TASK_STATES, TaskKind, TaskState
+from approvals.states import LIVE_TASK_STATES, TaskKind, TaskState, outcome_words
 from workflows import registry, starting
 from workflows.cleaning import clean_datetime
 from workflows.diagram import Diagram, draw
@@ -139,7 +139,7 @@ def _last(tasks: Iterable[HumanTask]) -> str:
         return ""
     last = max(decided, key=lambda task: (task.decided_at, task.created_at))
     who = _name(last.decided_by) if last.decided_by_id else "the system"
-    return f"{last.outcome} by {who}"
+    return f"{outcome_words(last.outcome)} by {who}"
 
 
 def _step_position(step: StepRun, definition: Workflow | None) -> Position:

@@ -23,6 +23,11 @@ class Outcome(models.TextChoices):
     RESUBMITTED = "resubmitted"
 
 
+def outcome_words(outcome: str) -> str:
+    """An outcome as the verb of a sentence: "carol approved", "carol sent back"."""
+    return "sent back" if outcome == Outcome.CHANGES_REQUESTED else outcome
+
+
 class TaskKind(models.TextChoices):
     """Whose work a human task is: a reviewer's decision, or the requester's revision."""
 
