@@ -232,6 +232,38 @@ class TestRounds:
         assert "pay" not in sent_back.results
 
 
+class TestPastTheRoundsTheOtherwisePath:
+    def test_a_loop_the_approval_cannot_count_ends_on_otherwise_after_its_rounds(
+        self, start, drive, people, alice, carol, effects
+    ):
+        run = drive(start("test_reworked", {"author": "alice", "text": "first"}))
+
+        for text in ("second", "third"):
+            review = run.human_tasks.get(node="review", state=TaskState.CLAIMED)
+            ask_changes(review, carol, reason="Shorter, please.")
+            revision = revisions.open_revision(drive(run))
+            revisions.resubmit_request(
+                task_id=revision.pk, user=alice, input={"text": text}, channel="inbox"
+            )
+            run = drive(run)
+
+        rounds = [(s.node, s.round) for s in run.steps.filter(kind="forward").order_by("id")]
+        assert run.state == RunState.SUCCEEDED
+        assert rounds == [
+            ("review", 0),
+            ("rework", 0),
+            ("log_rework", 0),
+            ("again", 0),
+            ("review", 1),
+            ("rework", 1),
+            ("log_rework", 1),
+            ("again", 1),
+            ("give_up", 1),
+        ]
+        assert run.input["text"] == "third"
+        assert effects(run) == {"test.log_rework": 2, "test.give_up": 1}
+
+
 class TestWithdraw:
     def test_withdrawing_from_the_revision_ends_the_run_and_closes_the_task(self, sent_back, alice):
         run = request_services.withdraw_request(run_id=sent_back.pk, user=alice, channel="inbox")
