@@ -274,6 +274,16 @@ class TestWithdraw:
         assert sent_back.steps.get(node="revise_for_manager").state == StepState.CANCELLED
 
 
+class TestCommentingWhileSentBack:
+    def test_the_requesters_comment_reaches_the_reviewer_who_sent_it_back(self, sent_back, alice):
+        (comment,) = request_services.comment_on_request(
+            run_id=sent_back.pk, user=alice, body="Is a scan enough?", channel="inbox"
+        )
+
+        assert comment.task.kind == TaskKind.APPROVAL
+        assert comment.task.outcome == Outcome.CHANGES_REQUESTED
+
+
 class TestTheSignalIsTheTasksAlone:
     def test_nobody_replaces_the_input_by_signalling_the_revise_node(self, sent_back):
         with pytest.raises(engine.IllegalRunOperation, match="decided by the human task"):

@@ -116,6 +116,9 @@ class TestOnAPhone:
         requester.get_by_label("Description").fill("Ticket 4711")
         requester.get_by_role("button", name="Resubmit request").click()
         expect(requester.get_by_role("status")).to_contain_text("Resubmitted")
+        expect(requester.get_by_role("table", name="What the resubmission changed")).to_be_visible()
+        assert sideways_overflow(requester) == 0
+        shoot(requester, "phone-request-resubmitted")
         assert revisions.open_revision(run) is None
 
         again = drive(run).human_tasks.get(node="manager_approval", state=TaskState.CLAIMED)
