@@ -446,8 +446,8 @@ def changes_of(task: HumanTask, definition: Workflow | None) -> list[Change]:
     return [
         Change(
             label=labels.get(name, name.replace("_", " ").capitalize()),
-            old=_text(old),
-            new=_text(new),
+            old=_text(old) or "—",
+            new=_text(new) or "—",
         )
         for name, (old, new) in _in_order(task.changes, schema)
     ]
