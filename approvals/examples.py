@@ -169,6 +169,7 @@ EXPENSE = Workflow(
             assignees=_manager_of,
             escalations=(Escalation(after=_escalate_after, to_groups=("finance",)),),
             deadline=timedelta(days=7),
+            remind_before=timedelta(days=1),
             on_deadline="reject",
             on_approve="needs_finance",
             on_reject="notify",
@@ -190,6 +191,7 @@ EXPENSE = Workflow(
             groups=("finance",),
             priority=3,
             deadline=timedelta(days=7),
+            remind_before=timedelta(days=1),
             on_deadline="reject",
             on_approve="pay",
             on_reject="notify",
@@ -314,6 +316,7 @@ VENDOR_ONBOARDING = Workflow(
     ),
     input_schema=VendorInput,
     starters=("procurement",),
+    searchable=("vendor_name", "contact_email"),
     start="reviews",
     nodes=(
         Parallel("reviews", branches=("legal_review", "security_review"), join="reviews_done"),

@@ -5,7 +5,14 @@ from __future__ import annotations
 import os
 
 from celery import Celery
-from celery.signals import beat_init, task_postrun, task_prerun, worker_init
+from celery.signals import (
+    beat_init,
+    setup_logging,
+    task_postrun,
+    task_prerun,
+    worker_init,
+    worker_process_shutdown,
+)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -24,6 +31,31 @@ def run_system_checks(**kwargs: object) -> None:
     errors = [message for message in checks.run_checks() if message.is_serious()]
     if errors:
         raise SystemCheckError("\n".join(str(message) for message in errors))
+
+
+@setup_logging.connect
+def use_django_logging(**kwargs: object) -> None:
+    """Leave logging to Django's LOGGING: Celery's lines then come out as JSON like the rest.
+
+    Connected, this receiver stops Celery from installing its own plain-text handlers
+    on the root logger (and from redirecting stdout into the log).
+    """
+
+
+@worker_init.connect
+def serve_worker_metrics(sender: object, **kwargs: object) -> None:
+    """Open this worker's metrics port when BATON_METRICS_PORT is set (see README, Metrics)."""
+    from workflows import exposition
+
+    exposition.serve_worker_metrics()
+
+
+@worker_process_shutdown.connect
+def flush_traces(**kwargs: object) -> None:
+    """Export a pool process's last spans before it exits."""
+    from workflows import tracing
+
+    tracing.flush()
 
 
 @worker_init.connect

@@ -24,6 +24,7 @@ from workflows import engine, registry, starting
 from workflows.cleaning import Refused, clean_datetime, clean_text, refuse_unstorable
 from workflows.dsl import InvalidInput
 from workflows.models import StepRun, WorkflowRun
+from workflows.operating import act_on_run
 from workflows.registry import UnknownWorkflow
 from workflows.states import LIVE_RUN_STATES, RunState, StepKind, StepState
 
@@ -427,7 +428,13 @@ def cancel_workflow(request: HttpRequest, run_id: UUID) -> Status:
     run = _run(request, run_id)
     _may_act(request, run)
     try:
-        run = engine.cancel_run(run_id=run.pk)
+        run = act_on_run(
+            use_case=engine.cancel_run,
+            run_id=run.pk,
+            actor=request.user,
+            channel="api",
+            remote_addr=request.META.get("REMOTE_ADDR"),
+        )
     except engine.RunAlreadyEnded as error:
         raise ApiProblem(409, "Run has ended", str(error), state=error.state) from None
     return Status(202, {"id": run.pk, "state": run.state})
@@ -464,7 +471,13 @@ def _operate(
     if not request.user.has_perm("workflows.operate_workflowrun"):
         raise ApiProblem(403, "Forbidden", f"Only operators can {what}.")
     try:
-        run = action(run_id=run.pk)
+        run = act_on_run(
+            use_case=action,
+            run_id=run.pk,
+            actor=request.user,
+            channel="api",
+            remote_addr=request.META.get("REMOTE_ADDR"),
+        )
     except engine.IllegalRunOperation as error:
         raise ApiProblem(409, "Not possible now", str(error), state=run.state) from None
     return Status(202, {"id": run.pk, "state": run.state})

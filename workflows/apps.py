@@ -19,6 +19,10 @@ class WorkflowsConfig(AppConfig):
         for module in settings.BATON_WORKFLOW_MODULES:
             import_module(module)
         checks.register(check_workflow_definitions, "workflows")
+        # Traces, if the OTEL_* variables ask for them (see workflows.tracing).
+        from workflows import tracing
+
+        tracing.configure()
 
 
 def check_workflow_definitions(**kwargs: Any) -> list[checks.CheckMessage]:

@@ -267,6 +267,8 @@ class Approval(WaitForSignal):
     # model, validated when they approve; the values are kept on their decision and
     # reach the run's data (RunData.form_values).
     form: type[pydantic.BaseModel] | None = None
+    # Remind whoever holds the task this long before its deadline (none without one).
+    remind_before: timedelta | None = None
 
     def __post_init__(self) -> None:
         signals = {
@@ -423,6 +425,9 @@ class Workflow:
     # members of these groups (by name), or ANYONE signed in. Operators may start
     # every type; nobody else may start a type that names no starters.
     starters: tuple[str, ...] | Literal["anyone"] = ()
+    # Input fields operators find runs by in the console (an order id, a vendor's
+    # name): matched exactly, through the GIN index on the run's input.
+    searchable: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         return f"{self.name} v{self.version}"
@@ -513,6 +518,8 @@ def check_definition(workflow: Workflow) -> list[str]:
             problems.extend(_parallel_problems(workflow, node))
         if isinstance(node, Approval) and node.form is not None:
             problems.extend(_form_problems(node))
+        if isinstance(node, Approval) and node.remind_before is not None:
+            problems.extend(_reminder_problems(node))
         if isinstance(node, GoBack):
             problems.extend(_go_back_problems(workflow, node))
         if isinstance(node, Revise) and workflow.input_schema is None:
@@ -539,6 +546,12 @@ def check_definition(workflow: Workflow) -> list[str]:
         )
 
     problems.extend(_starters_problems(workflow.starters))
+    if schema:
+        problems.extend(
+            f"searchable field {name!r} is not a field of the input schema"
+            for name in workflow.searchable
+            if name not in schema.model_fields
+        )
 
     unreachable = set(names) - _reachable(workflow, (workflow.start,))
     problems.extend(f"node {name!r} is unreachable from the start" for name in sorted(unreachable))
@@ -589,6 +602,14 @@ def _go_back_problems(workflow: Workflow, go_back: GoBack) -> list[str]:
                 "never start or end inside one"
             )
     return problems
+
+
+def _reminder_problems(node: Approval) -> list[str]:
+    if not isinstance(node.remind_before, timedelta) or node.remind_before <= timedelta(0):
+        return [f"{node.name}: remind_before must be a positive timedelta."]
+    if node.deadline is None:
+        return [f"{node.name}: remind_before needs a deadline to remind of."]
+    return []
 
 
 def _form_problems(node: Approval) -> list[str]:

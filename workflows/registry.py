@@ -39,6 +39,8 @@ _run_views: list[RunView] = []
 _sweepers: list[Callable[..., int]] = []
 # Told when someone starts a run on another person's behalf (see workflows.starting).
 _on_behalf_hooks: list[Callable[..., None]] = []
+# Told when someone acts on a run by hand (see workflows.operating).
+_run_action_hooks: list[Callable[..., None]] = []
 # Told when runs end (see register_run_end_hook).
 _run_end_hooks: list[Callable[..., None]] = []
 
@@ -147,6 +149,19 @@ def register_on_behalf_hook(hook: Callable[..., None]) -> None:
 
 def on_behalf_hooks() -> list[Callable[..., None]]:
     return list(_on_behalf_hooks)
+
+
+def register_run_action_hook(hook: Callable[..., None]) -> None:
+    """Be told, inside the action's transaction, when someone retries, resumes, pauses or
+    cancels a run by hand through the API or the admin: the approvals app writes it to
+    the audit trail. Called as `hook(run=, actor=, action=, state_before=, channel=,
+    remote_addr=, now=)`, `action` naming the engine use case ("pause_run")."""
+    if hook not in _run_action_hooks:
+        _run_action_hooks.append(hook)
+
+
+def run_action_hooks() -> list[Callable[..., None]]:
+    return list(_run_action_hooks)
 
 
 def register_run_end_hook(hook: Callable[..., None]) -> None:

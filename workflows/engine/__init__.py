@@ -9,7 +9,8 @@ nothing that matters, and the sweep finds every step whose message was lost or
 whose worker died.
 
 One module per use case: `start`, `execute` (claim, run, record), `signals`,
-`undo` (compensation, cancel, dead letters), `pause`, `sweeper`; `advance` moves a
+`undo` (compensation, cancel, dead letters), `pause`, `operate` (an operator's
+retry of a failed run, or skip of a stuck step), `sweeper`; `advance` moves a
 run through its graph for all of them, asking `nodes` (one module per node kind)
 what entering a node or a due step does; `work` gathers what one use case writes
 and `batch` writes it. This package's face is the few functions below.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 from workflows.engine.errors import EngineError, IllegalRunOperation, RunAlreadyEnded, RunNotFound
 from workflows.engine.execute import execute_step
+from workflows.engine.operate import retry_failed_run, skip_step
 from workflows.engine.pause import pause_run, resume_run
 from workflows.engine.signals import RESERVED_SIGNAL_ID_PREFIX, fail_waiting_step, signal_run
 from workflows.engine.start import start_pending_runs, start_workflow
@@ -41,7 +43,9 @@ __all__ = [
     "resume_dead_letter",
     "resume_run",
     "retry_dead_letter",
+    "retry_failed_run",
     "signal_run",
+    "skip_step",
     "start_pending_runs",
     "start_workflow",
     "sweep",

@@ -8,7 +8,7 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from workflows import registry
+from workflows import registry, tracing
 from workflows.dsl import Workflow
 from workflows.engine import advance
 from workflows.engine.work import (
@@ -21,6 +21,7 @@ from workflows.models import WorkflowRun
 from workflows.states import EventKind, RunState
 
 
+@tracing.traced_start
 def start_workflow(
     *,
     workflow_type: str,
@@ -48,6 +49,7 @@ def start_workflow(
             idempotency_key=idempotency_key or "",
             correlation_id=correlation_id,
             started_by=started_by,
+            trace_context=tracing.current_context(),
         )
         runnable = _has_capacity(definition)
         if runnable:
