@@ -34,9 +34,17 @@ class ReassignForm(forms.Form):
 
 
 class DecisionForm(forms.Form):
-    outcome = forms.ChoiceField(choices=Outcome.choices)
+    # A reviewer's decisions; a resubmission is the requester's, on the request's page.
+    outcome = forms.ChoiceField(
+        choices=[
+            (outcome.value, outcome.label)
+            for outcome in (Outcome.APPROVED, Outcome.REJECTED, Outcome.CHANGES_REQUESTED)
+        ]
+    )
     comment = forms.CharField(
-        widget=forms.Textarea, required=False, help_text="Required to reject: say why."
+        widget=forms.Textarea,
+        required=False,
+        help_text="Required to reject or to request changes: say why.",
     )
     # The task page draws the approval's form; here an operator types its values as JSON.
     form_values = forms.JSONField(
@@ -72,7 +80,7 @@ class HumanTaskAdmin(FSMAdminMixin, admin.ModelAdmin):
         "due_at",
         "escalation_level",
     )
-    list_filter = ("state", "workflow_type", "priority", "outcome", "channel")
+    list_filter = ("state", "kind", "workflow_type", "priority", "outcome", "channel")
     search_fields = ("title", "=run__id", "assignee__username")
     list_select_related = ("assignee",)
     readonly_fields = [field.name for field in HumanTask._meta.fields] + [
@@ -122,8 +130,14 @@ class HumanTaskAdmin(FSMAdminMixin, admin.ModelAdmin):
                     values=values,
                     **common,
                 )
-            elif transition_name == "complete":
+            elif transition_name == "complete" and kwargs.get("outcome") == Outcome.REJECTED:
                 services.reject_human_task(reason=kwargs.get("comment", ""), **common)
+            elif transition_name == "complete" and (
+                kwargs.get("outcome") == Outcome.CHANGES_REQUESTED
+            ):
+                services.request_changes(reason=kwargs.get("comment", ""), **common)
+            elif transition_name == "complete":
+                raise services.InvalidRequest("Choose approve, reject or request changes.")
             else:
                 raise services.NotAllowed(f"“{transition_name}” is made by the engine only.")
         except services.TaskError as error:

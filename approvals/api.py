@@ -53,6 +53,13 @@ class TaskOut(Schema):
         "or null when its approval has no form"
     )
     form_values: dict[str, Any] = Field(description="what the decider entered in the form")
+    kind: str = Field(
+        description="`approval` (a reviewer decides) or `revision` (the requester changes "
+        "and resubmits the request: POST /tasks/{id}/resubmit)"
+    )
+    changes: dict[str, Any] = Field(
+        description="for a resubmitted revision, what changed in the input: {field: [old, new]}"
+    )
     created_at: datetime
 
 
@@ -66,14 +73,29 @@ class VersionIn(ApiIn):
 
 
 class DecisionIn(VersionIn):
-    outcome: Literal["approve", "reject"]
-    comment: str = Field("", max_length=COMMENT_MAX_LENGTH, description="required to reject")
+    outcome: Literal["approve", "reject", "request_changes"] = Field(
+        description="`request_changes` sends the request back to its requester (where the "
+        "approval allows it); they change and resubmit it, and it comes back to this approval"
+    )
+    comment: str = Field(
+        "",
+        max_length=COMMENT_MAX_LENGTH,
+        description="required to reject or to request changes (the requester reads it)",
+    )
     form: dict[str, Any] | None = Field(
         None,
         description="to approve a task whose approval has a form: its values, as the task's "
         "`form_schema` says; a rejection "
         "takes none",
     )
+
+
+class ResubmitIn(VersionIn):
+    input: dict[str, Any] = Field(
+        description="the request's input as its type's start schema says, changed where "
+        "the reviewer asked; the field naming whom it is for keeps its value"
+    )
+    comment: str = Field("", max_length=COMMENT_MAX_LENGTH, description="a note to the reviewer")
 
 
 class HandOverIn(VersionIn):
@@ -120,6 +142,8 @@ def task_out(task: HumanTask) -> dict[str, Any]:
         "comment": task.comment,
         "form_schema": task_forms.json_schema_of(form) if form else None,
         "form_values": task.form_values,
+        "kind": task.kind,
+        "changes": task.changes,
         "created_at": task.created_at,
     }
 
@@ -172,11 +196,12 @@ def _act(request: HttpRequest, task_id: UUID, version: int | None, action: Calla
         extra: dict[str, Any] = {}
         if isinstance(error, services.AlreadyDecided):
             extra = {"state": error.task.outcome}
-        if isinstance(error, services.InvalidForm):
+        if isinstance(error, services.InvalidForm | _revisions().InvalidResubmission):
+            where = "form" if isinstance(error, services.InvalidForm) else "input"
             # Named as the caller wrote them: inside the body's `form`.
             extra = {
                 "errors": [
-                    {"field": f"form.{problem['field']}", "message": problem["message"]}
+                    {"field": f"{where}.{problem['field']}", "message": problem["message"]}
                     for problem in error.errors
                 ]
             }
@@ -203,19 +228,46 @@ def decide_task(request: HttpRequest, task_id: UUID, body: DecisionIn) -> dict:
         def action(**kwargs: Any) -> HumanTask:
             return services.approve_human_task(comment=body.comment, values=body.form, **kwargs)
     elif body.form:
+        said = "A rejection" if body.outcome == "reject" else "A request for changes"
         raise ApiProblem(
             422,
             "Invalid request",
-            "A rejection takes no form values: the form is filled in to approve. "
-            "Say why you reject it in `comment`.",
-            errors=[{"field": "form", "message": "must be empty or left out to reject"}],
+            f"{said} takes no form values: the form is filled in to approve. Say why in `comment`.",
+            errors=[{"field": "form", "message": "must be empty or left out unless approving"}],
         )
+    elif body.outcome == "request_changes":
+
+        def action(**kwargs: Any) -> HumanTask:
+            return services.request_changes(reason=body.comment, **kwargs)
     else:
 
         def action(**kwargs: Any) -> HumanTask:
             return services.reject_human_task(reason=body.comment, **kwargs)
 
     return _act(request, task_id, body.version, action)
+
+
+@router.post(
+    "/{task_id}/resubmit",
+    response={200: TaskOut, **ERRORS},
+    summary="Change and resubmit a request sent back for changes",
+)
+def resubmit_task(request: HttpRequest, task_id: UUID, body: ResubmitIn) -> dict:
+    """Answer a revision task (kind "revision"): only the request's requesters, or an
+    operator for them, may; the input is validated as when the request was started."""
+
+    def action(**kwargs: Any) -> HumanTask:
+        return _revisions().resubmit_request(input=body.input, comment=body.comment, **kwargs)
+
+    return _act(request, task_id, body.version, action)
+
+
+def _revisions() -> Any:
+    # approvals.revisions reads requests through request_selectors, which imports this
+    # module (runs_with_my_tasks): imported when first needed, not at import time.
+    from approvals import revisions
+
+    return revisions
 
 
 @router.post("/{task_id}/delegate", response={200: TaskOut, **ERRORS}, summary="Delegate a task")

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from approvals.models import HumanTask
 from approvals.permissions import Conflict, Duties, DutyConflict, StageDecision, run_requesters
-from approvals.states import Channel, TaskState
+from approvals.states import Channel, TaskKind, TaskState, outcome_words
 from workflows import registry
 from workflows.dsl import Workflow
 from workflows.models import WorkflowRun
@@ -115,9 +115,10 @@ def _duties(
 
 
 def _decided(tasks: QuerySet[HumanTask]) -> QuerySet[HumanTask]:
-    """People's decisions among `tasks` (a deadline's automatic rejection is nobody's)."""
+    """People's decisions among `tasks` (a deadline's automatic rejection is nobody's,
+    and a requester's resubmission is no approval stage)."""
     return (
-        tasks.filter(state=TaskState.COMPLETED)
+        tasks.filter(state=TaskState.COMPLETED, kind=TaskKind.APPROVAL)
         .exclude(channel=Channel.SYSTEM)
         .order_by("decided_at", "id")
     )
@@ -167,8 +168,9 @@ def refusal_for_actor(conflict: DutyConflict, *, workflow_type: str, action: str
     if conflict.kind == Conflict.REQUESTER:
         return f"You requested this {kind}, so you cannot {ACTING[action]} it."
     assert conflict.earlier is not None
+    did = outcome_words(conflict.earlier.outcome)
     return (
-        f"You already {conflict.earlier.outcome} this {kind} {_stage(conflict.earlier)}; "
+        f"You already {did} this {kind} {_stage(conflict.earlier)}; "
         "one person decides at most one of its stages, so someone else must decide this one."
     )
 
@@ -182,7 +184,8 @@ def refusal_for_recipient(
     if conflict.kind == Conflict.REQUESTER:
         return f"{name} requested this {kind}, so {handed}: nobody decides their own request."
     assert conflict.earlier is not None
+    did = outcome_words(conflict.earlier.outcome)
     return (
-        f"{name} already {conflict.earlier.outcome} this {kind} {_stage(conflict.earlier)}; "
+        f"{name} already {did} this {kind} {_stage(conflict.earlier)}; "
         f"one person decides at most one of its stages, so {handed}."
     )

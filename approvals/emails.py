@@ -12,6 +12,7 @@ from django.urls import reverse
 
 from approvals import links
 from approvals.models import HumanTask
+from approvals.states import outcome_words
 from workflows.cleaning import neutralise_bidi
 
 
@@ -50,7 +51,7 @@ def send_delegation_done(*, task: HumanTask) -> None:
         return
     context = {"task": task, "owner": owner}
     message = EmailMultiAlternatives(
-        subject=_subject(f"{task.decided_by} {task.outcome} {task.title}"),
+        subject=_subject(f"{task.decided_by} {outcome_words(task.outcome)} {task.title}"),
         body=_render("approvals/emails/delegation_done.txt", context),
         to=[owner.email],
     )

@@ -19,10 +19,12 @@ from workflows.dsl import (
     Approval,
     Branch,
     Escalation,
+    GoBack,
     Join,
     NoCompensation,
     Parallel,
     RetryPolicy,
+    Revise,
     RunData,
     Workflow,
 )
@@ -142,10 +144,16 @@ def _escalate_after() -> BusinessTime:
     return BusinessTime(days=settings.BATON_EXPENSE_ESCALATE_AFTER_BUSINESS_DAYS)
 
 
+# Rounds of each approval: the first, and up to two more after requests for changes.
+EXPENSE_ROUNDS = 3
+
 EXPENSE = Workflow(
     name="expense",
     version=1,
-    description="A manager approves, finance too above a threshold, then it is paid once.",
+    description=(
+        "A manager approves, finance too above a threshold, then it is paid once; "
+        "either may send it back to the requester for changes, twice at most."
+    ),
     input_schema=ExpenseInput,
     # The requester never decides their own expense, and the manager who approved
     # it cannot approve it again as finance.
@@ -165,6 +173,14 @@ EXPENSE = Workflow(
             on_deadline="reject",
             on_approve="needs_finance",
             on_reject="notify",
+            on_changes_requested="revise_for_manager",
+        ),
+        Revise("revise_for_manager", next="back_to_manager"),
+        GoBack(
+            "back_to_manager",
+            to="manager_approval",
+            max_rounds=EXPENSE_ROUNDS,
+            otherwise="notify",
         ),
         Branch(
             "needs_finance", condition=_needs_finance, if_true="finance_approval", if_false="pay"
@@ -179,7 +195,15 @@ EXPENSE = Workflow(
             on_deadline="reject",
             on_approve="pay",
             on_reject="notify",
+            on_changes_requested="revise_for_finance",
             form=FinanceApprovalForm,
+        ),
+        Revise("revise_for_finance", next="back_to_finance"),
+        GoBack(
+            "back_to_finance",
+            to="finance_approval",
+            max_rounds=EXPENSE_ROUNDS,
+            otherwise="notify",
         ),
         Activity("pay", run=pay_expense, compensate=reverse_payment, next="notify", retry=RETRY),
         Activity(

@@ -24,6 +24,7 @@ from approvals.states import (
     NoticeKind,
     Outcome,
     Priority,
+    TaskKind,
     TaskState,
 )
 from workflows.models import StepRun, WorkflowRun
@@ -40,6 +41,8 @@ class HumanTask(fsm.ConcurrentTransitionMixin, models.Model):
     run = models.ForeignKey(WorkflowRun, on_delete=models.CASCADE, related_name="human_tasks")
     step = models.ForeignKey(StepRun, on_delete=models.CASCADE, related_name="human_tasks")
     node = models.CharField(max_length=100)
+    # A reviewer's approval, or a revision its requesters answer (approvals.revisions).
+    kind = models.CharField(max_length=20, choices=TaskKind.choices, default=TaskKind.APPROVAL)
     workflow_type = models.CharField(max_length=100)
     title = models.CharField(max_length=200)
     state = fsm.FSMField(
@@ -73,6 +76,8 @@ class HumanTask(fsm.ConcurrentTransitionMixin, models.Model):
     comment = models.TextField(blank=True)
     # What the decider entered in the approval's form (Approval.form), as validated.
     form_values = models.JSONField(default=dict, blank=True)
+    # What a resubmission changed in the run's input: {field: [old, new]} (revisions only).
+    changes = models.JSONField(default=dict, blank=True)
     version = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField()
     claimed_at = models.DateTimeField(null=True, blank=True)

@@ -22,7 +22,7 @@ from django.urls import reverse
 
 from approvals import emails
 from approvals.models import HumanTask, Notification, NotificationSettings
-from approvals.states import EmailMode, NoticeKind
+from approvals.states import EmailMode, NoticeKind, Outcome
 from workflows.models import WorkflowRun
 from workflows.states import EventKind
 
@@ -84,6 +84,8 @@ def request_decided(*, task: HumanTask, now: datetime) -> None:
     requester = run.started_by
     if requester is None or requester == task.decided_by:
         return
+    if task.outcome == Outcome.CHANGES_REQUESTED:
+        return  # the revision task tells them (changes_requested), with its link
     decider = task.decided_by.get_full_name() or task.decided_by.get_username()
     text = f"{decider} {task.outcome} “{task.title}”"
     if task.comment:
@@ -94,6 +96,22 @@ def request_decided(*, task: HumanTask, now: datetime) -> None:
         text=text[:300],
         url=_request_url(run),
         run=run,
+        now=now,
+    )
+
+
+def changes_requested(
+    *, task: HumanTask, requesters: Sequence[Any], url: str, now: datetime
+) -> None:
+    """Tell a request's requesters that a reviewer sent it back: the revision `task`'s
+    title says who and why; `url` is where they change and resubmit it."""
+    _notify(
+        list(requesters),
+        kind=NoticeKind.CHANGES_REQUESTED,
+        text=task.title,
+        url=url,
+        task=task,
+        run=task.run,
         now=now,
     )
 

@@ -25,7 +25,7 @@ from django.db.models.fields.tuple_lookups import Tuple, TupleLessThan
 from approvals import permissions, start_forms
 from approvals.api import runs_with_my_tasks
 from approvals.models import Comment, HumanTask
-from approvals.states import LIVE_TASK_STATES, TaskState
+from approvals.states import LIVE_TASK_STATES, TaskKind, TaskState, outcome_words
 from workflows import registry, starting
 from workflows.cleaning import clean_datetime
 from workflows.diagram import Diagram, draw
@@ -86,6 +86,8 @@ def _people(task: HumanTask) -> str:
 
 def _waiting_for(task: HumanTask) -> str:
     people = _people(task)
+    if task.kind == TaskKind.REVISION:
+        return f"changes by {people} (sent back for changes)"
     if task.owner_id:
         return f"a decision by {people} (delegated by {_name(task.owner)})"
     return f"a decision by {people}"
@@ -137,7 +139,7 @@ def _last(tasks: Iterable[HumanTask]) -> str:
         return ""
     last = max(decided, key=lambda task: (task.decided_at, task.created_at))
     who = _name(last.decided_by) if last.decided_by_id else "the system"
-    return f"{last.outcome} by {who}"
+    return f"{outcome_words(last.outcome)} by {who}"
 
 
 def _step_position(step: StepRun, definition: Workflow | None) -> Position:
@@ -418,11 +420,38 @@ def _text(value: Any) -> str:
 
 
 @dataclass(frozen=True)
+class Change:
+    """One field a resubmission changed, under its start form's label."""
+
+    label: str
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
 class Decision:
-    """A task of the request, with what its decider entered in its form, labelled."""
+    """A task of the request, with what its decider entered in its form, labelled, and
+    for a revision, what the resubmission changed."""
 
     task: HumanTask
     values: list[InputRow]
+    changes: list[Change] = field(default_factory=list)
+
+
+def changes_of(task: HumanTask, definition: Workflow | None) -> list[Change]:
+    """What `task`'s resubmission changed in the request, field by field, old → new."""
+    if not task.changes:
+        return []
+    schema = definition.input_schema if definition else None
+    labels = {item.name: item.label for item in start_forms.spec_for(schema).fields}
+    return [
+        Change(
+            label=labels.get(name, name.replace("_", " ").capitalize()),
+            old=_text(old) or "—",
+            new=_text(new) or "—",
+        )
+        for name, (old, new) in _in_order(task.changes, schema)
+    ]
 
 
 def decision_values(task: HumanTask, definition: Workflow | None) -> list[InputRow]:
@@ -472,7 +501,14 @@ def request_page(run: WorkflowRun) -> RequestPage:
         diagram=draw(definition, steps) if definition else None,
         events=list(run.events.select_related("step").order_by("at", "id")),
         tasks=tasks,
-        decisions=[Decision(task=task, values=decision_values(task, definition)) for task in tasks],
+        decisions=[
+            Decision(
+                task=task,
+                values=decision_values(task, definition),
+                changes=changes_of(task, definition),
+            )
+            for task in tasks
+        ],
         trail=list(
             LogEntry.objects.get_for_object(run).select_related("actor").order_by("timestamp", "id")
         ),

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from approvals import audit, permissions, request_selectors
 from approvals.models import COMMENT_MAX_LENGTH, Comment, HumanTask
-from approvals.states import LIVE_TASK_STATES
+from approvals.states import LIVE_TASK_STATES, TaskKind
 from workflows import engine
 from workflows.cleaning import Refused, clean_text
 from workflows.models import WorkflowRun
@@ -175,21 +175,23 @@ def comment_on_request(
     remote_addr: str | None = None,
     now: datetime | None = None,
 ) -> list[Comment]:
-    """Comment on a request: on each of its open tasks, so whoever decides reads it; once
-    none is open, on its latest task. Each comment is audited on its task."""
+    """Comment on a request: on each of its open approval tasks, so whoever decides reads
+    it; once none is open (decided, or sent back for changes), on its latest one, so the
+    reviewer who last had it reads it. Each comment is audited on its task."""
     body = _text(body, label="The comment")
     if not body:
         raise InvalidText("A comment cannot be empty.")
     now = now or timezone.now()
     with transaction.atomic():
         run = _lock(run_id, user)
+        reviewers = HumanTask.objects.filter(run=run, kind=TaskKind.APPROVAL)
         tasks = list(
-            HumanTask.objects.select_for_update()
-            .filter(run=run, state__in=LIVE_TASK_STATES)
+            reviewers.select_for_update()
+            .filter(state__in=LIVE_TASK_STATES)
             .order_by("created_at", "id")
         )
         if not tasks:
-            latest = HumanTask.objects.filter(run=run).order_by("-created_at", "-id").first()
+            latest = reviewers.order_by("-created_at", "-id").first()
             tasks = [latest] if latest else []
         if not tasks:
             raise NobodyToTell()

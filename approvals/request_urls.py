@@ -12,5 +12,6 @@ urlpatterns = [
     path("new/<str:workflow_type>/", request_views.start_request, name="start"),
     path("<uuid:run_id>/", request_views.request_detail, name="detail"),
     path("<uuid:run_id>/withdraw/", request_views.withdraw, name="withdraw"),
+    path("<uuid:run_id>/revise/", request_views.revise, name="revise"),
     path("<uuid:run_id>/comment/", request_views.comment, name="comment"),
 ]

@@ -22,8 +22,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from approvals import request_selectors, request_services, start_forms
+from approvals import request_selectors, request_services, revisions, start_forms
 from approvals.request_selectors import RequestFilters, RequestNotFound
+from approvals.services import TaskError
 from approvals.states import Channel
 from approvals.throttling import client_address
 from workflows import registry, starting
@@ -173,6 +174,92 @@ def _start_page(
 
 
 # ---------------------------------------------------------------------------
+# Change and resubmit (a request sent back for changes)
+# ---------------------------------------------------------------------------
+
+
+@login_required
+def revise(request: HttpRequest, run_id: UUID) -> HttpResponse:
+    """GET shows the start form filled in with the request as it stands, and why it was
+    sent back; POST resubmits it, or shows the form again with each error beside its
+    field and nothing changed. "Add a row" and "Remove" only redraw the form."""
+    try:
+        run = request_selectors.visible_request(run_id=run_id, user=request.user)
+    except RequestNotFound as error:
+        return _problem(request, str(error), status=404)
+    task = revisions.open_revision(run)
+    if task is None:
+        return _problem(
+            request,
+            "This request is not waiting for changes: nothing to resubmit.",
+            status=409,
+        )
+    refusal = revisions.why_not_answer(run=run, user=request.user)
+    if refusal:
+        return _problem(request, refusal, status=403)
+    definition = registry.get(run.workflow_type, run.workflow_version)
+    field = definition.requester_field
+    spec = start_forms.spec_for(definition.input_schema, leave_out=(field,) if field else ())
+    if request.method == "GET":
+        return _revise_page(request, run, task, start_forms.filled(spec, run.input))
+    if request.method != "POST":
+        return HttpResponse(status=405, headers={"Allow": "GET, POST"})
+
+    data, form = start_forms.read(spec, request.POST)
+    note = request.POST.get("note", "")
+    if "add" in request.POST or "remove" in request.POST:
+        added = request.POST.get("add", "")
+        form = start_forms.with_rows(form, add=added, remove=request.POST.get("remove", ""))
+        changed = added or request.POST.get("remove", "").rsplit("-", 1)[0]
+        if request.htmx and any(item.name == changed for item in spec.fields):
+            context = {"group": form.group(changed), "form": form, "action": request.path}
+            return render(request, "approvals/requests/start.html#list-field", context)
+        return _revise_page(request, run, task, form, note=note)
+    if form.has_errors:  # text workflows.cleaning refused: said beside its box
+        return _revise_page(request, run, task, form, note=note, status=422)
+    version = request.POST.get("version", "")
+    try:
+        revisions.resubmit_request(
+            task_id=task.pk,
+            user=request.user,
+            input=data,
+            comment=note,
+            channel=Channel.INBOX,
+            remote_addr=client_address(request),
+            expected_version=int(version) if version.isdigit() else None,
+        )
+    except revisions.InvalidResubmission as invalid:
+        form = start_forms.with_errors(form, invalid.errors)
+        return _revise_page(request, run, task, form, note=note, status=422)
+    except TaskError as refused:
+        form = replace(form, form_errors=(str(refused),))
+        return _revise_page(request, run, task, form, note=note, status=refused.status)
+    messages.success(request, "Resubmitted: it is back with whoever asked for the changes.")
+    return redirect("requests:detail", run_id=run.pk)
+
+
+def _revise_page(
+    request: HttpRequest,
+    run: Any,
+    task: Any,
+    form: start_forms.Form,
+    *,
+    note: str = "",
+    status: int = 200,
+) -> HttpResponse:
+    context: dict[str, Any] = {
+        "run": run,
+        "revision": task,
+        "asked": revisions.changes_request_of(run),
+        "kind": run.workflow_type.replace("_", " "),
+        "form": form,
+        "note": note,
+        "action": request.path,
+    }
+    return render(request, "approvals/requests/start.html", context, status=status)
+
+
+# ---------------------------------------------------------------------------
 # My requests
 # ---------------------------------------------------------------------------
 
@@ -219,7 +306,12 @@ def _request_context(
 ) -> dict[str, Any]:
     page = request_selectors.request_page(run)
     refusal = request_services.withdraw_refusal(run=run, user=request.user)
+    revision = revisions.open_revision(run)
     return {
+        # Sent back for changes: its requesters are offered the form to change it.
+        "revision": revision,
+        "asked": revisions.changes_request_of(run) if revision else None,
+        "may_revise": bool(revision and not revisions.why_not_answer(run=run, user=request.user)),
         "page": page,
         "run": run,
         "state": request_selectors.state_words(run.state),

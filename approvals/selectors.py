@@ -112,6 +112,7 @@ _ROW_FIELDS = (
     "id",
     "run_id",
     "node",
+    "kind",
     "workflow_type",
     "title",
     "state",

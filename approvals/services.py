@@ -30,6 +30,7 @@ from approvals import (
     links,
     notifications,
     permissions,
+    rework_rounds,
     task_forms,
 )
 from approvals.models import (
@@ -41,10 +42,10 @@ from approvals.models import (
     Snooze,
     Substitution,
 )
-from approvals.states import LIVE_TASK_STATES, Channel, Outcome, TaskState
+from approvals.states import LIVE_TASK_STATES, Channel, Outcome, TaskKind, TaskState
 from workflows import due_times, engine, metrics, registry, tracing
 from workflows.cleaning import Refused, clean_text
-from workflows.dsl import Approval, RunData
+from workflows.dsl import Approval, Node, RunData, Workflow
 from workflows.dsl import InvalidForm as InvalidFormValues
 from workflows.models import StepRun, WorkflowRun
 
@@ -220,6 +221,11 @@ def _authorised(
     facts = facts_for(task)
     if not permissions.can_see(reviewer, facts):
         raise TaskNotFound()
+    if task.kind == TaskKind.REVISION:
+        raise NotAllowed(
+            "This task asks the requester to change their request: it is answered by "
+            "resubmitting the request's form (or withdrawing it), not claimed or decided."
+        )
     if task.state == TaskState.COMPLETED:
         raise AlreadyDecided(task)
     if not task.is_live:
@@ -424,6 +430,26 @@ def reject_human_task(
         return _decide(task_id, request, Outcome.REJECTED, _comment(reason, label="The reason"))
 
 
+def request_changes(
+    *,
+    task_id: UUID,
+    user: Any,
+    channel: str,
+    reason: str,
+    now: datetime | None = None,
+    **extra: Any,
+) -> HumanTask:
+    """Send the request back to its requester instead of deciding it: the reason is
+    required (it is what they read), and the approval must allow it
+    (`Approval.on_changes_requested`) with rounds left in its loop. Once they
+    resubmit, the same approval asks the same reviewers again."""
+    request = _request(user, channel, now, **extra)
+    with transaction.atomic():
+        return _decide(
+            task_id, request, Outcome.CHANGES_REQUESTED, _comment(reason, label="The reason")
+        )
+
+
 def _decide(
     task_id: UUID,
     request: _Request,
@@ -440,8 +466,19 @@ def _decide(
     )
     if outcome == Outcome.REJECTED and not comment:
         raise InvalidRequest("Say why you reject it: a reason is required.")
+    if outcome == Outcome.CHANGES_REQUESTED:
+        refusal = rework_rounds.why_no_changes(
+            run=task.run, definition=_definition(task), node=_approval_node(task)
+        )
+        if refusal:
+            raise NotAllowed(refusal)
+        if not comment:
+            raise InvalidRequest(
+                "Say what should change: a reason is required, and the requester reads it."
+            )
     _refuse_second_share(task, request.user)
-    # Only an approval fills in the form: a rejection needs its reason, nothing more.
+    # Only an approval fills in the form: a rejection or a request for changes needs
+    # its reason, nothing more.
     form_values = _form_values(task, values) if outcome == Outcome.APPROVED else {}
     task.complete(
         outcome=outcome,
@@ -510,7 +547,11 @@ def _settle_approval(task: HumanTask, now: datetime) -> None:
     )
     approvals = siblings.count(Outcome.APPROVED)
     rejections = siblings.count(Outcome.REJECTED)
-    if approvals >= node.required:
+    if Outcome.CHANGES_REQUESTED in siblings:
+        # One reviewer asking for changes sends the request back; the engine closes
+        # the other shares, and the next round asks everyone again.
+        signal = node.changes_requested_signal
+    elif approvals >= node.required:
         signal = node.approved_signal
     elif rejections > len(siblings) - node.required:
         signal = node.rejected_signal
@@ -553,9 +594,12 @@ def _refuse_second_share(task: HumanTask, user: Any) -> None:
         )
 
 
+def _definition(task: HumanTask) -> Workflow:
+    return registry.get(task.run.workflow_type, task.run.workflow_version)
+
+
 def _approval_node(task: HumanTask) -> Approval:
-    run = task.run
-    node = registry.get(run.workflow_type, run.workflow_version).node(task.node)
+    node = _definition(task).node(task.node)
     assert isinstance(node, Approval)
     return node
 
@@ -784,7 +828,11 @@ def decide_by_link(
             return reject_human_task(
                 task_id=link.task_id, user=user, channel=Channel.EMAIL, reason=comment, **extra
             )
-        raise InvalidRequest("Choose approve or reject.")
+        if outcome == Outcome.CHANGES_REQUESTED:
+            return request_changes(
+                task_id=link.task_id, user=user, channel=Channel.EMAIL, reason=comment, **extra
+            )
+        raise InvalidRequest("Choose approve, reject or request changes.")
 
 
 # ---------------------------------------------------------------------------
@@ -805,16 +853,47 @@ def open_tasks_for_step(run: WorkflowRun, step: StepRun, node: Approval) -> list
         shares = [(users, groups)]
     task_duties = duties.duties_for(run, node.name)
     calendars = due_times.load_calendars(durations=due_times.approval_durations(node))
+    returning = _returning_reviewer(run, step, node, task_duties)
     return [
-        _open_task(run, step, node, data, share_users, share_groups, now, task_duties, calendars)
+        _open_task(
+            run, step, node, data, share_users, share_groups, now, task_duties, calendars, returning
+        )
         for share_users, share_groups in shares
     ]
 
 
-def _open_task(run, step, node, data, users, groups, now, task_duties, calendars) -> HumanTask:
+def _returning_reviewer(
+    run: WorkflowRun, step: StepRun, node: Approval, task_duties: permissions.Duties
+) -> Any | None:
+    """Return who asked for changes at this approval in the round before, so that the
+    resubmitted request goes straight back to them (the same assignee, as a reviewer
+    expects), or None: the first round, N of M, or someone who may no longer decide it."""
+    if step.round == 0 or node.required > 1:
+        return None
+    asked = (
+        HumanTask.objects.filter(
+            run=run,
+            node=node.name,
+            kind=TaskKind.APPROVAL,
+            outcome=Outcome.CHANGES_REQUESTED,
+            step__round=step.round - 1,
+        )
+        .select_related("decided_by")
+        .order_by("-decided_at")
+        .first()
+    )
+    reviewer = asked.decided_by if asked else None
+    if reviewer is None or not reviewer.is_active or not _may_decide(reviewer, task_duties):
+        return None
+    return reviewer
+
+
+def _open_task(
+    run, step, node, data, users, groups, now, task_duties, calendars, returning=None
+) -> HumanTask:
     assignee = substitute = None
-    if len(users) == 1 and not groups:
-        assignee = users[0]
+    if returning is not None or (len(users) == 1 and not groups):
+        assignee = returning or users[0]
         stand_in = substitute_for(assignee, now)
         # A stand-in who may not decide this task (say, the requester) is passed over.
         if stand_in is not None and _may_decide(stand_in, task_duties):
@@ -837,7 +916,11 @@ def _open_task(run, step, node, data, users, groups, now, task_duties, calendars
         claimed_at=now if assignee else None,
     )
     task.save()
-    task.candidate_users.set(users if assignee is None else [assignee])
+    if returning is not None:
+        # Back with its reviewer, its candidates as before: they may still release it.
+        task.candidate_users.set({*users, assignee})
+    else:
+        task.candidate_users.set(users if assignee is None else [assignee])
     task.candidate_groups.set(groups)
     inbox_entries.refresh(task)
     notifications.task_opened(task=task, requesters=task_duties.requesters, now=now)
@@ -852,8 +935,9 @@ def _open_task(run, step, node, data, users, groups, now, task_duties, calendars
     return task
 
 
-def close_tasks_for_step(run: WorkflowRun, step: StepRun, node: Approval) -> None:
-    """Cancel the node's tasks still open: decided elsewhere, timed out, or run cancelled."""
+def close_tasks_for_step(run: WorkflowRun, step: StepRun, node: Node) -> None:
+    """Cancel the node's tasks still open (an approval's or a revision's): decided
+    elsewhere, timed out, or run cancelled."""
     now = timezone.now()
     for task in HumanTask.objects.select_for_update().filter(step=step, state__in=LIVE_TASK_STATES):
         task.cancel(now=now)

@@ -451,6 +451,41 @@ def blank(spec: FormSpec) -> Form:
     return Form(spec=spec, values=values)
 
 
+def filled(spec: FormSpec, data: Mapping[str, Any]) -> Form:
+    """The form showing `data` (a run's input) in its boxes, as `read` would read it
+    back: the start form of a request sent back for changes, ready to edit."""
+    values: dict[str, str] = {}
+    rows: dict[str, int] = {}
+    for item in spec.fields:
+        if isinstance(item, FieldSpec):
+            present = item.name in data
+            values[item.name] = _shown(item, data[item.name]) if present else item.initial
+        elif isinstance(item, MapSpec):
+            mapping = data.get(item.name) or {}
+            for key in item.keys:
+                values[f"{item.name}-{key.name}"] = _shown(key, mapping.get(key.name))
+        else:
+            entries = list(data.get(item.name) or [])[: item.max_rows]
+            rows[item.name] = max(len(entries), initial_rows(item))
+            for index, entry in enumerate(entries):
+                for column in item.columns:
+                    value = entry if item.of_values else (entry or {}).get(column.name)
+                    values[row_name(item, index, column)] = _shown(column, value)
+    return Form(spec=spec, values=values, rows=rows)
+
+
+def _shown(spec: FieldSpec, value: Any) -> str:
+    """What a box shows for a JSON value: the inverse of `_value`."""
+    if value is None:
+        return ""
+    if spec.widget == "checkbox":
+        return "on" if value else ""
+    if spec.widget == "select":
+        posted = next((key for key, json in spec.values.items() if json == value), None)
+        return posted if posted is not None else str(value)
+    return str(value)
+
+
 # ---------------------------------------------------------------------------
 # Reading what was posted
 # ---------------------------------------------------------------------------

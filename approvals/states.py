@@ -17,6 +17,22 @@ class TaskState(models.TextChoices):
 class Outcome(models.TextChoices):
     APPROVED = "approved"
     REJECTED = "rejected"
+    # A reviewer sent the request back to its requester (Approval.on_changes_requested).
+    CHANGES_REQUESTED = "changes_requested", "changes requested"
+    # The requester answered a revision task with the input changed (see approvals.revisions).
+    RESUBMITTED = "resubmitted"
+
+
+def outcome_words(outcome: str) -> str:
+    """An outcome as the verb of a sentence: "carol approved", "carol sent back"."""
+    return "sent back" if outcome == Outcome.CHANGES_REQUESTED else outcome
+
+
+class TaskKind(models.TextChoices):
+    """Whose work a human task is: a reviewer's decision, or the requester's revision."""
+
+    APPROVAL = "approval"
+    REVISION = "revision"
 
 
 class Channel(models.TextChoices):
@@ -61,6 +77,7 @@ class NoticeKind(models.TextChoices):
     TASK_DELEGATED = "task_delegated", "a task was delegated to you"
     TASK_DUE_SOON = "task_due_soon", "a task of yours is due soon"
     REQUEST_DECIDED = "request_decided", "your request was decided"
+    CHANGES_REQUESTED = "changes_requested", "changes were requested on your request"
     REQUEST_ENDED = "request_ended", "your request ended"
 
 

@@ -16,6 +16,7 @@ urlpatterns = [
     path("tasks/<uuid:task_id>/release/", views.release, name="release"),
     path("tasks/<uuid:task_id>/approve/", views.approve, name="approve"),
     path("tasks/<uuid:task_id>/reject/", views.reject, name="reject"),
+    path("tasks/<uuid:task_id>/request-changes/", views.request_changes, name="request_changes"),
     path("tasks/<uuid:task_id>/delegate/", views.delegate, name="delegate"),
     path("tasks/<uuid:task_id>/reassign/", views.reassign, name="reassign"),
     path("tasks/<uuid:task_id>/comment/", views.comment, name="comment"),

@@ -34,6 +34,7 @@ from approvals import (
     links,
     permissions,
     request_selectors,
+    rework_rounds,
     selectors,
     services,
     start_forms,
@@ -42,7 +43,7 @@ from approvals import (
 )
 from approvals.escalation import sla
 from approvals.models import HumanTask, SavedFilter
-from approvals.states import Channel, Priority, Sla
+from approvals.states import Channel, Priority, Sla, TaskKind
 from workflows import registry
 from workflows.cleaning import Refused, clean_datetime, clean_text
 from workflows.diagram import draw
@@ -207,6 +208,9 @@ def human_task(request: HttpRequest, task_id: UUID) -> HttpResponse:
         task = services.visible_task(task_id=task_id, user=request.user)
     except services.TaskNotFound as error:
         return render(request, "approvals/problem.html", {"message": str(error)}, status=404)
+    if task.kind == TaskKind.REVISION:
+        # The requester answers it on their request's page, with the start form.
+        return redirect("requests:revise", run_id=task.run_id)
     return render(request, "approvals/human_task.html", _task_context(request, task))
 
 
@@ -225,7 +229,17 @@ def _task_context(
     definition = registry.get(run.workflow_type, run.workflow_version)
     node = task_forms.approval_of(task)
     steps = list(run.steps.all())
+    may_decide = permissions.can_decide(reviewer, facts)
+    changes_refusal = ""
+    if may_decide and node is not None and node.may_request_changes:
+        changes_refusal = rework_rounds.why_no_changes(run=run, definition=definition, node=node)
     return {
+        # "Request changes" is offered where the approval allows it and rounds remain;
+        # once they are spent, the panel says so.
+        "may_request_changes": bool(
+            may_decide and node and node.may_request_changes and not changes_refusal
+        ),
+        "changes_refusal": changes_refusal,
         "task_form": form or (task_forms.blank(node) if task.is_live else None),
         "task_form_required": bool(node and node.form_is_required),
         "decided_values": request_selectors.decision_values(task, definition),
@@ -234,7 +248,7 @@ def _task_context(
         "may": {
             "claim": permissions.can_claim(reviewer, facts),
             "release": permissions.can_release(reviewer, facts),
-            "decide": permissions.can_decide(reviewer, facts),
+            "decide": may_decide,
             "delegate": permissions.can_delegate(reviewer, facts),
             "reassign": permissions.can_reassign(reviewer, facts),
         },
@@ -421,6 +435,19 @@ def reject(request: HttpRequest, task_id: UUID) -> HttpResponse:
 
 @login_required
 @require_POST
+def request_changes(request: HttpRequest, task_id: UUID) -> HttpResponse:
+    """Send the request back to its requester, with the reason they will read."""
+    reason = request.POST.get("reason", "")
+    return _act(
+        request,
+        task_id,
+        lambda: services.request_changes(task_id=task_id, reason=reason, **_common(request)),
+        "Sent back for changes: it comes back to you once it is resubmitted.",
+    )
+
+
+@login_required
+@require_POST
 def delegate(request: HttpRequest, task_id: UUID) -> HttpResponse:
     to = request.POST.get("to", "").strip()
     comment = request.POST.get("comment", "")
@@ -574,6 +601,18 @@ def email_link(request: HttpRequest, token: str) -> HttpResponse:
         # The approval's form, filled in here as on the task's page.
         "task_form": task_forms.blank(node),
         "task_form_required": bool(node and node.form_is_required),
+        # Sending it back is offered as on the task's page: where allowed, rounds left.
+        "may_request_changes": bool(
+            node
+            and node.may_request_changes
+            and not rework_rounds.why_no_changes(
+                run=link.task.run,
+                definition=registry.get(
+                    link.task.run.workflow_type, link.task.run.workflow_version
+                ),
+                node=node,
+            )
+        ),
         "signed_in": request.user.is_authenticated,
         "confirm": _confirmation(request, link.pk),
         "barred": (

@@ -264,6 +264,10 @@ class Approval(WaitForSignal):
     on_deadline: DeadlineChoice = "reject"
     on_approve: str | None = None
     on_reject: str | None = None
+    # Where a reviewer's "request changes" (a reason required) leads: usually a
+    # `Revise` node, which sends the request back to its requester. None: reviewers
+    # may only approve or reject.
+    on_changes_requested: str | None = None
     # What the reviewer fills in to approve (a contract id, a cost centre): a pydantic
     # model, validated when they approve; the values are kept on their decision and
     # reach the run's data (RunData.form_values).
@@ -272,15 +276,25 @@ class Approval(WaitForSignal):
     remind_before: timedelta | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self,
-            "signals",
-            {f"{self.name}.approved": self.on_approve, f"{self.name}.rejected": self.on_reject},
-        )
+        signals = {
+            f"{self.name}.approved": self.on_approve,
+            f"{self.name}.rejected": self.on_reject,
+        }
+        if self.on_changes_requested is not None:
+            signals[f"{self.name}.changes_requested"] = self.on_changes_requested
+        object.__setattr__(self, "signals", signals)
 
     @property
     def approved_signal(self) -> str:
         return f"{self.name}.approved"
+
+    @property
+    def changes_requested_signal(self) -> str:
+        return f"{self.name}.changes_requested"
+
+    @property
+    def may_request_changes(self) -> bool:
+        return self.on_changes_requested is not None
 
     @property
     def rejected_signal(self) -> str:
@@ -312,6 +326,37 @@ class Approval(WaitForSignal):
                 )
             return {}
         return _validated(self.form, values, InvalidForm)
+
+
+@dataclass(frozen=True)
+class Revise(WaitForSignal):
+    """Send the request back to whoever asked for it, to change its input and resubmit.
+
+    The approvals app opens a human task for the run's requesters whose form is the
+    type's start form, filled in with the run's current input. Resubmitting
+    validates the new input with the definition's schema, replaces the run's input
+    (the step's result keeps the previous one and the changes, so every round's
+    input stays in the history) and goes on to `next`: usually a `GoBack` to the
+    approval that asked for the changes. Withdrawing the request cancels the run.
+    """
+
+    signals: Mapping[str, str | None] = field(default_factory=dict)
+    next: str | None = None
+    # The task's title; by default "Changes requested by <reviewer>: <reason>".
+    title: str | Callable[[RunData], str] = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "signals", {f"{self.name}.resubmitted": self.next})
+
+    @property
+    def resubmitted_signal(self) -> str:
+        return f"{self.name}.resubmitted"
+
+
+# Nodes whose signals only their human tasks send (the engine refuses them from anyone
+# else: a requester could otherwise approve their own request, or slip in input the
+# schema never saw).
+HUMAN_NODES = (Approval, Revise)
 
 
 # ---------------------------------------------------------------------------
@@ -483,6 +528,11 @@ def check_definition(workflow: Workflow) -> list[str]:
         if isinstance(node, GoBack):
             problems.extend(_go_back_problems(workflow, node))
         problems.extend(_needs_problems(workflow, node))
+        if isinstance(node, Revise) and workflow.input_schema is None:
+            problems.append(
+                f"revise {node.name!r} needs the workflow's input_schema: its form is the "
+                "start form, and a resubmission is validated with it"
+            )
     go_backs = [
         node.max_rounds
         for node in workflow.nodes

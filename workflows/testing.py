@@ -291,6 +291,54 @@ class WorkflowEnvironment:
         self.settle()
         return self.refresh(run)
 
+    def request_changes(
+        self, run: WorkflowRun, node: str, *, as_user: Any, reason: str, channel: str = ""
+    ) -> WorkflowRun:
+        """Send the request back from approval `node` as `as_user`, with the reason its
+        requester reads (the approval must allow it: `on_changes_requested`)."""
+        from approvals import services
+        from approvals.states import Channel
+
+        task = self.task(run, node, for_user=as_user)
+        with _as_if_committed():
+            services.request_changes(
+                task_id=task.pk,
+                user=as_user,
+                channel=channel or Channel.INBOX,
+                reason=reason,
+                now=self.now,
+            )
+        self.settle()
+        return self.refresh(run)
+
+    def resubmit(
+        self,
+        run: WorkflowRun,
+        node: str,
+        *,
+        as_user: Any,
+        input: dict[str, Any],
+        comment: str = "",
+        channel: str = "",
+    ) -> WorkflowRun:
+        """Answer the revision task of `Revise` node `node` as `as_user` (a requester) with
+        the request's changed `input`, through the same service as the request page."""
+        from approvals import revisions
+        from approvals.states import Channel
+
+        task = self.task(run, node, for_user=as_user)
+        with _as_if_committed():
+            revisions.resubmit_request(
+                task_id=task.pk,
+                user=as_user,
+                input=input,
+                comment=comment,
+                channel=channel or Channel.INBOX,
+                now=self.now,
+            )
+        self.settle()
+        return self.refresh(run)
+
     # -- replacing activities --------------------------------------------------------
 
     def replace_activity(

@@ -260,3 +260,61 @@ class TestTaskForms:
         }
         assert "expense: finance_approval" in form["description"]
         assert {"form_schema", "form_values"} <= set(schemas["TaskOut"]["properties"])
+
+
+class TestSendingBackForChanges:
+    def test_request_changes_sends_it_back_and_is_audited_as_api(self, api_as, manager_task, drive):
+        response = api_as("carol").post(
+            f"/tasks/{manager_task.pk}/decision",
+            {"outcome": "request_changes", "comment": "Which train? Add the ticket."},
+        )
+
+        assert response.status_code == 200
+        assert response.json()["outcome"] == "changes_requested"
+        entry = LogEntry.objects.get(additional_data__event="changes_requested")
+        assert entry.additional_data["channel"] == "api"
+        revision = drive(manager_task.run).human_tasks.get(kind="revision")
+        assert revision.assignee.username == "alice"
+
+    def test_request_changes_without_a_reason_is_422_and_decides_nothing(
+        self, api_as, manager_task
+    ):
+        response = api_as("carol").post(
+            f"/tasks/{manager_task.pk}/decision", {"outcome": "request_changes"}
+        )
+
+        manager_task.refresh_from_db()
+        assert response.status_code == 422
+        assert response["Content-Type"] == "application/problem+json"
+        assert "a reason is required" in response.json()["detail"]
+        assert manager_task.state == TaskState.CLAIMED
+
+    def test_the_requester_resubmits_through_the_api_with_the_diff_in_the_answer(
+        self, api_as, manager_task, drive
+    ):
+        api_as("carol").post(
+            f"/tasks/{manager_task.pk}/decision",
+            {"outcome": "request_changes", "comment": "Add the ticket number."},
+        )
+        revision = drive(manager_task.run).human_tasks.get(kind="revision")
+        alice = api_as("alice")
+        listed = alice.get(f"/tasks/{revision.pk}").json()
+        body = {
+            "input": {"title": "Train to Lyon", "amount": "120.00", "currency": "EUR"},
+            "comment": "done",
+        }
+        body["input"]["description"] = "Ticket 4711"
+
+        refused = api_as("carol").post(f"/tasks/{revision.pk}/resubmit", body)
+        invalid = alice.post(
+            f"/tasks/{revision.pk}/resubmit", {"input": {**body["input"], "amount": "x"}}
+        )
+        answered = alice.post(f"/tasks/{revision.pk}/resubmit", body)
+
+        assert listed["kind"] == "revision"
+        assert refused.status_code == 403
+        assert "Only alice, who asked for this expense" in refused.json()["detail"]
+        assert invalid.status_code == 422
+        assert invalid.json()["errors"][0]["field"] == "input.amount"
+        assert answered.status_code == 200
+        assert answered.json()["changes"] == {"description": ["", "Ticket 4711"]}

@@ -63,6 +63,20 @@ class TestHumanTaskAdmin:
         assert "a reason is required" in response.text
         assert manager_task.state == TaskState.CLAIMED
 
+    def test_an_operator_sends_it_back_for_changes_with_a_reason(
+        self, transition_url, client, admin_operator, manager_task
+    ):
+        client.force_login(admin_operator)
+
+        client.post(
+            transition_url(manager_task, "complete"),
+            {"outcome": "changes_requested", "comment": "Which train?"},
+            follow=True,
+        )
+
+        manager_task.refresh_from_db()
+        assert (manager_task.outcome, manager_task.channel) == ("changes_requested", "admin")
+
     def test_the_audit_log_is_read_only(self, client, admin_operator, manager_task, admin_user):
         entry = LogEntry.objects.get_for_object(manager_task).first()
         client.force_login(admin_user)

@@ -107,6 +107,25 @@ class TestDecidingByLink:
         assert manager_task.state == TaskState.CLAIMED
         assert EmailLink.objects.get().used_at is None
 
+    def test_the_recipient_may_send_it_back_for_changes_with_a_reason(
+        self, client, manager_task, link_for, carol, drive
+    ):
+        client.force_login(carol)
+        url = link_for(carol)
+        assert "Confirm: request changes" in client.get(url).text
+
+        without = confirm(client, url, outcome="changes_requested", comment="")
+        response = confirm(client, url, outcome="changes_requested", comment="Which train?")
+
+        manager_task.refresh_from_db()
+        assert without.status_code == 422
+        assert "a reason is required" in without.text
+        assert "You sent back for changes" in response.text
+        assert (manager_task.outcome, manager_task.channel) == ("changes_requested", "email")
+        assert drive(manager_task.run).human_tasks.get(kind="revision").assignee.username == (
+            "alice"
+        )
+
 
 class TestRefusedLinks:
     def test_a_post_without_the_pages_confirmation_is_refused(

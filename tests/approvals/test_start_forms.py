@@ -290,3 +290,25 @@ def test_a_pattern_mismatch_says_what_is_expected_from_the_description():
     assert start_forms.plain("String should match pattern '^x$'", amount) == (
         "Enter an amount with two decimals."
     )
+
+
+class TestFilled:
+    def test_a_run_s_input_shown_in_the_form_reads_back_as_the_same_input(self):
+        spec = start_forms.spec_for(Sample)
+        data, _ = start_forms.read(spec, POSTED)
+
+        form = start_forms.filled(spec, data)
+
+        assert start_forms.read(spec, {**form.values, "lines-rows": "2"})[0] == data
+        assert form.values["colour"] == "dark_green"
+        assert form.values["urgent"] == "on"
+        assert form.values["lines-1-sku"] == "CH-2"
+        assert form.rows["lines"] == 2
+
+    def test_a_field_the_input_lacks_shows_its_default(self):
+        form = start_forms.filled(start_forms.spec_for(Sample), {"title": "Chairs"})
+
+        assert form.values["title"] == "Chairs"
+        assert form.values["colour"] == "red"
+        assert form.values["notes"] == ""
+        assert form.rows["lines"] == 1

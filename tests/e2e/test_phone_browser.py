@@ -87,3 +87,46 @@ class TestOnAPhone:
         finance_task.refresh_from_db()
         assert finance_task.form_values == {"cost_centre": "FIN-1200"}
         assert sideways_overflow(page) == 0
+
+    def test_a_reviewer_sends_a_request_back_and_later_approves_it_on_a_phone(
+        self, sign_in, start_expense, drive
+    ):
+        from approvals import revisions
+
+        run = start_expense()
+        task = run.human_tasks.get(node="manager_approval")
+        page = on_phone(sign_in("carol"))
+        page.goto(f"/tasks/{task.pk}/")
+
+        reason = page.get_by_label("What should change")
+        reason.scroll_into_view_if_needed()
+        reason.fill("Add the ticket number to the description.")
+        send_back = page.get_by_role("button", name="Request changes")
+        send_back.scroll_into_view_if_needed()
+        expect(send_back).to_be_in_viewport()
+        assert sideways_overflow(page) == 0
+        send_back.click()
+
+        expect(page.get_by_role("status").first).to_contain_text("Sent back for changes")
+        assert sideways_overflow(page) == 0
+        shoot(page, "phone-changes-requested")
+        requester = on_phone(sign_in("alice"))
+        requester.goto(f"/requests/{run.pk}/revise/")
+        assert sideways_overflow(requester) == 0
+        requester.get_by_label("Description").fill("Ticket 4711")
+        requester.get_by_role("button", name="Resubmit request").click()
+        expect(requester.get_by_role("status")).to_contain_text("Resubmitted")
+        expect(requester.get_by_role("table", name="What the resubmission changed")).to_be_visible()
+        assert sideways_overflow(requester) == 0
+        shoot(requester, "phone-request-resubmitted")
+        assert revisions.open_revision(run) is None
+
+        again = drive(run).human_tasks.get(node="manager_approval", state=TaskState.CLAIMED)
+        page.goto(f"/tasks/{again.pk}/")
+        approve = page.get_by_role("button", name="Approve", exact=True)
+        approve.scroll_into_view_if_needed()
+        expect(approve).to_be_in_viewport()
+        approve.click()
+        expect(page.get_by_role("status").first).to_contain_text("Approved")
+        assert sideways_overflow(page) == 0
+        assert drive(run).state == "succeeded"

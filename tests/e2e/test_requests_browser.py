@@ -141,3 +141,89 @@ class TestFinanceRecordsACostCentre:
         expect(decision).to_contain_text("Cost centre")
         expect(decision.locator(".form-values")).to_contain_text("FIN-1200")
         shoot(alice, "request-cost-centre")
+
+
+class TestSentBackForChanges:
+    def test_alice_changes_the_amount_carol_and_finance_approve_and_alice_sees_it_paid(
+        self, sign_in, employees, drive
+    ):
+        alice = sign_in("alice")
+        alice.get_by_role("navigation", name="Main").get_by_role("link", name="New request").click()
+        alice.get_by_role("link", name="Expense").click()
+        alice.get_by_label("Title").fill("Conference in Berlin")
+        alice.get_by_label("Amount").fill("1500.001")
+        alice.get_by_label("Currency").fill("EUR")
+        alice.get_by_role("button", name="Send request").click()
+        expect(alice.locator("#field-amount-error")).to_have_text(
+            "Enter an amount with up to two decimals, e.g. 42.50."
+        )
+        alice.get_by_label("Amount").fill("1500.00")
+        alice.get_by_role("button", name="Send request").click()
+        expect(alice.get_by_role("status")).to_have_text("Your request was sent.")
+        run = drive(WorkflowRun.objects.get())
+        alice.get_by_role("navigation", name="Main").get_by_role("link", name="My requests").click()
+        row = alice.locator("tr", has_text="Conference in Berlin")
+        expect(row).to_contain_text("Manager approval: waiting for a decision by Carol")
+
+        # carol sends it back, saying why
+        carol = sign_in("carol")
+        carol.get_by_role("link", name=re.compile("Conference in Berlin — 1500.00 EUR")).click()
+        carol.get_by_role("button", name="Request changes").click()
+        panel = carol.locator("#decision-panel")
+        expect(panel.get_by_role("alert")).to_contain_text("a reason is required")
+        carol.get_by_label("What should change").fill("Only the conference fee, not the dinner.")
+        carol.get_by_role("button", name="Request changes").click()
+        expect(panel.get_by_role("status")).to_contain_text("Sent back for changes")
+        shoot(carol, "request-changes-sent")
+        run = drive(run)
+
+        # alice reads why, changes the amount and resubmits
+        alice.reload()
+        expect(row).to_contain_text("Revise for manager: waiting for changes by Alice")
+        row.get_by_role("link", name="Expense: Conference in Berlin").click()
+        revision = alice.locator("#revision-panel")
+        expect(revision).to_contain_text("Only the conference fee, not the dinner.")
+        revision.get_by_role("link", name="Change and resubmit…").click()
+        expect(alice.get_by_label("Amount")).to_have_value("1500.00")
+        expect(alice.get_by_label("Title")).to_have_value("Conference in Berlin")
+        alice.get_by_label("Amount").fill("-1")
+        alice.get_by_role("button", name="Resubmit request").click()
+        expect(alice.get_by_role("alert")).to_contain_text("Your request was not resubmitted")
+        run.refresh_from_db()
+        assert run.input["amount"] == "1500.00"
+        alice.get_by_label("Amount").fill("1350.00")
+        alice.get_by_label(re.compile("A note for")).fill("Dinner removed.")
+        shoot(alice, "request-revise-form")
+        alice.get_by_role("button", name="Resubmit request").click()
+        expect(alice.get_by_role("status")).to_contain_text("Resubmitted")
+        run = drive(run)
+        assert run.input["amount"] == "1350.00"
+
+        # carol approves it this time; finance (bob) approves with a cost centre
+        carol.goto("/")
+        carol.get_by_role("link", name=re.compile("Conference in Berlin — 1350.00 EUR")).click()
+        carol.get_by_role("button", name="Approve", exact=True).click()
+        expect(carol.locator("#decision-panel").get_by_role("status")).to_have_text("Approved.")
+        run = drive(run)
+        bob = sign_in("bob")
+        bob.goto("/?tab=queue")
+        bob.locator("tr", has_text="1350.00 EUR").get_by_role(
+            "link", name=re.compile("fill in its form")
+        ).click()
+        bob.get_by_label("Cost centre").fill("FIN-1200")
+        bob.get_by_role("button", name="Approve", exact=True).click()
+        expect(bob.locator("#decision-panel").get_by_role("status")).to_have_text("Approved.")
+        run = drive(run)
+        assert run.state == "succeeded"
+
+        # alice sees it paid, with what she changed and the cost centre
+        alice.goto(f"/requests/{run.pk}/")
+        expect(alice.locator(".state").first).to_have_text("succeeded")
+        changed = alice.get_by_role("table", name="What the resubmission changed")
+        expect(changed.get_by_role("row", name=re.compile("Amount"))).to_contain_text("1500.00")
+        expect(changed.get_by_role("row", name=re.compile("Amount"))).to_contain_text("1350.00")
+        finance = alice.locator("article.decision-entry", has_text="Approved by Bob")
+        expect(finance.locator(".form-values")).to_contain_text("FIN-1200")
+        asked = alice.get_by_role("region", name="What was asked")
+        expect(asked).to_contain_text("1350.00")
+        shoot(alice, "request-paid-with-changes")

@@ -26,6 +26,7 @@ from workflows.dsl import (
     NoCompensation,
     Parallel,
     RetryPolicy,
+    Revise,
     RunData,
     Sleep,
     Timeouts,
@@ -437,7 +438,40 @@ REVISED = Workflow(
     ),
 )
 
-for workflow in (LOOPING, LOOPING_FAILS, REVISED):
+
+class Draft(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    author: str = Field(min_length=1)
+    text: str = Field(min_length=1, max_length=200)
+
+
+# Sent back for changes through a Revise node, with an activity before the GoBack, so the
+# approval cannot tell its rounds in advance: past them, the run goes the otherwise way.
+REWORKED = Workflow(
+    name="test_reworked",
+    version=1,
+    start="review",
+    input_schema=Draft,
+    requester_field="author",
+    nodes=(
+        Approval(
+            "review",
+            title="Review the draft",
+            assignees=("carol",),
+            on_approve="publish",
+            on_reject=None,
+            on_changes_requested="rework",
+        ),
+        Revise("rework", next="log_rework"),
+        step("log_rework", "again"),
+        GoBack("again", to="review", max_rounds=2, otherwise="give_up"),
+        step("publish"),
+        step("give_up"),
+    ),
+)
+
+for workflow in (LOOPING, LOOPING_FAILS, REVISED, REWORKED):
     registry.register(workflow)
 
 

@@ -20,6 +20,7 @@ from workflows.dsl import (
     Join,
     NoCompensation,
     Parallel,
+    Revise,
     RunData,
     WaitForSignal,
     Workflow,
@@ -451,6 +452,46 @@ class TestApprovalForms:
 
         assert data.form_values("legal") == {"risk": "high"}
         assert data.form_values("elsewhere") == {}
+
+
+class TestRevise:
+    def definition(self, schema=None) -> Workflow:
+        return Workflow(
+            name="check_me",
+            version=1,
+            start="review",
+            input_schema=schema,
+            nodes=(
+                Approval(
+                    "review", assignees=("carol",), on_changes_requested="revise", on_approve=None
+                ),
+                Revise("revise", next="again"),
+                GoBack("again", to="review", max_rounds=3),
+            ),
+        )
+
+    def test_an_approval_sending_back_through_revise_and_go_back_passes(self):
+        assert check_definition(self.definition(CostCentre)) == []
+
+    def test_an_approval_gains_a_changes_requested_exit_only_when_it_names_one(self):
+        asking = self.definition(CostCentre).node("review")
+        plain = Approval("plain", on_approve=None, on_reject=None)
+
+        assert asking.signals["review.changes_requested"] == "revise"
+        assert "plain.changes_requested" not in plain.signals
+        assert (asking.may_request_changes, plain.may_request_changes) == (True, False)
+
+    def test_revise_waits_for_its_resubmission_and_goes_on_to_next(self):
+        revise = Revise("revise", next="again")
+
+        assert revise.signals == {"revise.resubmitted": "again"}
+        assert revise.resubmitted_signal == "revise.resubmitted"
+
+    def test_a_revise_without_an_input_schema_is_refused(self):
+        assert check_definition(self.definition()) == [
+            "revise 'revise' needs the workflow's input_schema: its form is the start form, "
+            "and a resubmission is validated with it"
+        ]
 
 
 class TestApprovalReminders:

@@ -199,3 +199,65 @@ class TestVendorOnboarding:
 
         assert workflow_env.path(run)[-1] == "notify_rejected"
         assert create.count == 0
+
+
+class TestExpenseSentBackForChanges:
+    def test_the_manager_sends_it_back_alice_lowers_it_and_it_is_paid_the_new_amount(
+        self, workflow_env, carol, alice, effects
+    ):
+        pay = workflow_env.spy("expense", "pay")
+        run = workflow_env.start("expense", expense(amount="1500.00"))
+
+        run = workflow_env.request_changes(
+            run, "manager_approval", as_user=carol, reason="Only the fee, please."
+        )
+        assert workflow_env.task(run, "revise_for_manager").assignee == alice
+        run = workflow_env.resubmit(
+            run,
+            "revise_for_manager",
+            as_user=alice,
+            input={"title": "Train to Lyon", "amount": "900.00", "currency": "EUR"},
+        )
+        run = workflow_env.approve(run, "manager_approval", as_user=carol)
+
+        workflow_env.assert_state(run, RunState.SUCCEEDED)
+        workflow_env.assert_path(
+            run,
+            "submit",
+            "manager_approval",
+            "revise_for_manager",
+            "back_to_manager",
+            "manager_approval",
+            "needs_finance",
+            "pay",
+            "notify",
+        )
+        assert pay.count == 1
+        assert pay.runs[0].input["amount"] == "900.00"
+        assert pay.runs[0].idempotency_key == f"{run.pk}:pay@1"
+        assert effects(run) == {"payments.pay": 1, "notifications.notify": 1}
+
+    def test_finance_may_send_it_back_too_and_it_returns_to_finance_not_the_manager(
+        self, workflow_env, carol, bob, alice
+    ):
+        run = workflow_env.start("expense", expense(amount="1500.00"))
+        run = workflow_env.approve(run, "manager_approval", as_user=carol)
+
+        run = workflow_env.request_changes(
+            run, "finance_approval", as_user=bob, reason="Which budget line?"
+        )
+        run = workflow_env.resubmit(
+            run,
+            "revise_for_finance",
+            as_user=alice,
+            input={**expense(amount="1500.00"), "description": "Budget line 7"},
+        )
+        again = workflow_env.task(run, "finance_approval")
+        run = workflow_env.approve(
+            run, "finance_approval", as_user=bob, values={"cost_centre": "FIN-1200"}
+        )
+
+        workflow_env.assert_state(run, RunState.SUCCEEDED)
+        assert again.assignee == bob
+        assert workflow_env.path(run).count("manager_approval") == 1
+        assert workflow_env.path(run).count("finance_approval") == 2

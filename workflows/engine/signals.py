@@ -9,7 +9,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from workflows.dsl import Approval, WaitForSignal, Workflow
+from workflows.dsl import HUMAN_NODES, Revise, WaitForSignal, Workflow
 from workflows.engine import advance, execute
 from workflows.engine.errors import IllegalRunOperation, RunAlreadyEnded
 from workflows.engine.work import LIVE_FORWARD_RUN_STATES, UnitOfWork, definition_of, lock_run
@@ -29,9 +29,10 @@ def signal_run(
     """Deliver a durable signal; return it and whether it was new (ids are de-duplicated).
 
     A wait for `name` resumes at once; with no such wait yet, the signal is kept
-    for the first wait that asks for it. An approval's outcome signals are
-    reserved for its human tasks (`from_human_task`): nobody else may send them,
-    or a run's starter could approve their own request.
+    for the first wait that asks for it. The signals of approvals and revisions
+    (`dsl.HUMAN_NODES`) are reserved for their human tasks (`from_human_task`):
+    nobody else may send them, or a run's starter could approve their own request
+    or replace its input unchecked.
     """
     now = now or timezone.now()
     work = UnitOfWork()
@@ -74,7 +75,7 @@ def _refuse_reserved_signal(definition: Workflow, name: str, signal_id: str | No
             f"Signal ids starting with {RESERVED_SIGNAL_ID_PREFIX!r} are reserved for approvals."
         )
     for node in definition.nodes:
-        if isinstance(node, Approval) and name in node.signals:
+        if isinstance(node, HUMAN_NODES) and name in node.signals:
             raise IllegalRunOperation(
                 f"{name!r} is decided by the human task of {node.name!r}, not by a signal."
             )
@@ -95,6 +96,11 @@ def consume_signal(
     signal.save(update_fields=["consumed_by", "consumed_at"])
     step.succeed(result={"signal": signal.name, "payload": signal.payload}, now=now)
     work.save(step)
+    if isinstance(node, Revise):
+        # The requester's resubmission, validated by the approvals app: later steps read
+        # the new input; the step's result keeps the previous one and the changes.
+        run.input = signal.payload["input"]
+        work.save(run)
     work.event(run, step, EventKind.COMPLETED, now, detail={"signal": signal.name})
     advance.leave_node(run, definition, step, work)
     if run.state in LIVE_FORWARD_RUN_STATES:
