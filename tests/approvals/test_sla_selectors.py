@@ -188,7 +188,8 @@ class TestManagersView:
         assert [task.title for task in board.oldest_overdue] == ["Late"]
         assert sum(day.count for day in board.decisions_per_day) == 1
         assert [row.decisions for row in board.latency] == [1]
-        assert board.run_trends == [] and board.cycle_times == []
+        assert board.run_trends == []
+        assert board.cycle_times == []
         assert not board.shows_runs
 
 
@@ -249,7 +250,10 @@ class TestSlaPage:
         assert "order: 3 runs finished, 1 of them failed (33.3%)" in response.text
         today = now.date().isoformat()
         since = (now.date() - timedelta(days=sla_selectors.TREND_DAYS - 1)).isoformat()
-        link = f"/console/?type=order&amp;state=dead_lettered&amp;finished_from={since}&amp;finished_to={today}"
+        link = (
+            "/console/?type=order&amp;state=dead_lettered"
+            f"&amp;finished_from={since}&amp;finished_to={today}"
+        )
         assert f'<a href="{link}">1</a>' in response.text
         listed = olga_client.get(link.replace("&amp;", "&"))
         assert listed.context["page"].rows[0].run.state == "dead_lettered"
