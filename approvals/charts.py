@@ -55,6 +55,7 @@ def columns(*, points: Sequence[Column], label: str) -> SafeString:
     """Draw `points` as stacked columns left to right (days, oldest first)."""
     if not points:
         return format_html('<svg class="chart" role="img" aria-label="{}"></svg>', label)
+    # A count is never below zero; a bar is never drawn inside out.
     top = max((point.total for point in points), default=0) or 1
     plot = HEIGHT - AXIS
     width = WIDTH / len(points)
@@ -62,7 +63,7 @@ def columns(*, points: Sequence[Column], label: str) -> SafeString:
     for index, point in enumerate(points):
         bottom = float(plot)
         for part in point.parts:
-            height = plot * part.value / top
+            height = plot * max(part.value, 0) / top
             bottom -= height
             rects.append(
                 (
@@ -84,7 +85,7 @@ def columns(*, points: Sequence[Column], label: str) -> SafeString:
         '<line x1="0" y1="{}" x2="{}" y2="{}" class="chart-axis"></line>{}'
         '<text x="0" y="{}" class="chart-label">{}</text>'
         '<text x="{}" y="{}" class="chart-label" text-anchor="end">{}</text>'
-        '<text x="{}" y="10" class="chart-label" text-anchor="end">max {}</text>'
+        '<text x="2" y="10" class="chart-label">max {}</text>'
         "</svg>",
         WIDTH,
         HEIGHT,
@@ -98,7 +99,6 @@ def columns(*, points: Sequence[Column], label: str) -> SafeString:
         WIDTH,
         HEIGHT - 2,
         points[-1].label,
-        WIDTH,
         _number(top),
     )
 
@@ -107,7 +107,7 @@ def spans(*, rows: Sequence[Span], label: str, unit: str) -> SafeString:
     """Draw each row's median and 95th percentile as two horizontal bars on one scale."""
     if not rows:
         return format_html('<svg class="chart" role="img" aria-label="{}"></svg>', label)
-    top = max(max(row.p95, row.median) for row in rows) or 1
+    top = max(max(row.p95, row.median, 0) for row in rows) or 1
     left = WIDTH * 0.35
     room = WIDTH - left - 40
     height = ROW * len(rows) + 4
@@ -127,17 +127,17 @@ def spans(*, rows: Sequence[Span], label: str, unit: str) -> SafeString:
                 row.label,
                 f"{left:.1f}",
                 y + 1,
-                f"{room * row.median / top:.1f}",
+                f"{room * max(row.median, 0) / top:.1f}",
                 row.label,
                 _number(row.median),
                 unit,
                 f"{left:.1f}",
                 y + 10,
-                f"{room * row.p95 / top:.1f}",
+                f"{room * max(row.p95, 0) / top:.1f}",
                 row.label,
                 _number(row.p95),
                 unit,
-                f"{left + room * row.p95 / top + 3:.1f}",
+                f"{left + room * max(row.p95, 0) / top + 3:.1f}",
                 y + 17,
                 _number(row.p95),
                 unit,

@@ -106,7 +106,9 @@ class TestSlaDashboard:
         train = start_expense(title="Train to Lyon")
         # Ended a day ago, in failure (written as the engine leaves a failed run).
         WorkflowRun.objects.filter(pk=train.pk).update(
-            state=RunState.FAILED, finished_at=timezone.now() - timedelta(days=1)
+            state=RunState.FAILED,
+            created_at=timezone.now() - timedelta(days=1, hours=3),
+            finished_at=timezone.now() - timedelta(days=1),
         )
 
         page = sign_in("olga")
