@@ -148,7 +148,7 @@ def spans(*, rows: Sequence[Span], label: str, unit: str) -> SafeString:
         WIDTH,
         height,
         label,
-        SafeString("".join(parts)),
+        format_html_join("", "{}", ((part,) for part in parts)),
     )
 
 
