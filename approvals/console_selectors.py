@@ -48,6 +48,9 @@ class RunFilters:
     state: str = ""
     started_from: date | None = None
     started_to: date | None = None
+    # Finished between (the SLA dashboard's numbers link here), days inclusive.
+    finished_from: date | None = None
+    finished_to: date | None = None
     requester: str = ""
     correlation_id: str = ""
     search: str = ""
@@ -73,6 +76,8 @@ class RunFilters:
             state = ""
         started_from = _date(query, "from", "Started from", problems)
         started_to = _date(query, "to", "Started until", problems)
+        finished_from = _date(query, "finished_from", "Finished from", problems)
+        finished_to = _date(query, "finished_to", "Finished until", problems)
         requester = _text(query, "requester", "A requester", 150, problems)
         correlation_id = _text(query, "correlation_id", "A correlation id", 200, problems)
         search = _text(query, "q", "A search", SEARCH_MAX_LENGTH, problems)
@@ -83,6 +88,8 @@ class RunFilters:
             state=state,
             started_from=started_from,
             started_to=started_to,
+            finished_from=finished_from,
+            finished_to=finished_to,
             requester=requester,
             correlation_id=correlation_id,
             search=search,
@@ -192,6 +199,10 @@ def filtered_runs(filters: RunFilters) -> QuerySet[WorkflowRun]:
         runs = runs.filter(created_at__gte=_start_of(filters.started_from))
     if filters.started_to:
         runs = runs.filter(created_at__lt=_start_of(filters.started_to + timedelta(days=1)))
+    if filters.finished_from:
+        runs = runs.filter(finished_at__gte=_start_of(filters.finished_from))
+    if filters.finished_to:
+        runs = runs.filter(finished_at__lt=_start_of(filters.finished_to + timedelta(days=1)))
     if filters.requester:
         runs = runs.filter(started_by__username=filters.requester)
     if filters.correlation_id:

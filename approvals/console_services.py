@@ -25,7 +25,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from approvals import audit, permissions
-from approvals.models import COMMENT_MAX_LENGTH
+from approvals.models import COMMENT_MAX_LENGTH, GroupManager
 from workflows import engine, registry
 from workflows.cleaning import Refused, clean_text, refuse_unstorable
 from workflows.dsl import Activity
@@ -75,6 +75,19 @@ def console_refusal(user: Any) -> str:
         may_view_runs=user.has_perm("workflows.view_workflowrun"),
         may_operate_runs=user.has_perm("workflows.operate_workflowrun"),
     )
+
+
+def sla_scope(user: Any) -> tuple[frozenset[int] | None, str]:
+    """Return the groups whose tasks `user` may see on the SLA dashboard (None: all),
+    and why they may not see it at all, or ""."""
+    refusal = console_refusal(user)
+    # An operator sees everything: which groups they manage does not matter.
+    managed = (
+        frozenset(GroupManager.objects.filter(manager=user).values_list("group_id", flat=True))
+        if refusal
+        else frozenset()
+    )
+    return permissions.sla_dashboard_scope(console_refusal=refusal, managed_group_ids=managed)
 
 
 def operate_refusal(user: Any, what: str) -> str:

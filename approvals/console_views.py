@@ -24,6 +24,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from approvals import console_selectors, console_services, sla_selectors
 from approvals.console_selectors import RunFilters
+from approvals.sla_charts import sla_charts
 from approvals.throttling import client_address
 from workflows.states import RunState
 
@@ -73,11 +74,14 @@ def runs(request: HttpRequest) -> HttpResponse:
 @require_GET
 def sla(request: HttpRequest) -> HttpResponse:
     """Open human tasks against their due times, by type, group and person; the oldest
-    overdue ones; and how long decisions took lately."""
-    if refused := _refused(request):
-        return refused
-    board = sla_selectors.dashboard(now=timezone.now())
-    return render(request, "approvals/console/sla.html", {"board": board})
+    overdue ones; decisions and finished runs per day, failure rates and cycle times.
+    Operators see everything, a group's manager the tasks of the groups they manage."""
+    group_ids, refusal = console_services.sla_scope(request.user)
+    if refusal:
+        return _problem(request, refusal, status=403)
+    board = sla_selectors.dashboard(now=timezone.now(), group_ids=group_ids)
+    context = {"board": board, "charts": sla_charts(board)}
+    return render(request, "approvals/console/sla.html", context)
 
 
 # ---------------------------------------------------------------------------

@@ -258,3 +258,22 @@ def operate_refusal(*, may_operate_runs: bool, what: str) -> str:
             "(“Can cancel, pause, resume and retry runs”)."
         )
     return ""
+
+
+def sla_dashboard_scope(
+    *, console_refusal: str, managed_group_ids: frozenset[int]
+) -> tuple[frozenset[int] | None, str]:
+    """Return which groups' tasks someone may see on the SLA dashboard, and why not.
+
+    Whoever may open the run console (an operator) sees everything: (None, ""). A
+    group's manager sees the tasks offered to the groups they manage: (their groups,
+    ""). Anyone else sees nothing, and is told why: (frozenset(), the reason).
+    """
+    if not console_refusal:
+        return None, ""
+    if managed_group_ids:
+        return managed_group_ids, ""
+    return frozenset(), (
+        "The SLA dashboard is for operators and for group managers: you manage no group, "
+        f"and {console_refusal[0].lower()}{console_refusal[1:]}"
+    )

@@ -6,26 +6,39 @@ recent decisions cost, never what the history does: open tasks by SLA state and
 type read `task_state_due_idx` (state, due_at) over live tasks only; each group's
 queue and each person's tasks read the inbox's entries (rows exist only for live
 tasks); the oldest overdue tasks are one range of `task_deadline_due_idx`; decision
-times read `task_decided_at_idx` over the last `LATENCY_WINDOW`. A task's SLA state
-is `approvals.escalation.sla`'s rule, written as a query: overdue once due, due
-soon within `DUE_SOON`, on time after that or with no due time.
+times and decisions per day read `task_decided_at_idx` over a recent window. Runs
+finished per day, their failures and their cycle times read `run_finished_idx`
+(finished_at, carrying type, state and start) over the last `TREND_DAYS` only, so
+a million older finished runs cost nothing. A task's SLA state is
+`approvals.escalation.sla`'s rule, written as a query: overdue once due, due soon
+within `DUE_SOON`, on time after that or with no due time.
+
+A group manager sees the same page limited to tasks offered to the groups they
+manage (`group_ids`); runs belong to no group, so their trends are for operators.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
-from django.db.models import Aggregate, Count, F, FloatField, Q
-from django.db.models.functions import Extract
+from django.db.models import Aggregate, Count, Exists, F, FloatField, OuterRef, Q, QuerySet
+from django.db.models.functions import Extract, TruncDate
 
 from approvals.escalation import DUE_SOON
 from approvals.models import HumanTask, InboxEntry
 from approvals.states import LIVE_TASK_STATES, InboxTab, TaskState
+from workflows.models import WorkflowRun
+from workflows.states import RunState
 
 LATENCY_WINDOW = timedelta(days=7)
 OVERDUE_LIST_SIZE = 10
+# Days in the trends (decisions, runs finished, failures, cycle times), today included.
+TREND_DAYS = 14
+# A run that ended in one of these failed, whatever was undone after.
+FAILED_RUN_STATES = (RunState.FAILED, RunState.COMPENSATED, RunState.DEAD_LETTERED)
 
 
 class _Percentile(Aggregate):
@@ -63,6 +76,65 @@ class Latency:
     p95_hours: float
 
 
+@dataclass(frozen=True)
+class DayCount:
+    day: date
+    count: int
+
+
+@dataclass(frozen=True)
+class DayOutcomes:
+    """The runs of one type that finished on one day, and how many of them failed."""
+
+    day: date
+    finished: int = 0
+    failed: int = 0
+    compensated: int = 0
+    dead_lettered: int = 0
+
+    @property
+    def failures(self) -> int:
+        return self.failed + self.compensated + self.dead_lettered
+
+    @property
+    def succeeded(self) -> int:
+        return self.finished - self.failures
+
+
+@dataclass(frozen=True)
+class RunTrend:
+    """Runs of one workflow type finished per day over the trend window, oldest day first."""
+
+    workflow_type: str
+    days: list[DayOutcomes]
+
+    @property
+    def total(self) -> DayOutcomes:
+        return DayOutcomes(
+            day=self.days[-1].day,
+            finished=sum(day.finished for day in self.days),
+            failed=sum(day.failed for day in self.days),
+            compensated=sum(day.compensated for day in self.days),
+            dead_lettered=sum(day.dead_lettered for day in self.days),
+        )
+
+    @property
+    def failure_rate(self) -> float:
+        """Failed, compensated and dead-lettered runs over finished runs, in percent."""
+        total = self.total
+        return round(100.0 * total.failures / total.finished, 1) if total.finished else 0.0
+
+
+@dataclass(frozen=True)
+class CycleTime:
+    """How long runs of one type took from start to end, in hours."""
+
+    workflow_type: str
+    runs: int
+    median_hours: float
+    p95_hours: float
+
+
 @dataclass
 class Dashboard:
     now: datetime
@@ -72,6 +144,25 @@ class Dashboard:
     by_assignee: list[SlaCounts] = field(default_factory=list)
     oldest_overdue: list[HumanTask] = field(default_factory=list)
     latency: list[Latency] = field(default_factory=list)
+    # The trend window: its first day and every day in it, oldest first.
+    days: list[date] = field(default_factory=list)
+    decisions_per_day: list[DayCount] = field(default_factory=list)
+    run_trends: list[RunTrend] = field(default_factory=list)
+    cycle_times: list[CycleTime] = field(default_factory=list)
+    # The groups the page is limited to (a manager's), or None: everything (an operator).
+    group_ids: frozenset[int] | None = None
+
+    @property
+    def shows_runs(self) -> bool:
+        return self.group_ids is None
+
+    @property
+    def first_day(self) -> date:
+        return self.days[0]
+
+    @property
+    def last_day(self) -> date:
+        return self.days[-1]
 
 
 def _sla_counts(due: str, now: datetime) -> dict[str, Count]:
@@ -85,9 +176,27 @@ def _sla_counts(due: str, now: datetime) -> dict[str, Count]:
     }
 
 
-def dashboard(*, now: datetime) -> Dashboard:
-    """Read the whole dashboard in a fixed number of queries."""
-    live = HumanTask.objects.filter(state__in=LIVE_TASK_STATES)
+def trend_days(now: datetime) -> list[date]:
+    """The days of the trend window (UTC), oldest first, today last."""
+    today = now.astimezone(UTC).date()
+    return [today - timedelta(days=back) for back in range(TREND_DAYS - 1, -1, -1)]
+
+
+def _offered_to(group_ids: Collection[int], task: str = "pk") -> Exists:
+    """Whether the task in column `task` is offered to one of `group_ids`."""
+    through = HumanTask.candidate_groups.through
+    return Exists(through.objects.filter(humantask_id=OuterRef(task), group_id__in=group_ids))
+
+
+def _scoped(tasks: QuerySet[HumanTask], group_ids: Collection[int] | None) -> QuerySet[HumanTask]:
+    return tasks if group_ids is None else tasks.filter(_offered_to(group_ids))
+
+
+def dashboard(*, now: datetime, group_ids: Collection[int] | None = None) -> Dashboard:
+    """Read the whole dashboard in a fixed number of queries; with `group_ids`, only
+    the tasks offered to those groups (a manager's view) and no run trends."""
+    scope = None if group_ids is None else frozenset(group_ids)
+    live = _scoped(HumanTask.objects.filter(state__in=LIVE_TASK_STATES), scope)
     by_type = [
         SlaCounts(name=row.pop("workflow_type"), **row)
         for row in live.order_by()
@@ -104,14 +213,24 @@ def dashboard(*, now: datetime) -> Dashboard:
     # An inbox entry's sort_due is the task's due time, or the far future if it has none.
     by_group = [
         SlaCounts(name=row.pop("group__name"), **row)
-        for row in InboxEntry.objects.filter(group__isnull=False)
+        for row in (
+            InboxEntry.objects.filter(group__isnull=False)
+            if scope is None
+            else InboxEntry.objects.filter(group_id__in=scope)
+        )
         .values("group__name")
         .annotate(**_sla_counts("sort_due", now))
         .order_by("-overdue", "group__name")
     ]
     by_assignee = [
         SlaCounts(name=row.pop("user__username"), **row)
-        for row in InboxEntry.objects.filter(user__isnull=False, tab=InboxTab.MINE)
+        for row in (
+            InboxEntry.objects.filter(user__isnull=False, tab=InboxTab.MINE)
+            if scope is None
+            else InboxEntry.objects.filter(
+                _offered_to(scope, "task_id"), user__isnull=False, tab=InboxTab.MINE
+            )
+        )
         .values("user__username")
         .annotate(**_sla_counts("sort_due", now))
         .order_by("-overdue", "user__username")
@@ -129,8 +248,11 @@ def dashboard(*, now: datetime) -> Dashboard:
             median_hours=round(row["median"] or 0.0, 1),
             p95_hours=round(row["p95"] or 0.0, 1),
         )
-        for row in HumanTask.objects.filter(
-            state=TaskState.COMPLETED, decided_at__gte=now - LATENCY_WINDOW
+        for row in _scoped(
+            HumanTask.objects.filter(
+                state=TaskState.COMPLETED, decided_at__gte=now - LATENCY_WINDOW
+            ),
+            scope,
         )
         .order_by()
         .values("workflow_type")
@@ -141,6 +263,17 @@ def dashboard(*, now: datetime) -> Dashboard:
         )
         .order_by("workflow_type")
     ]
+    days = trend_days(now)
+    since = datetime.combine(days[0], time.min, tzinfo=UTC)
+    decided = {
+        row["day"]: row["count"]
+        for row in _scoped(
+            HumanTask.objects.filter(state=TaskState.COMPLETED, decided_at__gte=since), scope
+        )
+        .order_by()
+        .values(day=TruncDate("decided_at", tzinfo=UTC))
+        .annotate(count=Count("pk"))
+    }
     return Dashboard(
         now=now,
         overall=overall,
@@ -149,4 +282,61 @@ def dashboard(*, now: datetime) -> Dashboard:
         by_assignee=by_assignee,
         oldest_overdue=oldest_overdue,
         latency=latency,
+        days=days,
+        decisions_per_day=[DayCount(day=day, count=decided.get(day, 0)) for day in days],
+        run_trends=run_trends(days=days) if scope is None else [],
+        cycle_times=cycle_times(since=since) if scope is None else [],
+        group_ids=scope,
     )
+
+
+def finished_runs(*, since: datetime) -> QuerySet[WorkflowRun]:
+    """Runs that ended at or after `since`: a range of `run_finished_idx`."""
+    return WorkflowRun.objects.filter(finished_at__gte=since).order_by()
+
+
+def run_trends(*, days: list[date]) -> list[RunTrend]:
+    """Runs finished per type and day over `days`, with their failures, in one query."""
+    since = datetime.combine(days[0], time.min, tzinfo=UTC)
+    found: dict[str, dict[date, DayOutcomes]] = {}
+    for row in (
+        finished_runs(since=since)
+        .values("workflow_type", day=TruncDate("finished_at", tzinfo=UTC))
+        .annotate(
+            finished=Count("pk"),
+            failed=Count("pk", filter=Q(state=RunState.FAILED)),
+            compensated=Count("pk", filter=Q(state=RunState.COMPENSATED)),
+            dead_lettered=Count("pk", filter=Q(state=RunState.DEAD_LETTERED)),
+        )
+    ):
+        workflow_type = row.pop("workflow_type")
+        found.setdefault(workflow_type, {})[row["day"]] = DayOutcomes(**row)
+    return [
+        RunTrend(
+            workflow_type=workflow_type,
+            days=[by_day.get(day, DayOutcomes(day=day)) for day in days],
+        )
+        for workflow_type, by_day in sorted(found.items())
+    ]
+
+
+def cycle_times(*, since: datetime) -> list[CycleTime]:
+    """The median and 95th percentile of start-to-end times of runs finished since
+    `since`, per type, in one query."""
+    took = Extract(F("finished_at") - F("created_at"), "epoch") / 3600.0
+    return [
+        CycleTime(
+            workflow_type=row["workflow_type"],
+            runs=row["runs"],
+            median_hours=round(row["median"] or 0.0, 2),
+            p95_hours=round(row["p95"] or 0.0, 2),
+        )
+        for row in finished_runs(since=since)
+        .values("workflow_type")
+        .annotate(
+            runs=Count("pk"),
+            median=_Percentile(took, fraction=0.5),
+            p95=_Percentile(took, fraction=0.95),
+        )
+        .order_by("workflow_type")
+    ]

@@ -3,6 +3,8 @@ business key is matched exactly, as text or as the number it spells."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 from django.db import connection
 
@@ -51,6 +53,36 @@ class TestPlans:
 
     def test_a_correlation_id_reads_its_index(self):
         assert "run_correlation_idx" in plan(RunFilters(correlation_id="shop-9"))
+
+
+class TestFinishedBetween:
+    def test_keeps_the_runs_that_ended_on_the_days_given_inclusive(self):
+        def ended(day: int) -> WorkflowRun:
+            run = WorkflowRun.objects.create(
+                workflow_type="order", workflow_version=1, input={}, state="running"
+            )
+            WorkflowRun.objects.filter(pk=run.pk).update(
+                finished_at=datetime(2026, 11, day, 23, 59, tzinfo=UTC)
+            )
+            return run
+
+        ended(9)
+        kept = {ended(10).pk, ended(11).pk}
+        ended(12)
+        WorkflowRun.objects.create(workflow_type="order", workflow_version=1, input={})
+
+        filters = RunFilters.from_query(
+            {"finished_from": "2026-11-10", "finished_to": "2026-11-11"}
+        )
+
+        assert {run.pk for run in filtered_runs(filters)} == kept
+        assert "run_finished_idx" in plan(filters)
+
+    def test_a_date_it_cannot_read_is_left_out_and_said_so(self):
+        filters = RunFilters.from_query({"finished_from": "yesterday"})
+
+        assert filters.finished_from is None
+        assert filters.problems == ("Finished from must be a date such as 2026-12-01; left out.",)
 
 
 class TestSearch:

@@ -25,6 +25,7 @@ from approvals.permissions import (
     may_hand_to,
     operate_refusal,
     run_requesters,
+    sla_dashboard_scope,
 )
 from approvals.states import TaskState
 from workflows.dsl import Workflow
@@ -250,4 +251,30 @@ class TestTheRunConsole:
         assert operate_refusal(may_operate_runs=True, what="pause a run") == ""
         assert operate_refusal(may_operate_runs=False, what="pause a run").startswith(
             "Only operators may pause a run: it needs the permission to operate workflow runs"
+        )
+
+
+class TestTheSlaDashboard:
+    def test_an_operator_sees_every_group(self):
+        assert sla_dashboard_scope(console_refusal="", managed_group_ids=frozenset({3})) == (
+            None,
+            "",
+        )
+
+    def test_a_group_manager_sees_the_groups_they_manage(self):
+        assert sla_dashboard_scope(
+            console_refusal="The run console is for operators (staff) only.",
+            managed_group_ids=frozenset({3, 4}),
+        ) == (frozenset({3, 4}), "")
+
+    def test_anyone_else_is_refused_saying_why(self):
+        groups, refusal = sla_dashboard_scope(
+            console_refusal="The run console is for operators (staff) only.",
+            managed_group_ids=frozenset(),
+        )
+
+        assert groups == frozenset()
+        assert refusal == (
+            "The SLA dashboard is for operators and for group managers: you manage no group, "
+            "and the run console is for operators (staff) only."
         )

@@ -3,6 +3,7 @@ Playwright: olga finds a dead-lettered order by its id and retries it."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -14,6 +15,7 @@ from playwright.sync_api import expect
 from approvals import inbox_entries
 from tests.e2e import test_inbox_browser as inbox
 from tests.workflows.test_engine import sweep_until_quiet
+from workflows.models import WorkflowRun
 from workflows.states import RunState
 
 # The inbox's browser tests' Chromium and sign-in, shared: every page is watched, and
@@ -101,7 +103,13 @@ class TestSlaDashboard:
         late.due_at = timezone.now() - timedelta(hours=5)
         late.save()
         inbox_entries.refresh(late)  # as the services do whenever a due time changes
-        start_expense(title="Train to Lyon")
+        train = start_expense(title="Train to Lyon")
+        # Ended a day ago, in failure (written as the engine leaves a failed run).
+        WorkflowRun.objects.filter(pk=train.pk).update(
+            state=RunState.FAILED,
+            created_at=timezone.now() - timedelta(days=1, hours=3),
+            finished_at=timezone.now() - timedelta(days=1),
+        )
 
         page = sign_in("olga")
         page.goto("/console/")
@@ -113,9 +121,26 @@ class TestSlaDashboard:
         expect(overdue).to_contain_text("Expense: Hotel in Lyon")
         held = page.locator("section", has=page.locator("#by-assignee")).locator("tbody tr")
         expect(held.get_by_role("cell")).to_have_text(["carol", "1", "0", "1", "2"])
+        chart = page.get_by_role(
+            "img", name="expense: 1 runs finished, 1 of them failed (100.0%)", exact=False
+        )
+        expect(chart).to_be_visible()
+        expect(chart.locator("rect.chart-bad")).to_have_count(14)
+        expect(page.get_by_role("img", name="Decisions per day", exact=False)).to_be_visible()
         shoot(page, "console-sla")
         overdue.get_by_role("link", name="its run").click()
         expect(page.get_by_role("heading", name="expense v1: Hotel in Lyon")).to_be_visible()
+
+        page.go_back()
+        throughput = page.locator("section", has=page.locator("#throughput"))
+        expense = throughput.locator("table").first.locator("tbody tr", has_text="expense")
+        expense.get_by_role("cell").nth(2).get_by_role("link").click()
+
+        expect(page).to_have_url(re.compile(r"state=failed&finished_from=.*&finished_to="))
+        expect(page.get_by_label("Finished from")).not_to_have_value("")
+        rows = page.locator("#run-list tbody tr")
+        expect(rows).to_have_count(1)
+        expect(rows).to_contain_text("Train to Lyon")
 
 
 class TestSkippingAStuckStep:

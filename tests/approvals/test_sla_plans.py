@@ -1,0 +1,157 @@
+"""The SLA dashboard's queries read index ranges bounded by time, never a whole table.
+
+Thousands of finished runs and decided tasks are seeded, nearly all of them older
+than the trend window, then ANALYZEd so that PostgreSQL has a real choice; every
+query the dashboard sends (an operator's and a manager's) is EXPLAINed as sent.
+A sequential scan of the runs or tasks table would grow with the history, which at
+a million finished runs is the difference between a fast page and a dead one.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from approvals import inbox_entries, sla_selectors
+from approvals.models import HumanTask, InboxEntry
+from workflows.models import WorkflowRun
+
+pytestmark = pytest.mark.django_db
+
+HISTORY = 4000
+RECENT = 100
+BIG_TABLES = {"workflows_workflowrun", "approvals_humantask"}
+
+
+@pytest.fixture
+def history(manager_task, groups, carol):
+    """4,000 runs and 4,000 decisions from the last year, 100 of each in the window,
+    600 runs still going and 300 open tasks in finance's queue."""
+    now = timezone.now()
+    types = ("expense", "order", "vendor_onboarding")
+    states = ("succeeded", "succeeded", "succeeded", "failed", "compensated", "dead_lettered")
+    runs = [
+        WorkflowRun(
+            workflow_type=types[n % 3],
+            workflow_version=1,
+            input={},
+            state=states[n % 6],
+            finished_at=now - timedelta(days=30 + n % 330, hours=n % 24),
+        )
+        for n in range(HISTORY)
+    ]
+    runs += [
+        WorkflowRun(
+            workflow_type=types[n % 3],
+            workflow_version=1,
+            input={},
+            state=states[n % 6],
+            finished_at=now - timedelta(hours=n % (24 * sla_selectors.TREND_DAYS - 24)),
+        )
+        for n in range(RECENT)
+    ]
+    runs += [
+        WorkflowRun(workflow_type=types[n % 3], workflow_version=1, input={}, state="running")
+        for n in range(600)
+    ]
+    WorkflowRun.objects.bulk_create(runs)
+
+    def task(n: int, **fields: Any) -> HumanTask:
+        return HumanTask(
+            run_id=manager_task.run_id,
+            step_id=manager_task.step_id,
+            node="manager_approval",
+            workflow_type=types[n % 3],
+            title=f"Task {n}",
+            created_at=now - timedelta(days=400),
+            **fields,
+        )
+
+    decided = [
+        task(n, state="completed", decided_by=carol, decided_at=now - timedelta(days=30 + n % 330))
+        for n in range(HISTORY)
+    ] + [
+        task(n, state="completed", decided_by=carol, decided_at=now - timedelta(hours=n))
+        for n in range(RECENT)
+    ]
+    live = [task(n, state="open", due_at=now + timedelta(hours=n % 72 - 24)) for n in range(300)]
+    HumanTask.objects.bulk_create(decided + live)
+    through = HumanTask.candidate_groups.through
+    through.objects.bulk_create(
+        through(humantask=made, group=groups["finance" if n % 2 else "legal"])
+        for n, made in enumerate(decided + live)
+    )
+    InboxEntry.objects.bulk_create(
+        entry for made in live for entry in inbox_entries.entries_for(made)
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    return now
+
+
+def plans(**scope: Any) -> list[tuple[str, dict[str, Any]]]:
+    """Each query the dashboard sends, with its plan."""
+    with CaptureQueriesContext(connection) as captured:
+        sla_selectors.dashboard(now=timezone.now(), **scope)
+    found = []
+    with connection.cursor() as cursor:
+        for query in captured.captured_queries:
+            cursor.execute(f"EXPLAIN (FORMAT JSON) {query['sql']}")
+            found.append((query["sql"], cursor.fetchone()[0][0]["Plan"]))
+    return found
+
+
+def nodes(plan: dict[str, Any]):
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from nodes(child)
+
+
+def whole_tables(found: list[tuple[str, dict[str, Any]]]) -> dict[str, list[str]]:
+    """The big tables each query reads whole, by the query's start."""
+    scans = {
+        sql[:80]: [
+            node["Relation Name"]
+            for node in nodes(plan)
+            if node["Node Type"] == "Seq Scan" and node.get("Relation Name") in BIG_TABLES
+        ]
+        for sql, plan in found
+    }
+    return {sql: tables for sql, tables in scans.items() if tables}
+
+
+def indexes(plan: dict[str, Any]) -> set[tuple[str, str]]:
+    return {(node["Node Type"], node.get("Index Name", "")) for node in nodes(plan)}
+
+
+class TestPlans:
+    def test_an_operators_dashboard_reads_no_whole_table(self, history):
+        found = plans()
+
+        assert len(found) == 8
+        assert whole_tables(found) == {}
+
+    def test_the_run_trends_read_a_range_of_the_finished_index(self, history):
+        # An Index Only Scan once VACUUM has set the visibility map (as autovacuum does
+        # on a real table); inside a test's transaction, a bitmap scan of the same range.
+        run_plans = [plan for sql, plan in plans() if '"finished_at" >=' in sql]
+
+        assert len(run_plans) == 2
+        for plan in run_plans:
+            assert "run_finished_idx" in {name for _, name in indexes(plan)}
+
+    def test_decisions_per_day_read_the_decided_at_index(self, history):
+        [decisions] = [plan for sql, plan in plans() if "decided_at" in sql and "::date" in sql]
+
+        assert "task_decided_at_idx" in {name for _, name in indexes(decisions)}
+
+    def test_a_managers_dashboard_reads_no_whole_table_either(self, history, groups):
+        found = plans(group_ids={groups["finance"].pk})
+
+        assert len(found) == 6
+        assert whole_tables(found) == {}
