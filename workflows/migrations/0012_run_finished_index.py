@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
     """The SLA dashboard: runs that ended lately, by finish time, read from the index alone."""
 
     dependencies = [
-        ('workflows', '0010_console_indexes'),
+        ('workflows', '0011_step_lease_holder_and_traceback'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
