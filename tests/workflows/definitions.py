@@ -459,7 +459,8 @@ CHILD = Workflow(
     version=1,
     start="child_work",
     nodes=(
-        step("child_work", "maybe_hold"),
+        # A heartbeat timeout, so a worker killed mid-work is noticed within seconds.
+        step("child_work", "maybe_hold", timeouts=Timeouts(heartbeat=timedelta(seconds=2))),
         Branch("maybe_hold", condition=_holds, if_true="hold", if_false="child_done"),
         WaitForSignal("hold", signals={"go": "child_done"}),
         Activity("child_done", run=_child_done, mutating=False),
@@ -563,5 +564,29 @@ MAP_CHILDREN = Workflow(
     ),
 )
 
-for workflow in (CHILD, PARENT, MAP_FAIL_FAST, MAP_FINISH_ALL, MAP_CHILDREN):
+# A child and a map in flight at once (tests/e2e kills a worker in the middle).
+CHILD_AND_MAP = Workflow(
+    name="test_child_and_map",
+    version=1,
+    start="split",
+    nodes=(
+        Parallel("split", branches=("call", "each"), join="joined"),
+        ChildWorkflow("call", workflow="test_child", input=_child_input, next="joined"),
+        Map(
+            "each",
+            items=_items,
+            activity=item_effect,
+            compensate=undo_item_effect,
+            max_concurrency=2,
+            retry=QUICK_RETRY,
+            compensation_retry=QUICK_RETRY,
+            timeouts=Timeouts(heartbeat=timedelta(seconds=2)),
+            next="joined",
+        ),
+        Join("joined", next="after"),
+        step("after"),
+    ),
+)
+
+for workflow in (CHILD, PARENT, MAP_FAIL_FAST, MAP_FINISH_ALL, MAP_CHILDREN, CHILD_AND_MAP):
     registry.register(workflow)
