@@ -8,7 +8,7 @@ tests/workflows/definitions.py (two items at a time, then `after`).
 from __future__ import annotations
 
 from workflows.examples.models import ServiceEffect
-from workflows.models import StepRun, WorkflowRun
+from workflows.models import StepRun, WorkflowRun, step_key
 from workflows.states import RunState, StepKind, StepState
 
 IN_FLIGHT = (StepState.SCHEDULED, StepState.RUNNING, StepState.RETRY_WAIT)
@@ -85,6 +85,14 @@ class TestMappingAnActivity:
 
         assert keys == [f"{run.pk}:each#0", f"{run.pk}:each#1", f"{run.pk}:each#2"]
         assert applied(run, "item") == sorted(keys)
+
+    def test_an_items_key_names_its_round_in_a_loops_later_rounds_and_its_undo(self):
+        assert step_key(run_id="r", node="each", round=2, item=3) == "r:each@2#3"
+        assert step_key(run_id="r", node="each", round=0, item=0) == "r:each#0"
+        assert (
+            step_key(run_id="r", node="each", round=1, item=7, compensation=True)
+            == "r:each@1#7:compensate"
+        )
 
     def test_an_empty_list_goes_straight_on_with_no_results(self, workflow_env):
         run = workflow_env.start("test_map", {"items": []})
