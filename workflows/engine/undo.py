@@ -36,8 +36,11 @@ def undo_next(run: WorkflowRun, definition: Workflow, now: datetime, work: UnitO
     )
     if steps_of(run, work).filter(in_flight).exists():
         return
+    # Only what the plan needs: a map's thousand items are read without their results.
     finished = list(
-        steps_of(run, work).filter(kind=StepKind.FORWARD, state__in=_UNDOABLE_STEP_STATES)
+        steps_of(run, work)
+        .filter(kind=StepKind.FORWARD, state__in=_UNDOABLE_STEP_STATES)
+        .defer("result", "last_error", "item_value")
     )
     plan = steps_to_undo(
         workflow=definition,
@@ -82,7 +85,7 @@ def undo_next(run: WorkflowRun, definition: Workflow, now: datetime, work: UnitO
             due_at=now + timedelta(seconds=settings.BATON_REDISPATCH_AFTER),
             lease=definition.activity(undone.node).timeouts.first_lease,
             item=undone.item,
-            item_value=undone.item_value,
+            item_value=undone.item_value if undone.item is not None else None,
         )
         work.event(run, compensation, EventKind.COMPENSATING, now)
         work.send(compensation)
