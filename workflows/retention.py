@@ -71,12 +71,14 @@ def prunable_runs(*, finished_before: datetime) -> QuerySet[WorkflowRun]:
 
     A run that finished before the cutoff was also created before it, so the
     filter on `created_at` lets PostgreSQL read the (state, created_at) index
-    instead of every finished run.
+    instead of every finished run. A child run goes with its parent, never before
+    it: a live parent may still need it (undoing it compensates the child).
     """
     return WorkflowRun.objects.filter(
         state__in=FINAL_RUN_STATES,
         created_at__lt=finished_before,
         finished_at__lt=finished_before,
+        parent_run__isnull=True,
     )
 
 
