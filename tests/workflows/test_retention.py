@@ -150,8 +150,11 @@ class TestChildRuns:
         parent = sweep_until_quiet(parent, drive)
         assert parent.state == RunState.SUCCEEDED
         age(parent, days=100)
+        counted = retention.count_prunable(finished_before=timezone.now() - timedelta(days=90))
 
         prune("--finished-before", "90d")
+
+        assert counted.deleted["runs"] == 2
 
         assert not WorkflowRun.objects.filter(pk__in=[parent.pk, child.pk]).exists()
 
