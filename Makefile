@@ -33,10 +33,11 @@ $(DEMO_SECRET_KEY):
 	mv $@.new $@
 
 # Web, worker and beat together on SQLite and a file-system broker: nothing to install.
-# Production's settings (DEBUG off), with the demo's key and static files served from
-# their folders, so that no collectstatic is needed.
+# Production's settings (DEBUG off), with the demo's key, static files served from
+# their folders, so that no collectstatic is needed, and plain-text log lines.
 demo: export DJANGO_SECRET_KEY_FILE = $(abspath $(DEMO_SECRET_KEY))
 demo: export BATON_STATIC_FROM_SOURCE = true
+demo: export BATON_LOG_FORMAT = text
 demo: $(STAMP) $(DEMO_SECRET_KEY)
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py seed_demo

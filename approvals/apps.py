@@ -12,3 +12,7 @@ class ApprovalsConfig(AppConfig):
         from approvals import checks, steps, throttling  # noqa: F401
 
         steps.register()
+        from approvals.metrics import human_task_gauges
+        from workflows import metrics
+
+        metrics.add_scrape_gauges(human_task_gauges)

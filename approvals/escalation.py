@@ -50,6 +50,15 @@ def deadline_at(
     return due_after(duration=delay, start=created_at, calendars=calendars)
 
 
+def reminder_at(*, node: Approval, due_at: datetime | None, now: datetime) -> datetime | None:
+    """Return when to remind the task's holders that it is due soon: `remind_before` its
+    deadline, or None without either, or when that moment has already passed."""
+    if node.remind_before is None or due_at is None:
+        return None
+    at = due_at - node.remind_before
+    return at if at > now else None
+
+
 def sla(*, due_at: datetime | None, now: datetime) -> Sla:
     if due_at is None or due_at - now > DUE_SOON:
         return Sla.ON_TIME

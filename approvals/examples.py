@@ -163,6 +163,7 @@ EXPENSE = Workflow(
             assignees=_manager_of,
             escalations=(Escalation(after=_escalate_after, to_groups=("finance",)),),
             deadline=timedelta(days=7),
+            remind_before=timedelta(days=1),
             on_deadline="reject",
             on_approve="needs_finance",
             on_reject="notify",
@@ -176,6 +177,7 @@ EXPENSE = Workflow(
             groups=("finance",),
             priority=3,
             deadline=timedelta(days=7),
+            remind_before=timedelta(days=1),
             on_deadline="reject",
             on_approve="pay",
             on_reject="notify",
@@ -388,6 +390,7 @@ VENDOR_ONBOARDING = Workflow(
     ),
     input_schema=VendorInput,
     starters=("procurement",),
+    searchable=("vendor_name", "contact_email"),
     start="background_checks",
     nodes=(
         Map(

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.core import signing
 
 from approvals.models import EmailLink, HumanTask
+from workflows import metrics
 
 _SALT = "approvals.email-link"
 
@@ -37,6 +38,7 @@ class LinkProblem(Exception):
     def __init__(self, kind: str) -> None:
         self.kind = kind
         super().__init__(self.MESSAGES[kind])
+        metrics.email_link_refused(reason=kind)  # each refusal is raised once
 
     @property
     def is_guess(self) -> bool:

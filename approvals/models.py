@@ -63,6 +63,8 @@ class HumanTask(fsm.ConcurrentTransitionMixin, models.Model):
     due_at = models.DateTimeField(null=True, blank=True)
     escalation_level = models.PositiveSmallIntegerField(default=0)
     escalate_at = models.DateTimeField(null=True, blank=True)
+    # When to remind its holders that it is due soon (Approval.remind_before).
+    remind_at = models.DateTimeField(null=True, blank=True)
     decided_by = models.ForeignKey(
         User, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
@@ -89,6 +91,11 @@ class HumanTask(fsm.ConcurrentTransitionMixin, models.Model):
                 condition=Q(state__in=LIVE_TASK_STATES, due_at__isnull=False),
                 name="task_deadline_due_idx",
             ),
+            models.Index(
+                fields=["remind_at"],
+                condition=Q(state__in=LIVE_TASK_STATES, remind_at__isnull=False),
+                name="task_reminder_due_idx",
+            ),
             models.Index(fields=["assignee", "state", "due_at"], name="task_assignee_idx"),
             # A person's decisions in a run (separation of duties, see approvals.duties).
             models.Index(
@@ -97,6 +104,12 @@ class HumanTask(fsm.ConcurrentTransitionMixin, models.Model):
                 name="task_decided_idx",
             ),
             models.Index(fields=["state", "due_at", "id"], name="task_state_due_idx"),
+            # Recent decisions, for the SLA dashboard's decision times.
+            models.Index(
+                fields=["decided_at"],
+                condition=Q(state=TaskState.COMPLETED),
+                name="task_decided_at_idx",
+            ),
         ]
         permissions = [("operate_humantask", "Can act on any human task as an operator")]
 
@@ -180,6 +193,7 @@ class HumanTask(fsm.ConcurrentTransitionMixin, models.Model):
         self.form_values = form_values or {}
         self.completed_at = now
         self.escalate_at = None
+        self.remind_at = None
         self._bump()
 
     @fsm.transition(
@@ -200,6 +214,7 @@ class HumanTask(fsm.ConcurrentTransitionMixin, models.Model):
     def expire(self, *, now: datetime) -> None:
         self.completed_at = now
         self.escalate_at = None
+        self.remind_at = None
         self._bump()
 
     @fsm.transition(
@@ -211,6 +226,7 @@ class HumanTask(fsm.ConcurrentTransitionMixin, models.Model):
     def cancel(self, *, now: datetime) -> None:
         self.completed_at = now
         self.escalate_at = None
+        self.remind_at = None
         self._bump()
 
 

@@ -44,20 +44,28 @@ def task_opened(*, task: HumanTask, requesters: Iterable[str], now: datetime) ->
     """Tell the assignee of a new task, or every candidate (people and members of
     groups) of an open one, that it waits for them."""
     if task.assignee_id is not None:
-        people = [task.assignee]
         kind, text = NoticeKind.TASK_ASSIGNED, f"New task for you: {task.title}"
     else:
-        people = list(
-            get_user_model()
-            .objects.filter(
-                Q(candidate_tasks=task) | Q(groups__candidate_tasks=task), is_active=True
-            )
-            .distinct()
-        )
         kind, text = NoticeKind.TASK_QUEUED, f"New task in your queue: {task.title}"
+    people = _holders(task)
     barred = set(requesters)
     people = [person for person in people if person.get_username() not in barred]
     _notify(people, kind=kind, text=text, url=_task_url(task), task=task, now=now)
+
+
+def task_due_soon(*, task: HumanTask, requesters: Iterable[str], now: datetime) -> None:
+    """Remind whoever holds the task (or, while it is open, every candidate) of its
+    deadline: Approval.remind_before."""
+    barred = set(requesters)
+    when = task.due_at.strftime("%Y-%m-%d %H:%M UTC") if task.due_at else "soon"
+    _notify(
+        [person for person in _holders(task) if person.get_username() not in barred],
+        kind=NoticeKind.TASK_DUE_SOON,
+        text=f"Due {when}: {task.title}",
+        url=_task_url(task),
+        task=task,
+        now=now,
+    )
 
 
 def task_handed(*, task: HumanTask, to: Any, by: Any, delegated: bool, now: datetime) -> None:
@@ -195,6 +203,17 @@ def _notify(
             for notification in notifications
             if modes.get(notification.user_id, EmailMode.IMMEDIATE) == EmailMode.IMMEDIATE
         ]
+    )
+
+
+def _holders(task: HumanTask) -> list[Any]:
+    """Who the task waits for: its assignee, or every candidate person and group member."""
+    if task.assignee_id is not None:
+        return [task.assignee]
+    return list(
+        get_user_model()
+        .objects.filter(Q(candidate_tasks=task) | Q(groups__candidate_tasks=task), is_active=True)
+        .distinct()
     )
 
 

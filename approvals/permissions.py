@@ -229,3 +229,32 @@ def can_see_request(
 def can_withdraw(*, username: str, requesters: frozenset[str], is_operator: bool) -> bool:
     """Only whoever asked for a request, or an operator, may withdraw it."""
     return is_operator or (bool(username) and username in requesters)
+
+
+# ---------------------------------------------------------------------------
+# The operators' run console
+# ---------------------------------------------------------------------------
+
+
+def console_refusal(*, is_staff: bool, may_view_runs: bool, may_operate_runs: bool) -> str:
+    """Return why someone may not open the run console, or "" if they may: it is for
+    staff who may view or operate runs."""
+    if not is_staff:
+        return "The run console is for operators (staff) only."
+    if not (may_view_runs or may_operate_runs):
+        return "The run console needs the permission to view or to operate workflow runs."
+    return ""
+
+
+def operate_refusal(*, may_operate_runs: bool, what: str) -> str:
+    """Return why someone may not `what` (retry, skip, cancel, pause, resume a run), or "".
+
+    The permission alone decides, as for the API's and the admin's run actions; the
+    console's pages are for staff on top of that (`console_refusal`).
+    """
+    if not may_operate_runs:
+        return (
+            f"Only operators may {what}: it needs the permission to operate workflow runs "
+            "(“Can cancel, pause, resume and retry runs”)."
+        )
+    return ""

@@ -278,14 +278,14 @@ class Page:
 def my_requests(*, user: Any, filters: RequestFilters, limit: int = PAGE_SIZE) -> Page:
     """Return one page of the runs `user` started, newest first, after `filters.cursor`."""
     runs = _mine(user, filters)
-    after = _decode(filters.cursor)
+    after = decode_cursor(filters.cursor)
     if after is not None:
         runs = runs.filter(TupleLessThan(Tuple("created_at", "id"), after))
     page = list(runs.order_by("-created_at", "-id")[: limit + 1])
     next_cursor = ""
     if len(page) > limit:
         page = page[:limit]
-        next_cursor = _encode(page[-1])
+        next_cursor = encode_cursor(page[-1])
     where = _where_now(page)
     return Page(
         rows=[
@@ -307,13 +307,14 @@ def _mine(user: Any, filters: RequestFilters) -> QuerySet[WorkflowRun]:
     return runs
 
 
-def _encode(run: WorkflowRun) -> str:
+def encode_cursor(run: WorkflowRun) -> str:
+    """Say where a page of runs newest first ends (shared with the operators' console)."""
     raw = json.dumps([run.created_at.isoformat(), str(run.pk)])
     return base64.urlsafe_b64encode(raw.encode()).decode()
 
 
-def _decode(cursor: str) -> tuple[datetime, UUID] | None:
-    """Read a cursor made by `my_requests`; a damaged one reads as None (the first page)."""
+def decode_cursor(cursor: str) -> tuple[datetime, UUID] | None:
+    """Read a cursor made by `encode_cursor`; a damaged one reads as None (the first page)."""
     if not cursor:
         return None
     try:

@@ -42,7 +42,7 @@ from approvals.models import (
     Substitution,
 )
 from approvals.states import LIVE_TASK_STATES, Channel, Outcome, TaskState
-from workflows import due_times, engine, registry
+from workflows import due_times, engine, metrics, registry, tracing
 from workflows.cleaning import Refused, clean_text
 from workflows.dsl import Approval, RunData
 from workflows.dsl import InvalidForm as InvalidFormValues
@@ -452,6 +452,14 @@ def _decide(
         form_values=form_values,
     )
     task.save()
+    metrics.human_task_decided(
+        workflow_type=task.workflow_type,
+        node=task.node,
+        outcome=outcome,
+        opened_at=task.created_at,
+        decided_at=request.now,
+    )
+    _trace_closed(task, task.run, outcome, request.now)
     inbox_entries.refresh(task)
     if comment:
         Comment.objects.create(task=task, author=request.user, body=comment, created_at=request.now)
@@ -475,6 +483,17 @@ def _form_values(task: HumanTask, values: Mapping[str, Any] | None) -> dict[str,
         return node.validate_form(dict(values or {}))
     except InvalidFormValues as invalid:
         raise InvalidForm(node, invalid.errors) from None
+
+
+def _trace_closed(task: HumanTask, run: WorkflowRun, outcome: str, now: datetime) -> None:
+    tracing.human_task_closed(
+        run=run,
+        node=task.node,
+        task_id=task.pk,
+        opened_at=task.created_at,
+        closed_at=now,
+        outcome=outcome,
+    )
 
 
 def _settle_approval(task: HumanTask, now: datetime) -> None:
@@ -750,6 +769,7 @@ def decide_by_link(
         links.check_recipient(link, user)
         link.used_at = now
         link.save(update_fields=["used_at"])
+        metrics.email_link_used()
         extra = {"expected_version": link.task_version, "remote_addr": remote_addr, "now": now}
         if outcome == Outcome.APPROVED:
             return approve_human_task(
@@ -799,6 +819,7 @@ def _open_task(run, step, node, data, users, groups, now, task_duties, calendars
         # A stand-in who may not decide this task (say, the requester) is passed over.
         if stand_in is not None and _may_decide(stand_in, task_duties):
             assignee, substitute = stand_in, assignee
+    due_at = escalation.deadline_at(node=node, created_at=now, calendars=calendars)
     task = HumanTask(
         run=run,
         step=step,
@@ -809,8 +830,9 @@ def _open_task(run, step, node, data, users, groups, now, task_duties, calendars
         priority=node.priority,
         assignee=assignee,
         substitute_for=substitute,
-        due_at=escalation.deadline_at(node=node, created_at=now, calendars=calendars),
+        due_at=due_at,
         escalate_at=escalation.first_escalation_at(node=node, created_at=now, calendars=calendars),
+        remind_at=escalation.reminder_at(node=node, due_at=due_at, now=now),
         created_at=now,
         claimed_at=now if assignee else None,
     )
@@ -836,6 +858,7 @@ def close_tasks_for_step(run: WorkflowRun, step: StepRun, node: Approval) -> Non
     for task in HumanTask.objects.select_for_update().filter(step=step, state__in=LIVE_TASK_STATES):
         task.cancel(now=now)
         task.save()
+        _trace_closed(task, run, "cancelled", now)
         inbox_entries.refresh(task)
         audit.record(
             task=task,
@@ -931,12 +954,14 @@ def handle_deadline(*, task_id: UUID, now: datetime) -> bool:
                 now=now,
             )
             task.save()
+            _trace_closed(task, task.run, Outcome.REJECTED, now)
             inbox_entries.refresh(task)
             _audit(task, Outcome.REJECTED, system, comment="No decision by the deadline.")
             _settle_approval(task, now)
         elif node.on_deadline == "fail":
             task.expire(now=now)
             task.save()
+            _trace_closed(task, task.run, "expired", now)
             inbox_entries.refresh(task)
             _audit(task, "expired", system)
             engine.fail_waiting_step(
@@ -949,8 +974,9 @@ def handle_deadline(*, task_id: UUID, now: datetime) -> bool:
             previous = task.due_at
             calendars = due_times.load_calendars(durations=[node.deadline_delay()])
             task.due_at = escalation.deadline_at(node=node, created_at=now, calendars=calendars)
+            task.remind_at = escalation.reminder_at(node=node, due_at=task.due_at, now=now)
             if not _escalate(task, node, now):
-                task.save(update_fields=["due_at"])
+                task.save(update_fields=["due_at", "remind_at"])
                 inbox_entries.refresh(task)
                 _audit(
                     task,
@@ -961,12 +987,31 @@ def handle_deadline(*, task_id: UUID, now: datetime) -> bool:
     return True
 
 
+def remind_human_task(*, task_id: UUID, now: datetime) -> bool:
+    """Remind a task's holders that it is due soon; return False if nothing was due."""
+    with transaction.atomic():
+        task = _lock(task_id)
+        if not task.is_live or task.remind_at is None or task.remind_at > now:
+            return False
+        task.remind_at = None
+        task.save(update_fields=["remind_at"])
+        notifications.task_due_soon(
+            task=task, requesters=duties.duties_of(task).requesters, now=now
+        )
+    return True
+
+
 def fire_due_human_tasks(*, now: datetime, limit: int = 200) -> int:
-    """Escalate and time out what is due; each through its own locked use case."""
+    """Remind, escalate and time out what is due; each through its own locked use case."""
     live = HumanTask.objects.filter(state__in=LIVE_TASK_STATES)
+    reminding = live.filter(remind_at__lte=now).order_by("remind_at")
     escalating = live.filter(escalate_at__lte=now).order_by("escalate_at")
     expiring = live.filter(due_at__lte=now).order_by("due_at")
     fired = sum(
+        remind_human_task(task_id=task_id, now=now)
+        for task_id in reminding.values_list("id", flat=True)[:limit]
+    )
+    fired += sum(
         escalate_human_task(task_id=task_id, now=now)
         for task_id in escalating.values_list("id", flat=True)[:limit]
     )

@@ -23,6 +23,7 @@ from ninja.security import HttpBearer, SessionAuth
 from approvals import throttling
 from approvals.api import document_task_forms
 from approvals.api import router as tasks_router
+from approvals.console_api import router as console_router
 from approvals.states import Channel
 from workflows import tokens
 from workflows.api import ApiProblem
@@ -90,6 +91,9 @@ api = BatonAPI(
     urls_namespace="api",
     auth=[BearerToken(), BrowserSession()],
 )
+# The console's actions first: "/workflows/retry-dead-letters" would otherwise be read
+# as a run id by the workflows router's "/workflows/{run_id}".
+api.add_router("/workflows", console_router)
 api.add_router("/workflows", workflows_router)
 api.add_router("/tasks", tasks_router)
 

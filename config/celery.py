@@ -5,7 +5,14 @@ from __future__ import annotations
 import os
 
 from celery import Celery
-from celery.signals import beat_init, task_postrun, task_prerun, worker_init
+from celery.signals import (
+    beat_init,
+    setup_logging,
+    task_postrun,
+    task_prerun,
+    worker_init,
+    worker_process_shutdown,
+)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -19,11 +26,58 @@ app.autodiscover_tasks()
 def run_system_checks(**kwargs: object) -> None:
     """Refuse to start a worker or beat on a definition that fails its static check."""
     from django.core import checks
-    from django.core.management.base import SystemCheckError
 
     errors = [message for message in checks.run_checks() if message.is_serious()]
     if errors:
-        raise SystemCheckError("\n".join(str(message) for message in errors))
+        # Celery logs a handler's Exception and starts anyway; SystemExit stops it.
+        raise SystemExit("\n".join(str(message) for message in errors))
+
+
+@worker_init.connect
+def refuse_unregistered_versions(**kwargs: object) -> None:
+    """Refuse to start a worker while runs wait on a workflow version it does not register
+    (they would fail at their next step): name the type, the version and the run count.
+
+    Reads the database once, here and not at import; the connection is closed before
+    the pool forks, so no child inherits it.
+    """
+    from django.core.exceptions import ImproperlyConfigured
+    from django.db import connections
+
+    from workflows.checks import refuse_unregistered_versions as refuse
+
+    try:
+        refuse()
+    except ImproperlyConfigured as refusal:
+        # Celery logs a handler's Exception and starts anyway; SystemExit stops it.
+        raise SystemExit(f"Refusing to start the worker: {refusal}") from None
+    finally:
+        connections.close_all()
+
+
+@setup_logging.connect
+def use_django_logging(**kwargs: object) -> None:
+    """Leave logging to Django's LOGGING: Celery's lines then come out as JSON like the rest.
+
+    Connected, this receiver stops Celery from installing its own plain-text handlers
+    on the root logger (and from redirecting stdout into the log).
+    """
+
+
+@worker_init.connect
+def serve_worker_metrics(sender: object, **kwargs: object) -> None:
+    """Open this worker's metrics port when BATON_METRICS_PORT is set (see README, Metrics)."""
+    from workflows import exposition
+
+    exposition.serve_worker_metrics()
+
+
+@worker_process_shutdown.connect
+def flush_traces(**kwargs: object) -> None:
+    """Export a pool process's last spans before it exits."""
+    from workflows import tracing
+
+    tracing.flush()
 
 
 @worker_init.connect

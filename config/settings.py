@@ -146,9 +146,11 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # First: /healthz and /readyz answer probes by any address, before host checks
-    # and the HTTPS redirect (see workflows.health).
+    # First: /healthz, /readyz and /metrics answer probes and scrapes by any address,
+    # before host checks and the HTTPS redirect (see workflows.health and
+    # workflows.exposition; /metrics asks for its own token).
     "workflows.health.health_endpoints",
+    "workflows.exposition.metrics_endpoint",
     # Then every other answer carries X-Request-ID and every log line its request's id.
     "config.request_ids.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
@@ -506,25 +508,58 @@ CELERY_BEAT_SCHEDULE["baton-audit-checkpoint"] = {
 }
 
 # ---------------------------------------------------------------------------
-# Logging: structured JSON lines to stderr carrying the request id, run id, node,
-# attempt and correlation id
+# Metrics (Prometheus) and traces (OpenTelemetry): both off unless asked for
 # ---------------------------------------------------------------------------
+
+# /metrics (web) and each worker's metrics port answer only
+# "Authorization: Bearer <this token>"; unset, /metrics answers 404 and workers open no port.
+BATON_METRICS_TOKEN = env_str("BATON_METRICS_TOKEN", "")
+# A worker serves its metrics on this port (0: none), on this address.
+BATON_METRICS_PORT = env_int("BATON_METRICS_PORT", 0)
+# Every address by default (Prometheus scrapes from another host): the token guards it.
+BATON_METRICS_ADDRESS = env_str("BATON_METRICS_ADDRESS", "0.0.0.0")  # nosec B104
+if BATON_METRICS_PORT and not BATON_METRICS_TOKEN:
+    raise ImproperlyConfigured(
+        "BATON_METRICS_PORT is set but BATON_METRICS_TOKEN is not: set a long random token "
+        "for Prometheus to send, or unset the port."
+    )
+if BATON_METRICS_PORT and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    raise ImproperlyConfigured(
+        "BATON_METRICS_PORT is set but PROMETHEUS_MULTIPROC_DIR is not: a worker's pool "
+        "processes would each count alone. Set it to an empty directory of this worker's own."
+    )
+# Traces: the standard OTEL_* variables turn them on (see workflows.tracing), e.g.
+# OTEL_EXPORTER_OTLP_ENDPOINT=http://collector:4318 and OTEL_SERVICE_NAME=baton-web.
+
+# ---------------------------------------------------------------------------
+# Logging: structured JSON lines to stderr carrying the request id, run id, node,
+# attempt and correlation id (BATON_LOG_FORMAT=text for plain lines: the demo)
+# ---------------------------------------------------------------------------
+
+BATON_LOG_FORMAT = env_str("BATON_LOG_FORMAT", "json")
+if BATON_LOG_FORMAT not in ("json", "text"):
+    raise ImproperlyConfigured(f"BATON_LOG_FORMAT must be json or text, not {BATON_LOG_FORMAT!r}.")
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"request_id": {"()": "config.request_ids.RequestIdFilter"}},
+    "filters": {
+        "request_id": {"()": "config.request_ids.RequestIdFilter"},
+        # trace_id and span_id, while traces are on (workflows.tracing).
+        "trace_ids": {"()": "workflows.tracing.TraceIdsFilter"},
+    },
     "formatters": {
         "json": {
             "()": "pythonjsonlogger.json.JsonFormatter",
             "fmt": "%(asctime)s %(levelname)s %(name)s %(request_id)s %(message)s",
         },
+        "text": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
     },
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",
-            "formatter": "json",
-            "filters": ["request_id"],
+            "formatter": BATON_LOG_FORMAT,
+            "filters": ["request_id", "trace_ids"],
         },
     },
     "loggers": {
@@ -536,7 +571,16 @@ LOGGING = {
         # Django's own warnings (a disallowed host, a suspicious request) and, through
         # django.request, every unhandled error with its traceback and every 5xx answer
         # of the pages and the API. Django's default prints these only while DEBUG is on.
-        "django": {"handlers": ["console"], "level": "WARNING"},
+        "django": {"handlers": ["console"], "level": "WARNING", "propagate": False},
         "django.request": {"level": "ERROR"},
+        # Celery's workers and beats leave logging to this (config.celery), so their
+        # lines (a worker ready, a task failed with its traceback) come out alike.
+        "celery": {
+            "handlers": ["console"],
+            "level": env_str("BATON_CELERY_LOG_LEVEL", "INFO"),
+            "propagate": False,
+        },
     },
+    # Anything else (an activity's own logger, a library's warning), at WARNING and up.
+    "root": {"handlers": ["console"], "level": "WARNING"},
 }

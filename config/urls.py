@@ -10,5 +10,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", api.urls),
     path("requests/", include("approvals.request_urls")),
+    path("console/", include("approvals.console_urls")),
     path("", include("approvals.urls")),
 ]

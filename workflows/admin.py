@@ -20,6 +20,7 @@ from workflows.models import (
     StepRun,
     WorkflowRun,
 )
+from workflows.operating import act_on_run
 from workflows.tokens import issue_token
 
 
@@ -66,12 +67,19 @@ class SignalInline(ReadOnlyInline):
 def _engine_action(
     operation: Callable[..., WorkflowRun], done: str, description: str
 ) -> Callable[[admin.ModelAdmin, HttpRequest, QuerySet[WorkflowRun]], None]:
-    """An admin action that calls one engine use case per selected run and reports each."""
+    """An admin action that calls one engine use case per selected run (audited through
+    the run-action hooks) and reports each."""
 
     def action(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet) -> None:
         for run in queryset:
             try:
-                operation(run_id=run.pk)
+                act_on_run(
+                    use_case=operation,
+                    run_id=run.pk,
+                    actor=request.user,
+                    channel="admin",
+                    remote_addr=request.META.get("REMOTE_ADDR"),
+                )
             except engine.EngineError as error:
                 modeladmin.message_user(request, f"{run.pk}: {error}", messages.WARNING)
             else:

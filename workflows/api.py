@@ -24,8 +24,10 @@ from workflows import engine, registry, starting
 from workflows.cleaning import Refused, clean_datetime, clean_text, refuse_unstorable
 from workflows.dsl import InvalidInput
 from workflows.models import StepRun, WorkflowRun
+from workflows.operating import act_on_run
 from workflows.registry import UnknownWorkflow
 from workflows.states import LIVE_RUN_STATES, RunState, StepKind, StepState
+from workflows.versions import InvalidMigration
 
 router = Router(tags=["workflows"])
 
@@ -192,6 +194,38 @@ class SignalOut(Schema):
 class RunStateOut(Schema):
     id: UUID
     state: str
+
+
+class MigrationIn(ApiIn):
+    type: str = Field(min_length=1, max_length=100, description="a workflow type, e.g. expense")
+    from_version: int = Field(ge=1, le=2147483647, description="the version the runs are on")
+    to_version: int = Field(ge=1, le=2147483647, description="the version to move them to")
+    renames: dict[str, str] = Field(
+        default_factory=dict,
+        description="nodes the target calls otherwise: {source node: target node}; "
+        "every other node keeps its name",
+    )
+    apply: bool = Field(False, description="false (the default): a dry run that changes nothing")
+
+
+class RunMoveOut(Schema):
+    id: UUID
+    state: str
+    at: list[str] = Field(description="the nodes it is at (none: not started)")
+    can_move: bool
+    moved: bool
+    reasons: list[str] = Field(description="why it cannot move, or did not")
+
+
+class MigrationOut(Schema):
+    type: str
+    from_version: int
+    to_version: int
+    renames: dict[str, str]
+    applied: bool
+    movable: int = Field(description="runs that can move (once applied: that moved)")
+    blocked: int = Field(description="runs that cannot move, named in runs with their reasons")
+    runs: list[RunMoveOut]
 
 
 # ---------------------------------------------------------------------------
@@ -429,6 +463,66 @@ def _decode_cursor(cursor: str | None) -> tuple[datetime, UUID] | None:
         raise ApiProblem(400, "Bad cursor", "The cursor is not one this API gave out.") from None
 
 
+@router.post(
+    "/migrations",
+    response={200: MigrationOut, **ERRORS},
+    summary="Move live runs to another version",
+)
+def migrate_workflows(request: HttpRequest, body: MigrationIn) -> dict[str, Any]:
+    """Say for every unfinished run of `type` at `from_version` whether it can move to
+    `to_version`, and why not; with `apply`, move the ones that can, each in its own
+    transaction, audited (operators only). Runs that cannot move are left as they are.
+
+    Declared before `/{run_id}`, whose pattern would otherwise take the path."""
+    if not request.user.has_perm("workflows.operate_workflowrun"):
+        raise ApiProblem(403, "Forbidden", "Only operators can move runs to another version.")
+    plan = {
+        "workflow_type": body.type,
+        "from_version": body.from_version,
+        "to_version": body.to_version,
+        "renames": body.renames,
+    }
+    try:
+        if body.apply:
+            report = engine.migrate_runs(
+                **plan,
+                actor=request.user,
+                channel="api",
+                remote_addr=request.META.get("REMOTE_ADDR"),
+            )
+        else:
+            report = engine.preview_migration(**plan)
+    except UnknownWorkflow as error:
+        raise ApiProblem(404, "Unknown workflow version", str(error)) from None
+    except InvalidMigration as error:
+        raise ApiProblem(
+            422,
+            "Invalid migration plan",
+            "The plan cannot be followed.",
+            errors=[{"field": "renames", "message": problem} for problem in error.problems],
+        ) from None
+    return {
+        "type": report.workflow_type,
+        "from_version": report.from_version,
+        "to_version": report.to_version,
+        "renames": dict(report.renames),
+        "applied": report.applied,
+        "movable": len(report.moved if report.applied else report.movable),
+        "blocked": len(report.blocked),
+        "runs": [
+            {
+                "id": run.run_id,
+                "state": run.state,
+                "at": list(run.at),
+                "can_move": run.can_move,
+                "moved": run.moved,
+                "reasons": list(run.reasons),
+            }
+            for run in report.runs
+        ],
+    }
+
+
 @router.get("/{run_id}", response={200: RunOut, **ERRORS}, summary="Get a workflow run")
 def get_workflow(request: HttpRequest, run_id: UUID) -> dict[str, Any]:
     return details(_run(request, run_id))
@@ -461,7 +555,13 @@ def cancel_workflow(request: HttpRequest, run_id: UUID) -> Status:
     run = _run(request, run_id)
     _may_act(request, run)
     try:
-        run = engine.cancel_run(run_id=run.pk)
+        run = act_on_run(
+            use_case=engine.cancel_run,
+            run_id=run.pk,
+            actor=request.user,
+            channel="api",
+            remote_addr=request.META.get("REMOTE_ADDR"),
+        )
     except engine.RunAlreadyEnded as error:
         raise ApiProblem(409, "Run has ended", str(error), state=error.state) from None
     return Status(202, {"id": run.pk, "state": run.state})
@@ -498,7 +598,13 @@ def _operate(
     if not request.user.has_perm("workflows.operate_workflowrun"):
         raise ApiProblem(403, "Forbidden", f"Only operators can {what}.")
     try:
-        run = action(run_id=run.pk)
+        run = act_on_run(
+            use_case=action,
+            run_id=run.pk,
+            actor=request.user,
+            channel="api",
+            remote_addr=request.META.get("REMOTE_ADDR"),
+        )
     except engine.IllegalRunOperation as error:
         raise ApiProblem(409, "Not possible now", str(error), state=run.state) from None
     return Status(202, {"id": run.pk, "state": run.state})

@@ -9,6 +9,8 @@ from django.apps import AppConfig
 from django.conf import settings
 from django.core import checks
 
+from workflows.checks import check_live_versions
+
 
 class WorkflowsConfig(AppConfig):
     name = "workflows"
@@ -19,6 +21,12 @@ class WorkflowsConfig(AppConfig):
         for module in settings.BATON_WORKFLOW_MODULES:
             import_module(module)
         checks.register(check_workflow_definitions, "workflows")
+        # Reads the database, so Django runs it only when told which databases to check.
+        checks.register(check_live_versions, checks.Tags.database, "workflows")
+        # Traces, if the OTEL_* variables ask for them (see workflows.tracing).
+        from workflows import tracing
+
+        tracing.configure()
 
 
 def check_workflow_definitions(**kwargs: Any) -> list[checks.CheckMessage]:

@@ -11,9 +11,11 @@ from dataclasses import dataclass
 
 from workflows.dsl import Workflow, forward_successors
 from workflows.models import StepRun
-from workflows.states import LIVE_STEP_STATES, StepKind
+from workflows.states import LIVE_STEP_STATES, StepKind, StepState
 
 BOX_WIDTH, BOX_HEIGHT, GAP_X, GAP_Y, MARGIN = 150, 44, 40, 18, 10
+UNDOING = "undoing"
+UNDO_FAILED = "undo failed"
 
 
 @dataclass(frozen=True)
@@ -53,10 +55,20 @@ class Diagram:
 
 
 def draw(definition: Workflow, steps: Iterable[StepRun]) -> Diagram:
-    """Lay out `definition`, marking each node with the state of its step in `steps`."""
-    forward = [step for step in steps if step.kind == StepKind.FORWARD]
+    """Lay out `definition`, marking each node with the state of its step in `steps`
+    (or of its undo, while it runs or once it failed)."""
+    by_round = sorted(steps, key=lambda step: step.round)
     # A node run in several rounds of a loop shows its latest round.
-    states = {step.node: step.state for step in sorted(forward, key=lambda step: step.round)}
+    states: dict[str, str] = {
+        step.node: step.state for step in by_round if step.kind == StepKind.FORWARD
+    }
+    # An undo in flight, or one that failed for good (the run is dead-lettered), shows on
+    # the node it undoes: that is where an operator must look.
+    for step in by_round:
+        if step.kind == StepKind.COMPENSATION and step.state in LIVE_STEP_STATES:
+            states[step.node] = UNDOING
+        elif step.kind == StepKind.COMPENSATION and step.state == StepState.FAILED:
+            states[step.node] = UNDO_FAILED
     depth = _depths(definition)
     columns: dict[int, list[str]] = {}
     for node in definition.nodes:
@@ -71,7 +83,7 @@ def draw(definition: Workflow, steps: Iterable[StepRun]) -> Diagram:
                 x=MARGIN + column * (BOX_WIDTH + GAP_X),
                 y=MARGIN + row * (BOX_HEIGHT + GAP_Y),
                 state=str(state),
-                current=state in LIVE_STEP_STATES,
+                current=state in LIVE_STEP_STATES or state == UNDOING,
             )
     arrows = [
         Arrow(

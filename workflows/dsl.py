@@ -89,6 +89,11 @@ class RunData:
 @dataclass(frozen=True)
 class Node:
     name: str
+    # The nodes whose results this one reads (in its activity, condition, title or
+    # assignees). Declaring them lets an operator move live runs to this definition
+    # only when the results are there (see workflows.versions); keyword-only, so
+    # every kind takes it: `Activity("pay", run=pay, needs=("finance_approval",))`.
+    needs: tuple[str, ...] = field(default=(), kw_only=True)
 
     def exits(self) -> tuple[str | None, ...]:
         """Return where this node can lead; None means the run ends there."""
@@ -289,6 +294,7 @@ class Map(Node):
             retry=self.retry,
             compensation_retry=self.compensation_retry,
             timeouts=self.timeouts,
+            needs=self.needs,
         )
 
     def child_input(self, data: RunData, item: Any) -> Mapping[str, Any]:
@@ -344,6 +350,8 @@ class Approval(WaitForSignal):
     # model, validated when they approve; the values are kept on their decision and
     # reach the run's data (RunData.form_values).
     form: type[pydantic.BaseModel] | None = None
+    # Remind whoever holds the task this long before its deadline (none without one).
+    remind_before: timedelta | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(
@@ -459,6 +467,9 @@ class Workflow:
     # members of these groups (by name), or ANYONE signed in. Operators may start
     # every type; nobody else may start a type that names no starters.
     starters: tuple[str, ...] | Literal["anyone"] = ()
+    # Input fields operators find runs by in the console (an order id, a vendor's
+    # name): matched exactly, through the GIN index on the run's input.
+    searchable: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         return f"{self.name} v{self.version}"
@@ -552,12 +563,15 @@ def check_definition(workflow: Workflow) -> list[str]:
             problems.extend(_parallel_problems(workflow, node))
         if isinstance(node, Approval) and node.form is not None:
             problems.extend(_form_problems(node))
+        if isinstance(node, Approval) and node.remind_before is not None:
+            problems.extend(_reminder_problems(node))
         if isinstance(node, GoBack):
             problems.extend(_go_back_problems(workflow, node))
         if isinstance(node, Map):
             problems.extend(_map_problems(node))
         if isinstance(node, ChildWorkflow) and not node.workflow:
             problems.append(f"child workflow {node.name!r} names no workflow type to start")
+        problems.extend(_needs_problems(workflow, node))
     go_backs = [
         node.max_rounds
         for node in workflow.nodes
@@ -577,6 +591,12 @@ def check_definition(workflow: Workflow) -> list[str]:
         )
 
     problems.extend(_starters_problems(workflow.starters))
+    if schema:
+        problems.extend(
+            f"searchable field {name!r} is not a field of the input schema"
+            for name in workflow.searchable
+            if name not in schema.model_fields
+        )
 
     unreachable = set(names) - _reachable(workflow, (workflow.start,))
     problems.extend(f"node {name!r} is unreachable from the start" for name in sorted(unreachable))
@@ -652,6 +672,32 @@ def _map_problems(node: Map) -> list[str]:
             "choose 'fail_fast' or 'finish_all'"
         )
     return problems
+
+
+def _needs_problems(workflow: Workflow, node: Node) -> list[str]:
+    """A node can only need the result of another node that may run before it."""
+    if not isinstance(node.needs, tuple):
+        return [
+            f"{node.name!r} has needs={node.needs!r}: it must be a tuple of node names "
+            "(write ('submit',) for one node)"
+        ]
+    problems = []
+    for need in node.needs:
+        if need == node.name:
+            problems.append(f"{node.name!r} needs its own result")
+        elif need not in workflow.nodes_by_name:
+            problems.append(f"{node.name!r} needs {need!r}, which is not a node")
+        elif node.name not in _reachable(workflow, (need,)):
+            problems.append(f"{node.name!r} needs {need!r}, which never runs before it")
+    return problems
+
+
+def _reminder_problems(node: Approval) -> list[str]:
+    if not isinstance(node.remind_before, timedelta) or node.remind_before <= timedelta(0):
+        return [f"{node.name}: remind_before must be a positive timedelta."]
+    if node.deadline is None:
+        return [f"{node.name}: remind_before needs a deadline to remind of."]
+    return []
 
 
 def _form_problems(node: Approval) -> list[str]:

@@ -18,6 +18,7 @@ from typing import Any
 
 import django_fsm as fsm
 from django.conf import settings
+from django.contrib.postgres.indexes import GinIndex
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
@@ -142,6 +143,9 @@ class WorkflowRun(fsm.ConcurrentTransitionMixin, SavesChanges, models.Model):
         related_name="children",
         editable=False,
     )
+    # The run's trace (W3C trace-context fields of its start span), so that steps run
+    # by any worker, hours later, join it; empty while tracing is off (workflows.tracing).
+    trace_context = models.JSONField(default=dict, blank=True, editable=False)
 
     class Meta:
         ordering = ["-created_at"]
@@ -165,6 +169,10 @@ class WorkflowRun(fsm.ConcurrentTransitionMixin, SavesChanges, models.Model):
                 condition=Q(state=RunState.PENDING),
                 name="run_pending_idx",
             ),
+            # Every run, newest first: the operators' console reads it backwards.
+            models.Index(fields=["created_at", "id"], name="run_created_idx"),
+            # The console's search on business keys: `input @> {"order_id": "A-1"}`.
+            GinIndex(fields=["input"], opclasses=["jsonb_path_ops"], name="run_input_idx"),
             # A person's requests, newest first (My requests reads it backwards).
             models.Index(
                 fields=["started_by", "created_at", "id"],
@@ -267,6 +275,12 @@ class WorkflowRun(fsm.ConcurrentTransitionMixin, SavesChanges, models.Model):
     )
     def dead_letter(self, *, error: dict[str, Any]) -> None:
         self.error = {**(self.error or {}), "dead_letter": error}
+
+    @fsm.transition(field=state, source=RunState.FAILED, target=RunState.RUNNING)
+    def retry_failed(self) -> None:
+        """An operator takes a failed run (nothing was undone) back to its failed step."""
+        self.finished_at = None
+        self.error = None
 
     @fsm.transition(
         field=state,
@@ -453,6 +467,19 @@ class StepRun(fsm.ConcurrentTransitionMixin, SavesChanges, models.Model):
     def skip_by_operator(self, *, now: datetime) -> None:
         """An operator did the step's work by hand and lets the run move past it."""
         self.finished_at = now
+
+    @fsm.transition(
+        field=state,
+        source=[StepState.SCHEDULED, StepState.RUNNING, StepState.RETRY_WAIT, StepState.FAILED],
+        target=StepState.SKIPPED,
+    )
+    def skip_with_result(self, *, result: Any, now: datetime) -> None:
+        """An operator gives a stuck step the result it should have had; a running
+        attempt's late result is discarded (its lease token no longer matches)."""
+        self.result = result
+        self.finished_at = now
+        self.due_at = None
+        self.lease_token = None
 
 
 def step_key(

@@ -39,8 +39,12 @@ _run_views: list[RunView] = []
 _sweepers: list[Callable[..., int]] = []
 # Told when someone starts a run on another person's behalf (see workflows.starting).
 _on_behalf_hooks: list[Callable[..., None]] = []
+# Told when someone acts on a run by hand (see workflows.operating).
+_run_action_hooks: list[Callable[..., None]] = []
 # Told when runs end (see register_run_end_hook).
 _run_end_hooks: list[Callable[..., None]] = []
+# Told when a run moves to another version of its type (see register_run_migration_hook).
+_run_migration_hooks: list[Callable[..., None]] = []
 
 
 def register(workflow: Workflow) -> Workflow:
@@ -149,6 +153,21 @@ def on_behalf_hooks() -> list[Callable[..., None]]:
     return list(_on_behalf_hooks)
 
 
+def register_run_action_hook(hook: Callable[..., None]) -> None:
+    """Be told, inside the action's transaction, when someone retries, resumes, pauses or
+    cancels a run by hand through the API or the admin, or moves it to another version
+    (workflows.engine.migrate): the approvals app writes it to the audit trail. Called
+    as `hook(run=, actor=, action=, state_before=, channel=, remote_addr=, now=)`,
+    `action` naming the engine use case ("pause_run"); a move adds `comment=` and
+    `changes=` (the versions and the renames)."""
+    if hook not in _run_action_hooks:
+        _run_action_hooks.append(hook)
+
+
+def run_action_hooks() -> list[Callable[..., None]]:
+    return list(_run_action_hooks)
+
+
 def register_run_end_hook(hook: Callable[..., None]) -> None:
     """Be told, inside the engine's transaction, which runs a use case ended: succeeded,
     failed, compensated, cancelled or dead-lettered (the approvals app tells each
@@ -160,3 +179,16 @@ def register_run_end_hook(hook: Callable[..., None]) -> None:
 
 def run_end_hooks() -> list[Callable[..., None]]:
     return list(_run_end_hooks)
+
+
+def register_run_migration_hook(hook: Callable[..., None]) -> None:
+    """Be told, inside the move's transaction, when an operator moves a live run to another
+    version of its type (see workflows.engine.migrate), after its steps were renamed: the
+    approvals app renames the run's human tasks' nodes, keeping their ids and decisions.
+    Called as `hook(run=, from_version=, renames={old: new}, now=)`."""
+    if hook not in _run_migration_hooks:
+        _run_migration_hooks.append(hook)
+
+
+def run_migration_hooks() -> list[Callable[..., None]]:
+    return list(_run_migration_hooks)

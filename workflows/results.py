@@ -21,8 +21,9 @@ if TYPE_CHECKING:
     from workflows.models import StepRun
 
 _MISSING = object()
-# A step's result stays part of the run's data after the step is undone.
-RESULT_STEP_STATES = (StepState.SUCCEEDED, StepState.COMPENSATED)
+# A step's result stays part of the run's data after the step is undone; a step an
+# operator skipped has the result they gave it.
+RESULT_STEP_STATES = (StepState.SUCCEEDED, StepState.COMPENSATED, StepState.SKIPPED)
 
 
 class RunResults(Mapping[str, Any]):

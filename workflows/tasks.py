@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections.abc import Mapping
 from datetime import timedelta
 
@@ -11,29 +12,40 @@ from celery import Task, shared_task
 from django.conf import settings
 from django.utils import timezone
 
-from workflows import engine, heartbeats, retention
+from workflows import engine, heartbeats, metrics, retention, tracing
 from workflows.beat import SCHEDULED_FOR_HEADER
 
 logger = logging.getLogger("baton.engine")
 
 
-@shared_task(name=engine.EXECUTE_STEP_TASK, acks_late=True, reject_on_worker_lost=True)
-def execute_step(step_id: int) -> None:
+@shared_task(name=engine.EXECUTE_STEP_TASK, bind=True, acks_late=True, reject_on_worker_lost=True)
+def execute_step(self: Task, step_id: int) -> None:
     """Run one step if it still needs running (a redelivered message is a no-op)."""
-    engine.execute_step(step_id=step_id)
+    with tracing.step_message_context(_trace_header(self), step_id):
+        engine.execute_step(step_id=step_id)
 
 
-@shared_task(name=engine.EXECUTE_STEPS_TASK, acks_late=True, reject_on_worker_lost=True)
-def execute_steps(step_ids: list[int]) -> None:
+@shared_task(name=engine.EXECUTE_STEPS_TASK, bind=True, acks_late=True, reject_on_worker_lost=True)
+def execute_steps(self: Task, step_ids: list[int]) -> None:
     """Run a batch of steps the sweep handed over together, each as `execute_step` does.
 
     A step that raises is logged and left to the sweep; the others still run.
     """
+    headers = _trace_header(self)
     for step_id in step_ids:
         try:
-            engine.execute_step(step_id=step_id)
+            with tracing.step_message_context(headers, step_id):
+                engine.execute_step(step_id=step_id)
         except Exception:
             logger.exception("step.execute_failed", extra={"step_id": step_id})
+
+
+def _trace_header(task: Task) -> dict | None:
+    """The run contexts a step message carries (see `workflows.tracing`), if tracing is on."""
+    if not tracing.enabled():
+        return None
+    carried = _header(task, tracing.HEADER)
+    return {tracing.HEADER: carried} if carried else None
 
 
 SWEEP_TASK = "baton.sweep"
@@ -48,7 +60,9 @@ def sweep() -> dict[str, int]:
     Logged at info when it handled something and at debug when it found nothing,
     which is most sweeps: one every two seconds would otherwise fill the log.
     """
+    began = time.monotonic()
     counts = engine.sweep()
+    metrics.observe_sweep(time.monotonic() - began)
     heartbeats.record(name=heartbeats.SWEEP, now=timezone.now())
     level = logging.INFO if any(counts.values()) else logging.DEBUG
     logger.log(level, "sweep.done", extra={"counts": counts})

@@ -258,3 +258,35 @@ def test_a_digest_covers_only_what_was_told_before_it(carol):
     )
 
     assert notifications.send_digests(now=now) == 0
+
+
+class TestReminders:
+    def test_the_holder_is_reminded_once_a_day_before_the_deadline(self, alices_expense, carol):
+        task = alices_expense().human_tasks.get(node="manager_approval")
+        assert task.remind_at == task.due_at - timedelta(days=1)
+
+        early = services.remind_human_task(
+            task_id=task.pk, now=task.remind_at - timedelta(seconds=1)
+        )
+        first = services.remind_human_task(task_id=task.pk, now=task.remind_at)
+        again = services.remind_human_task(task_id=task.pk, now=task.remind_at)
+
+        assert (early, first, again) == (False, True, False)
+        [reminder] = told(carol, NoticeKind.TASK_DUE_SOON)
+        assert reminder == f"Due {task.due_at:%Y-%m-%d %H:%M} UTC: {task.title}"
+
+    def test_the_sweep_fires_reminders_that_are_due(self, alices_expense, carol):
+        task = alices_expense().human_tasks.get(node="manager_approval")
+
+        services.fire_due_human_tasks(now=task.remind_at)
+
+        assert len(told(carol, NoticeKind.TASK_DUE_SOON)) == 1
+
+    def test_a_decided_task_is_not_reminded(self, alices_expense, carol):
+        task = alices_expense().human_tasks.get(node="manager_approval")
+        services.approve_human_task(task_id=task.pk, user=carol, channel=Channel.INBOX)
+
+        reminded = services.remind_human_task(task_id=task.pk, now=task.remind_at)
+
+        assert reminded is False
+        assert told(carol, NoticeKind.TASK_DUE_SOON) == []

@@ -20,8 +20,10 @@ from approvals.permissions import (
     can_reassign,
     can_release,
     can_see,
+    console_refusal,
     duty_conflict,
     may_hand_to,
+    operate_refusal,
     run_requesters,
 )
 from approvals.states import TaskState
@@ -229,3 +231,23 @@ class TestMayHandTo:
 
     def test_an_operator_anyone(self):
         assert may_hand_to(self.olga, self.eve)
+
+
+class TestTheRunConsole:
+    def test_is_for_staff_who_may_view_or_operate_runs(self):
+        assert console_refusal(is_staff=True, may_view_runs=True, may_operate_runs=False) == ""
+        assert console_refusal(is_staff=True, may_view_runs=False, may_operate_runs=True) == ""
+
+    def test_refuses_anyone_else_saying_what_they_lack(self):
+        assert console_refusal(is_staff=False, may_view_runs=True, may_operate_runs=True) == (
+            "The run console is for operators (staff) only."
+        )
+        assert "permission to view or to operate" in console_refusal(
+            is_staff=True, may_view_runs=False, may_operate_runs=False
+        )
+
+    def test_acting_on_runs_needs_the_operate_permission_and_says_what(self):
+        assert operate_refusal(may_operate_runs=True, what="pause a run") == ""
+        assert operate_refusal(may_operate_runs=False, what="pause a run").startswith(
+            "Only operators may pause a run: it needs the permission to operate workflow runs"
+        )

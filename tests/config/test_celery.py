@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from config.celery import reuse_database_connections
+from config.celery import reuse_database_connections, run_system_checks
+from workflows import registry
+from workflows.dsl import Activity, Workflow
 from workflows.models import WorkflowRun
 
 
@@ -41,3 +43,22 @@ class TestReuseDatabaseConnections:
         reuse_database_connections()
 
         assert connection.connection is None
+
+
+class TestRunSystemChecks:
+    def test_a_definition_failing_its_static_check_stops_the_worker(self) -> None:
+        # Celery logs and ignores an Exception raised by a worker_init handler.
+        broken = Workflow(
+            name="test_broken_at_start_up",
+            version=1,
+            start="only",
+            nodes=(Activity("only", run=lambda context: None),),
+        )
+        registry.register(broken)
+        try:
+            with pytest.raises(SystemExit) as stopped:
+                run_system_checks()
+        finally:
+            registry.unregister(broken)
+
+        assert "mutating activity 'only' has no compensation" in str(stopped.value)

@@ -224,3 +224,48 @@ class TestExpenseEscalation:
 
         assert result.returncode != 0
         assert message in result.stderr
+
+
+class TestMetricsAndLogs:
+    def test_metrics_are_off_and_logs_json_unless_asked_otherwise(self, tmp_path):
+        found = loaded(
+            bare_env(tmp_path, DJANGO_SECRET_KEY=KEY),
+            "BATON_METRICS_TOKEN",
+            "BATON_METRICS_PORT",
+            "BATON_LOG_FORMAT",
+        )
+
+        assert found == {
+            "BATON_METRICS_TOKEN": "",
+            "BATON_METRICS_PORT": 0,
+            "BATON_LOG_FORMAT": "json",
+        }
+
+    def test_the_demo_asks_for_plain_text_lines(self, tmp_path):
+        env = bare_env(tmp_path, DJANGO_SECRET_KEY=KEY, BATON_LOG_FORMAT="text")
+
+        logging = loaded(env, "LOGGING")["LOGGING"]
+
+        assert logging["handlers"]["console"]["formatter"] == "text"
+
+    @pytest.mark.parametrize(
+        ("variables", "message"),
+        [
+            ({"BATON_LOG_FORMAT": "xml"}, "BATON_LOG_FORMAT must be json or text, not 'xml'."),
+            (
+                {"BATON_METRICS_PORT": "9100"},
+                "BATON_METRICS_PORT is set but BATON_METRICS_TOKEN is not",
+            ),
+            (
+                {"BATON_METRICS_PORT": "9100", "BATON_METRICS_TOKEN": "t" * 32},
+                "BATON_METRICS_PORT is set but PROMETHEUS_MULTIPROC_DIR is not",
+            ),
+        ],
+    )
+    def test_a_bad_log_format_or_an_unsafe_metrics_port_is_refused(
+        self, tmp_path, variables, message
+    ):
+        result = load_settings(bare_env(tmp_path, DJANGO_SECRET_KEY=KEY, **variables))
+
+        assert result.returncode != 0
+        assert message in result.stderr

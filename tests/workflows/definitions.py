@@ -590,3 +590,70 @@ CHILD_AND_MAP = Workflow(
 
 for workflow in (CHILD, PARENT, MAP_FAIL_FAST, MAP_FINISH_ALL, MAP_CHILDREN, CHILD_AND_MAP):
     registry.register(workflow)
+
+
+# Two versions of one type, for moving live runs between them (tests/workflows/test_migrate.py).
+# v1 is registered with the others; a test deploys v2 beside it with the `versions`
+# fixture there. `input["path"]` picks where a v1 run waits.
+def _path_is(path: str):
+    def condition(data: RunData) -> bool:
+        return data.input.get("path") == path
+
+    condition.__name__ = f"path_is_{path}"
+    return condition
+
+
+VERSIONED_V1 = Workflow(
+    name="test_versioned",
+    version=1,
+    start="route",
+    nodes=(
+        Branch("route", condition=_path_is("side"), if_true="side_track", if_false="work_or_not"),
+        WaitForSignal("side_track", signals={"go": "finish"}),
+        Branch("work_or_not", condition=_path_is("work"), if_true="work", if_false="check"),
+        step("work", "await_go"),
+        Branch("check", condition=_path_is("approve"), if_true="sign_off", if_false="await_go"),
+        Approval(
+            "sign_off",
+            title="Sign off",
+            assignees=("carol",),
+            on_approve="await_go",
+            on_reject=None,
+        ),
+        WaitForSignal("await_go", signals={"go": "finish"}),
+        step("finish"),
+    ),
+)
+registry.register(VERSIONED_V1)
+
+
+class VersionedInput(BaseModel):
+    """v2 needs an amount, which v1 never asked for."""
+
+    path: str = ""
+    amount: int = Field(ge=0)
+
+
+# v2 has no side track, renames sign_off to review and await_go to await_signal, and
+# wants an amount in the input; `finish` declares that it reads `route`'s result.
+VERSIONED_V2 = Workflow(
+    name="test_versioned",
+    version=2,
+    start="route",
+    input_schema=VersionedInput,
+    nodes=(
+        Branch("route", condition=_path_is("work"), if_true="work", if_false="check"),
+        step("work", "await_signal"),
+        Branch("check", condition=_path_is("approve"), if_true="review", if_false="await_signal"),
+        Approval(
+            "review",
+            title="Review",
+            assignees=("carol",),
+            on_approve="await_signal",
+            on_reject=None,
+        ),
+        WaitForSignal("await_signal", signals={"go": "finish"}),
+        step("finish", needs=("route",)),
+    ),
+)
+VERSIONED_RENAMES = {"sign_off": "review", "await_go": "await_signal"}

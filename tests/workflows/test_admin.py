@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from datetime import date
 
 import pytest
+from auditlog.models import LogEntry
 from django.contrib.auth.models import Group, Permission, User
 from django.urls import reverse
 
 from tests.workflows.test_engine import sweep_until_quiet
+from workflows import engine
 from workflows.models import BusinessCalendar
 from workflows.states import RunState
 
@@ -62,6 +65,12 @@ class TestRunAdmin:
 
         dead_letter.refresh_from_db()
         assert dead_letter.state == RunState.COMPENSATING
+        entry = LogEntry.objects.get_for_object(dead_letter).get()
+        assert (entry.actor, entry.additional_data["event"], entry.additional_data["channel"]) == (
+            operator,
+            "run_retried",
+            "admin",
+        )
         assert "retrying its failed compensation" in response.text
 
     def test_a_refused_action_says_why(self, client, operator, start, order_input):
@@ -188,3 +197,27 @@ class TestBusinessCalendarAdmin:
 
         assert response.status_code == 302
         assert not BusinessCalendar.objects.filter(name="unused").exists()
+
+
+class TestAdminIndex:
+    def test_counts_the_runs_that_need_an_operator_with_links(
+        self, client, operator, dead_letter, start
+    ):
+        engine.pause_run(run_id=start("test_linear", {}).pk)
+        client.force_login(operator)
+
+        response = client.get(reverse("admin:index"))
+
+        counts = response.text.split('id="runs-needing-an-operator"')[1].split("</table>")[0]
+        assert re.search(r"Dead letters</a></th>\s*<td>1</td>", counts)
+        assert re.search(r"Failed runs</a></th>\s*<td>0</td>", counts)
+        assert re.search(r"Paused runs</a></th>\s*<td>1</td>", counts)
+        assert "/console/?state=dead_lettered" in counts
+
+    def test_staff_who_may_not_view_runs_see_no_counts(self, client, dead_letter):
+        client.force_login(User.objects.create_user("stan", password="pw", is_staff=True))
+
+        response = client.get(reverse("admin:index"))
+
+        assert response.status_code == 200
+        assert "runs-needing-an-operator" not in response.text

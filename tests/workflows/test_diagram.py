@@ -1,32 +1,38 @@
-"""The picture of a definition, with the run's position on it."""
+"""The picture of a definition, with the run's position on it: each node carries its
+step's state (its latest round's), or its undo's while the undo runs or once it failed."""
 
 from __future__ import annotations
 
 import pytest
 
+from tests.workflows.test_engine import sweep_until_quiet
 from workflows import registry
-from workflows.diagram import draw
+from workflows.diagram import UNDO_FAILED, draw
 
 pytestmark = pytest.mark.django_db
 
 
-class TestDrawALoop:
-    def test_a_loop_is_laid_out_left_to_right_with_its_back_edge_drawn(self):
-        definition = registry.get("test_looping", 1)
+def boxes(run) -> dict[str, tuple[str, bool]]:
+    definition = registry.get(run.workflow_type, run.workflow_version)
+    return {box.name: (box.state, box.current) for box in draw(definition, run.steps.all()).boxes}
 
-        diagram = draw(definition, [])
 
-        column = {box.name: box.x for box in diagram.boxes}
-        assert column["prepare"] < column["draft"] < column["check"] < column["send_back"]
-        back = [arrow for arrow in diagram.arrows if arrow.x2 < arrow.x1]
-        assert len(back) == 1
+class TestDraw:
+    def test_a_running_run_marks_its_current_step(self, start):
+        run = start("test_linear", {})
 
-    def test_a_node_run_in_two_rounds_shows_its_latest_round(self, start, drive):
-        run = start("test_looping", {"rounds": 2})
-        drive(run, max_steps=2)  # the first draft succeeded; the second is scheduled
+        assert boxes(run) == {
+            "first": ("scheduled", True),
+            "second": ("", False),
+            "third": ("", False),
+        }
 
-        diagram = draw(registry.get("test_looping", 1), run.steps.order_by("-round", "id"))
+    def test_a_dead_letter_marks_the_node_whose_undo_failed(self, start, drive, order_input):
+        failing = order_input(simulate={"shipping": "fail", "refund": "outage"})
+        run = sweep_until_quiet(drive(start("order", failing)), drive)
 
-        draft = next(box for box in diagram.boxes if box.name == "draft")
-        assert draft.state == "scheduled"
-        assert draft.current
+        drawn = boxes(run)
+
+        assert drawn["charge_payment"] == (UNDO_FAILED, False)
+        assert drawn["ship"] == ("failed", False)
+        assert drawn["reserve_inventory"] == ("succeeded", False)  # undone after, in reverse

@@ -166,6 +166,23 @@ class TestCheckDefinition:
             "requester_field 'requestor' is not a field of the input schema"
         ]
 
+    def test_searchable_fields_must_be_fields_of_the_input(self):
+        class Input(pydantic.BaseModel):
+            order_id: str
+
+        misspelt = Workflow(
+            name="check_me",
+            version=1,
+            start="a",
+            nodes=(read_only("a"),),
+            input_schema=Input,
+            searchable=("order_id", "orderid"),
+        )
+
+        assert check_definition(misspelt) == [
+            "searchable field 'orderid' is not a field of the input schema"
+        ]
+
 
 class TestCheckLoops:
     def test_a_loop_through_a_bounded_go_back_passes(self):
@@ -488,3 +505,24 @@ class TestApprovalForms:
 
         assert data.form_values("legal") == {"risk": "high"}
         assert data.form_values("elsewhere") == {}
+
+
+class TestApprovalReminders:
+    def test_a_reminder_before_the_deadline_passes(self):
+        node = Approval("a", deadline=timedelta(days=2), remind_before=timedelta(hours=4))
+
+        assert check_definition(workflow(node)) == []
+
+    def test_a_reminder_without_a_deadline_is_refused(self):
+        node = Approval("a", remind_before=timedelta(hours=4))
+
+        assert check_definition(workflow(node)) == [
+            "a: remind_before needs a deadline to remind of."
+        ]
+
+    def test_a_reminder_that_is_not_a_positive_timedelta_is_refused(self):
+        node = Approval("a", deadline=timedelta(days=2), remind_before=timedelta(0))
+
+        assert check_definition(workflow(node)) == [
+            "a: remind_before must be a positive timedelta."
+        ]

@@ -9,7 +9,9 @@ nothing that matters, and the sweep finds every step whose message was lost or
 whose worker died.
 
 One module per use case: `start`, `execute` (claim, run, record), `signals`,
-`undo` (compensation, cancel, dead letters), `pause`, `sweeper`; `advance` moves a
+`undo` (compensation, cancel, dead letters), `pause`, `operate` (an operator's
+retry of a failed run, or skip of a stuck step), `migrate` (moving live runs to
+another version), `sweeper`; `advance` moves a
 run through its graph for all of them, asking `nodes` (one module per node kind)
 what entering a node or a due step does; `work` gathers what one use case writes
 and `batch` writes it. This package's face is the few functions below.
@@ -19,6 +21,8 @@ from __future__ import annotations
 
 from workflows.engine.errors import EngineError, IllegalRunOperation, RunAlreadyEnded, RunNotFound
 from workflows.engine.execute import execute_step
+from workflows.engine.migrate import MigrationReport, RunMove, migrate_runs, preview_migration
+from workflows.engine.operate import retry_failed_run, skip_step
 from workflows.engine.pause import pause_run, resume_run
 from workflows.engine.signals import RESERVED_SIGNAL_ID_PREFIX, fail_waiting_step, signal_run
 from workflows.engine.start import start_pending_runs, start_workflow
@@ -32,16 +36,22 @@ __all__ = [
     "RESERVED_SIGNAL_ID_PREFIX",
     "EngineError",
     "IllegalRunOperation",
+    "MigrationReport",
     "RunAlreadyEnded",
+    "RunMove",
     "RunNotFound",
     "cancel_run",
     "execute_step",
     "fail_waiting_step",
+    "migrate_runs",
     "pause_run",
+    "preview_migration",
     "resume_dead_letter",
     "resume_run",
     "retry_dead_letter",
+    "retry_failed_run",
     "signal_run",
+    "skip_step",
     "start_pending_runs",
     "start_workflow",
     "sweep",

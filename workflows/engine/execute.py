@@ -14,6 +14,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from workflows import tracing
 from workflows.activity import ActivityCancelled, ActivityContext, LeaseLost
 from workflows.dsl import Activity, Workflow
 from workflows.engine import advance, undo
@@ -282,6 +283,7 @@ def _heartbeat(
         raise ActivityCancelled(f"run {run_id} was cancelled")
 
 
+@tracing.traced_attempt
 def run_activity(claim: Claim) -> Outcome:
     try:
         result = claim.function(claim.context)

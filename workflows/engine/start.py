@@ -8,7 +8,7 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from workflows import registry
+from workflows import registry, tracing
 from workflows.dsl import Workflow
 from workflows.engine import advance
 from workflows.engine.work import (
@@ -21,6 +21,7 @@ from workflows.models import StepRun, WorkflowRun
 from workflows.states import EventKind, RunState
 
 
+@tracing.traced_start
 def start_workflow(
     *,
     workflow_type: str,
@@ -52,6 +53,7 @@ def start_workflow(
             started_by=started_by,
             parent_step=parent_step,
             parent_run_id=parent_step.run_id if parent_step is not None else None,
+            trace_context=tracing.current_context(),
         )
         runnable = _has_capacity(definition)
         if runnable:

@@ -14,7 +14,7 @@ from celery import current_app
 from django.db import transaction
 from django.db.models import QuerySet
 
-from workflows import registry
+from workflows import metrics, registry, tracing
 from workflows.dsl import Workflow
 from workflows.engine import batch
 from workflows.engine.errors import RunNotFound
@@ -139,14 +139,19 @@ class UnitOfWork:
                 kinds = Counter(event.kind for event in self.events)
                 logger.info("sweep.batch", extra={f"events_{kind}": n for kind, n in kinds.items()})
             statements.append(batch.insert(StepEvent, self.events, returning_ids=False))
+            metrics.record_events(self.events)  # counted once committed
             self.events = []
         batch.execute(statements)
         if self.to_send:
             step_ids = [step.pk for step in self.to_send]
+            traces = tracing.step_contexts(self.to_send)  # {} while tracing is off
             self.to_send = []
             # Robust: a broker that is down must not fail a committed use case; the
             # sweep re-sends every step whose message never arrived.
-            transaction.on_commit(lambda: send_steps(step_ids), robust=True)
+            if traces:
+                transaction.on_commit(lambda: send_steps(step_ids, traces=traces), robust=True)
+            else:
+                transaction.on_commit(lambda: send_steps(step_ids), robust=True)
 
     def _tell_run_end_hooks(self) -> None:
         # The last word on each run that is over now ("cancelled" is also said when
@@ -156,7 +161,8 @@ class UnitOfWork:
         ended = [(run, kind) for run, kind in last.values() if run.state in _ENDED_RUN_STATES]
         if not ended:
             return
-        self.flush()  # the hooks read and write rows of their own
+        # No flush first: a hook writes rows of its own about runs that exist already,
+        # and the runs' last changes are written with the rest, in this transaction.
         now = max(event.at for event in self.events)
         waiting_parents = [
             run.parent_step_id
@@ -202,23 +208,34 @@ def steps_of(run: WorkflowRun, work: UnitOfWork) -> QuerySet[StepRun]:
     return run.steps.all()
 
 
-def send_steps(step_ids: list[int]) -> None:
+def send_steps(step_ids: list[int], *, traces: dict[str, dict[str, str]] | None = None) -> None:
     """Hand steps to workers: one message a step, or a few steps a message for a batch.
 
     A sweep firing thousands of timers would spend most of its time publishing
     messages, so past `_STEPS_SENT_ONE_BY_ONE` it sends `_STEPS_PER_MESSAGE` ids a
     message (still spread over every worker). A message is a hint either way: a
     step already done is refused at its claim, and a lost one is re-sent by the sweep.
+    `traces` are the steps' run contexts (see `workflows.tracing`), carried in a header.
     """
     # One producer for the whole batch, not one acquired per message.
     with current_app.producer_or_acquire() as producer:
         if len(step_ids) <= STEPS_SENT_ONE_BY_ONE:
             for step_id in step_ids:
-                current_app.send_task(EXECUTE_STEP_TASK, args=[step_id], producer=producer)
+                current_app.send_task(
+                    EXECUTE_STEP_TASK,
+                    args=[step_id],
+                    producer=producer,
+                    headers=tracing.message_headers(traces, [step_id]) if traces else None,
+                )
             return
         for start in range(0, len(step_ids), STEPS_PER_MESSAGE):
             chunk = step_ids[start : start + STEPS_PER_MESSAGE]
-            current_app.send_task(EXECUTE_STEPS_TASK, args=[chunk], producer=producer)
+            current_app.send_task(
+                EXECUTE_STEPS_TASK,
+                args=[chunk],
+                producer=producer,
+                headers=tracing.message_headers(traces, chunk) if traces else None,
+            )
 
 
 STEPS_SENT_ONE_BY_ONE = 50

@@ -145,6 +145,7 @@ ORDER = Workflow(
     input_schema=OrderInput,
     # Orders come from the shop's systems, and from anyone taking one by phone.
     starters=ANYONE,
+    searchable=("order_id", "customer_email"),
     start="validate",
     nodes=(
         Activity("validate", run=validate_order, next="reserve_inventory", mutating=False),

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workflows', '0008_business_calendars'),
+        ('workflows', '0010_console_indexes'),
     ]
 
     operations = [

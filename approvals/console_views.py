@@ -1,0 +1,222 @@
+"""The operators' run console: find runs, see one whole, and steer it.
+
+Like the inbox, each view reads top to bottom: check that the person may use the
+console (403 saying why otherwise), make one call (a selector or a console
+service), then redirect (post/redirect/get) or render the page, or only the named
+partial htmx asked for. An action is confirmed before it is taken: GET shows what
+it will do (htmx: only the action panel changes), POST does it. A refusal is shown
+on the run's page in plain words, with the status the API would answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+from uuid import UUID
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_POST
+
+from approvals import console_selectors, console_services, sla_selectors
+from approvals.console_selectors import RunFilters
+from approvals.throttling import client_address
+from workflows.states import RunState
+
+
+def _problem(request: HttpRequest, message: str, status: int) -> HttpResponse:
+    return render(request, "approvals/problem.html", {"message": message}, status=status)
+
+
+def _refused(request: HttpRequest) -> HttpResponse | None:
+    refusal = console_services.console_refusal(request.user)
+    return _problem(request, refusal, status=403) if refusal else None
+
+
+# ---------------------------------------------------------------------------
+# Runs
+# ---------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def runs(request: HttpRequest) -> HttpResponse:
+    """Every run, newest first, filtered; htmx asks for the list alone when filters change."""
+    if refused := _refused(request):
+        return refused
+    filters = RunFilters.from_query(request.GET)
+    page = console_selectors.runs_page(filters=filters)
+    query = urlencode(
+        {key: value for key, value in request.GET.items() if key != "cursor" and value}
+    )
+    context = {
+        "filters": filters,
+        "page": page,
+        "query": query,
+        "states": RunState.choices,
+        "types": console_selectors.workflow_types(),
+        "searchable": console_selectors.searchable_fields(),
+        # Dead letters listed for an operator: tick several and retry them at once.
+        "bulk": filters.state == RunState.DEAD_LETTERED
+        and not console_services.operate_refusal(request.user, "act"),
+    }
+    if request.htmx and request.htmx.target == "run-list":
+        return render(request, "approvals/console/runs.html#run-list", context)
+    return render(request, "approvals/console/runs.html", context)
+
+
+@login_required
+@require_GET
+def sla(request: HttpRequest) -> HttpResponse:
+    """Open human tasks against their due times, by type, group and person; the oldest
+    overdue ones; and how long decisions took lately."""
+    if refused := _refused(request):
+        return refused
+    board = sla_selectors.dashboard(now=timezone.now())
+    return render(request, "approvals/console/sla.html", {"board": board})
+
+
+# ---------------------------------------------------------------------------
+# One run
+# ---------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def run_detail(request: HttpRequest, run_id: UUID) -> HttpResponse:
+    if refused := _refused(request):
+        return refused
+    return _run_page(request, run_id)
+
+
+def _run_page(
+    request: HttpRequest, run_id: UUID, *, status: int = 200, **extra: Any
+) -> HttpResponse:
+    page = console_selectors.run_page(run_id=run_id)
+    if page is None:
+        return _problem(request, "There is no such run.", status=404)
+    context = {
+        "page": page,
+        "run": page.run,
+        "state": console_selectors.request_selectors.state_words(page.run.state),
+        "may_operate": not console_services.operate_refusal(request.user, "act"),
+        **extra,
+    }
+    template = "approvals/console/run.html"
+    if request.htmx and request.htmx.target == "action-panel":
+        template += "#action-panel"
+    return render(request, template, context, status=status)
+
+
+@login_required
+def act(request: HttpRequest, run_id: UUID, action: str) -> HttpResponse:
+    """GET asks to confirm `action` on the run; POST takes it."""
+    if refused := _refused(request):
+        return refused
+    chosen = console_services.ACTIONS.get(action)
+    if chosen is None:
+        return _problem(request, "There is no such action.", status=404)
+    if request.method == "GET":
+        refusal = console_services.operate_refusal(request.user, chosen.what)
+        status = 403 if refusal else 200
+        state = console_selectors.run_state(run_id=run_id)
+        if not refusal and state is not None and state not in chosen.offered_in:
+            words = console_selectors.request_selectors.state_words(state)
+            refusal, status = f"{chosen.label} does not fit a run that is {words}.", 409
+        return _run_page(
+            request, run_id, status=status, confirm=None if refusal else chosen, error=refusal
+        )
+    if request.method != "POST":
+        return HttpResponse(status=405, headers={"Allow": "GET, POST"})
+    try:
+        done = console_services.USE_CASES[action](
+            run_id=run_id,
+            user=request.user,
+            reason=request.POST.get("reason", ""),
+            remote_addr=client_address(request),
+        )
+    except console_services.ConsoleError as refused:
+        return _run_page(request, run_id, status=refused.status, error=str(refused))
+    if done.changed:
+        messages.success(request, chosen.done)
+    else:
+        messages.info(request, f"Nothing to do: it is {done.run.get_state_display()} already.")
+    return redirect("console:run", run_id=run_id)
+
+
+@login_required
+def skip(request: HttpRequest, run_id: UUID, node: str) -> HttpResponse:
+    """GET asks for the step's result; POST skips the step with it."""
+    if refused := _refused(request):
+        return refused
+    if request.method == "GET":
+        refusal = console_services.operate_refusal(request.user, console_services.SKIP_WHAT)
+        return _run_page(
+            request,
+            run_id,
+            status=403 if refusal else 200,
+            skip_node="" if refusal else node,
+            error=refusal,
+        )
+    if request.method != "POST":
+        return HttpResponse(status=405, headers={"Allow": "GET, POST"})
+    result = request.POST.get("result", "")
+    try:
+        console_services.skip_step(
+            run_id=run_id,
+            node=node,
+            result=result,
+            user=request.user,
+            reason=request.POST.get("reason", ""),
+            remote_addr=client_address(request),
+        )
+    except console_services.ConsoleError as refused:
+        # Keep what was typed, so a typo in the JSON costs one fix, not a retype.
+        keep = {"skip_node": node, "skip_result": result} if refused.status == 422 else {}
+        return _run_page(request, run_id, status=refused.status, error=str(refused), **keep)
+    messages.success(request, f"Skipped {node} with the result you gave; the run goes on.")
+    return redirect("console:run", run_id=run_id)
+
+
+@login_required
+@require_POST
+def retry_dead_letters(request: HttpRequest) -> HttpResponse:
+    """Retry the dead letters ticked on the runs list, then go back to it."""
+    if refused := _refused(request):
+        return refused
+    back = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
+        back = ""
+    run_ids: list[UUID] = []
+    for value in request.POST.getlist("run"):
+        try:
+            run_ids.append(UUID(value))
+        except ValueError:
+            return _problem(request, f"{value!r} is not a run id.", status=422)
+    if not run_ids:
+        messages.info(request, "Tick the dead letters to retry first.")
+        return redirect(back or "console:runs")
+    try:
+        outcomes = console_services.retry_dead_letters(
+            run_ids=run_ids,
+            user=request.user,
+            reason=request.POST.get("reason", ""),
+            remote_addr=client_address(request),
+        )
+    except console_services.ConsoleError as refused:
+        return _problem(request, str(refused), status=refused.status)
+    retried = [
+        run_id for run_id, outcome in outcomes.items() if isinstance(outcome, console_services.Done)
+    ]
+    if retried:
+        messages.success(
+            request, f"Retrying {len(retried)} dead letter{'s' if len(retried) > 1 else ''}."
+        )
+    for run_id, outcome in outcomes.items():
+        if isinstance(outcome, console_services.ConsoleError):
+            messages.warning(request, f"{run_id}: {outcome}")
+    return redirect(back or "console:runs")

@@ -1,0 +1,149 @@
+"""An operator in the run console, in a real headless Chromium (Debian's), driven by
+Playwright: olga finds a dead-lettered order by its id and retries it."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from auditlog.models import LogEntry
+from django.contrib.auth.models import User
+from django.utils import timezone
+from playwright.sync_api import expect
+
+from approvals import inbox_entries
+from tests.e2e import test_inbox_browser as inbox
+from tests.workflows.test_engine import sweep_until_quiet
+from workflows.states import RunState
+
+# The inbox's browser tests' Chromium and sign-in, shared: every page is watched, and
+# any Content-Security-Policy violation or console error fails the test.
+browser = inbox.browser
+watched = inbox.watched
+sign_in = inbox.sign_in
+shoot = inbox.shoot
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def console_operator(operator) -> User:
+    operator.is_staff = True
+    operator.save()
+    return operator
+
+
+class TestRetryingADeadLetter:
+    def test_olga_finds_the_dead_lettered_order_by_its_id_and_retries_it(
+        self, sign_in, console_operator, start, drive, order_input
+    ):
+        start("order", order_input(order_id="A-1001"))
+        failing = order_input(order_id="B-2002", simulate={"shipping": "fail", "refund": "outage"})
+        run = sweep_until_quiet(drive(start("order", failing)), drive)
+        assert run.state == RunState.DEAD_LETTERED
+
+        page = sign_in("olga")
+        page.get_by_role("navigation", name="Main").get_by_role("link", name="Runs").click()
+        expect(page.get_by_role("heading", name="Runs")).to_be_visible()
+        page.get_by_role("link", name="Dead letters").click()
+        runs = page.locator("#run-list tbody tr")
+        expect(runs).to_have_count(1)
+        expect(runs.first).to_contain_text("dead lettered", ignore_case=True)
+        page.get_by_role("link", name="Runs", exact=True).click()
+        page.get_by_label("Search business keys or run id").fill("B-2002")
+        page.get_by_role("button", name="Filter").click()
+        expect(runs).to_have_count(1)
+        expect(runs.first).to_contain_text("order id B-2002")
+        shoot(page, "console-runs")
+
+        runs.first.get_by_role("link").click()
+        expect(page.get_by_role("heading", name="order v1: B-2002")).to_be_visible()
+        expect(page.get_by_role("img", name="Workflow diagram")).to_contain_text("ship")
+        expect(
+            page.locator(
+                "#step-" + str(run.steps.get(node="charge_payment", kind="compensation").pk)
+            )
+        ).to_contain_text("failed", ignore_case=True)
+        shoot(page, "console-run-dead-letter")
+
+        page.get_by_role("link", name="Retry the failed undo…").click()
+        expect(page.get_by_text("Retry the failed undo?")).to_be_visible()
+        page.get_by_label("Why (kept in the audit trail, with your name)").fill(
+            "The refund service is back"
+        )
+        shoot(page, "console-confirm-retry")
+        page.get_by_role("button", name="Yes, retry the failed undo").click()
+
+        expect(page.get_by_role("status")).to_have_text("Retrying its failed compensation.")
+        expect(page.locator(".state").first).to_have_text("compensating", ignore_case=True)
+        expect(page.locator("#action-panel")).to_contain_text("Nothing to do")
+        run.refresh_from_db()
+        assert run.state == RunState.COMPENSATING
+        entry = LogEntry.objects.get_for_object(run).get()
+        assert (entry.actor.username, entry.additional_data["comment"]) == (
+            "olga",
+            "The refund service is back",
+        )
+
+        drive(run)  # what a worker does: the refund goes through this time
+        page.reload()
+        expect(page.locator(".state").first).to_have_text("compensated", ignore_case=True)
+        expect(page.locator("#timeline")).to_be_visible()
+        expect(page.get_by_text("run_retried by olga via console")).to_be_visible()
+        shoot(page, "console-after-retry")
+
+
+class TestSlaDashboard:
+    def test_olga_sees_an_overdue_expense_and_opens_its_run(
+        self, sign_in, console_operator, start_expense
+    ):
+        late = start_expense(title="Hotel in Lyon").human_tasks.get()
+        late.due_at = timezone.now() - timedelta(hours=5)
+        late.save()
+        inbox_entries.refresh(late)  # as the services do whenever a due time changes
+        start_expense(title="Train to Lyon")
+
+        page = sign_in("olga")
+        page.goto("/console/")
+        page.get_by_role("link", name="SLA dashboard").click()
+
+        expect(page.get_by_role("heading", name="SLA dashboard")).to_be_visible()
+        expect(page.locator("#by-type ~ table tbody tr").first).to_contain_text("expense")
+        overdue = page.locator("section", has=page.locator("#overdue"))
+        expect(overdue).to_contain_text("Expense: Hotel in Lyon")
+        held = page.locator("section", has=page.locator("#by-assignee")).locator("tbody tr")
+        expect(held.get_by_role("cell")).to_have_text(["carol", "1", "0", "1", "2"])
+        shoot(page, "console-sla")
+        overdue.get_by_role("link", name="its run").click()
+        expect(page.get_by_role("heading", name="expense v1: Hotel in Lyon")).to_be_visible()
+
+
+class TestSkippingAStuckStep:
+    def test_olga_fixes_her_json_then_skips_the_retrying_step(
+        self, sign_in, console_operator, start, drive
+    ):
+        run = drive(start("test_linear", {"simulate": {"second": "fail"}}, correlation_id="c-77"))
+
+        page = sign_in("olga")
+        page.goto("/console/")
+        page.get_by_label("Correlation id").fill("c-77")
+        page.get_by_role("button", name="Filter").click()
+        page.locator("#run-list tbody tr").first.get_by_role("link").click()
+        expect(page.locator("#steps ~ table")).to_contain_text("ServiceUnavailable")
+        page.get_by_role("link", name="Skip second with a result…").click()
+        page.get_by_label("Its result, as JSON").fill("{'done': true}")
+        page.get_by_role("button", name="Yes, skip second").click()
+
+        expect(page.get_by_role("alert")).to_contain_text("The result is not JSON")
+        expect(page.get_by_label("Its result, as JSON")).to_have_value("{'done': true}")
+        shoot(page, "console-skip-refused")
+        page.get_by_label("Its result, as JSON").fill('{"done": true}')
+        page.get_by_role("button", name="Yes, skip second").click()
+
+        expect(page.get_by_role("status")).to_contain_text("Skipped second")
+        run = drive(run)
+        assert run.state == RunState.SUCCEEDED
+        assert run.results["second"] == {"done": True}
+        page.reload()
+        expect(page.locator(".state").first).to_have_text("succeeded")
+        shoot(page, "console-after-skip")

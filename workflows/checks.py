@@ -1,0 +1,117 @@
+"""The start-up check that every version with unfinished runs is still registered.
+
+A deploy that drops a definition (say `expense` v1) while runs of it still wait
+would fail each of those runs later, when a worker or a person next moves it. So
+the web and the worker refuse to start instead, naming the type, the version and
+how many runs are left, and saying how to go on.
+
+It reads the database, so it never runs at import time or in a plain `manage.py
+check`: Django calls it only when told which databases to check (`manage.py check
+--database default`, and `migrate`, the web container's first command), the
+Celery worker calls it from its `worker_init` signal, and the WSGI application
+calls it when it is built. A database without Baton's tables yet (before the first
+`migrate`) has no runs to check; one that cannot be reached gets a warning, not a
+refusal, so a worker started during a database restart still comes up.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
+from django.db import DatabaseError, connections
+from django.db.models import Count, Q
+
+from workflows import registry
+from workflows.states import FINAL_RUN_STATES
+
+UNREGISTERED_VERSION = "workflows.E002"
+UNCHECKED_VERSIONS = "workflows.W002"
+
+
+def check_live_versions(
+    app_configs: Any = None, databases: Iterable[str] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """Report each workflow version that still has unfinished runs but is not registered."""
+    if not databases:
+        return []  # a check that may not touch the database (Django's convention)
+    messages: list[checks.CheckMessage] = []
+    for alias in databases:
+        try:
+            orphans = unregistered_versions(using=alias)
+        except DatabaseError as error:
+            messages.append(
+                checks.Warning(
+                    f"Could not check that every workflow version with unfinished runs is "
+                    f"registered: the database {alias!r} did not answer ({type(error).__name__}).",
+                    hint="The check runs again at the next start.",
+                    id=UNCHECKED_VERSIONS,
+                )
+            )
+            continue
+        messages.extend(_error(*orphan) for orphan in orphans)
+    return messages
+
+
+def unregistered_versions(*, using: str = "default") -> list[tuple[str, int, dict[str, int]]]:
+    """Return (type, version, runs by state) for each version with unfinished runs that is
+    not registered; nothing if the database has no runs table yet."""
+    from workflows.models import WorkflowRun
+
+    connection = connections[using]
+    if WorkflowRun._meta.db_table not in connection.introspection.table_names():
+        return []
+    registered = Q()
+    for workflow in registry.all_definitions():
+        registered |= Q(workflow_type=workflow.name, workflow_version=workflow.version)
+    runs = WorkflowRun.objects.using(using).exclude(state__in=FINAL_RUN_STATES)
+    if registered:
+        runs = runs.exclude(registered)
+    counts: dict[tuple[str, int], dict[str, int]] = defaultdict(dict)
+    for workflow_type, version, state, count in (
+        runs.values_list("workflow_type", "workflow_version", "state")
+        .annotate(count=Count("id"))
+        .order_by()
+    ):
+        counts[(workflow_type, version)][state] = count
+    return [(name, version, by_state) for (name, version), by_state in sorted(counts.items())]
+
+
+def refuse_unregistered_versions(*, using: str = "default") -> None:
+    """Raise ImproperlyConfigured naming every version with unfinished runs that is not
+    registered (the worker's and the web application's start-up call this)."""
+    problems = [
+        message for message in check_live_versions(databases=[using]) if message.is_serious()
+    ]
+    if problems:
+        raise ImproperlyConfigured(
+            "\n".join(f"{message.msg} {message.hint}" for message in problems)
+        )
+
+
+def _error(workflow_type: str, version: int, by_state: dict[str, int]) -> checks.Error:
+    total = sum(by_state.values())
+    states = ", ".join(f"{count} {state}" for state, count in sorted(by_state.items()))
+    others = sorted(
+        workflow.version
+        for workflow in registry.all_definitions()
+        if workflow.name == workflow_type
+    )
+    hint = (
+        f"Deploy {workflow_type} v{version} again (its definition registered by a module "
+        "in BATON_WORKFLOW_MODULES) and keep it until those runs have finished"
+    )
+    if others:
+        hint += (
+            f", or, with it deployed beside v{others[-1]}, move them: manage.py migrate_runs "
+            f"{workflow_type} --from {version} --to {others[-1]} (a dry run; --apply moves them)"
+        )
+    return checks.Error(
+        f"Workflow type {workflow_type!r} version {version} is not registered, but "
+        f"{total} unfinished run(s) of it remain ({states}).",
+        hint=hint + ".",
+        id=UNREGISTERED_VERSION,
+    )

@@ -1,0 +1,119 @@
+"""An operator steering a run past a failure: retry a failed run, skip a stuck step.
+
+Dead letters (a failed undo) are `undo`'s; pausing is `pause`'s. These two are for
+forward work: a run that failed with nothing to undo can go back to its failed
+step with a fresh attempt budget, and a step that keeps failing or never finishes
+can be given, by hand, the result it should have had, so the run goes on.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from workflows.dsl import Activity, Workflow
+from workflows.engine import advance
+from workflows.engine.errors import IllegalRunOperation
+from workflows.engine.work import LIVE_FORWARD_RUN_STATES, UnitOfWork, definition_of, lock_run
+from workflows.models import StepRun, WorkflowRun
+from workflows.states import EventKind, RunState, StepKind, StepState
+
+# Steps an operator may skip: stuck ones, never one that finished or waits for a person.
+SKIPPABLE_STEP_STATES = (
+    StepState.SCHEDULED,
+    StepState.RUNNING,
+    StepState.RETRY_WAIT,
+    StepState.FAILED,
+)
+
+
+def retry_failed_run(*, run_id: uuid.UUID | str, now: datetime | None = None) -> WorkflowRun:
+    """Send a failed run back to its failed step with a fresh attempt budget.
+
+    Only a run that failed with nothing to undo: once its completed steps were
+    compensated, going on from the failed step would build on undone work.
+    """
+    now = now or timezone.now()
+    work = UnitOfWork()
+    with transaction.atomic():
+        run = lock_run(run_id)
+        if run.state != RunState.FAILED:
+            raise IllegalRunOperation(
+                f"Only a failed run can be retried this way; this one is {run.state}."
+            )
+        definition = definition_of(run)
+        failed = _failed_forward_step(run, definition)
+        run.retry_failed()
+        redispatch_at = advance.redispatch_at(definition.activity(failed.node), now)
+        failed.retry_by_operator(now=now, redispatch_at=redispatch_at)
+        work.save(failed)
+        work.send(failed)
+        work.event(run, failed, EventKind.OPERATOR, now, detail={"action": "retried"})
+        work.finish(run)
+    return run
+
+
+def skip_step(
+    *, run_id: uuid.UUID | str, node: str, result: Any, now: datetime | None = None
+) -> WorkflowRun:
+    """Give a stuck activity step `result` by hand and go on from it, as if it had succeeded.
+
+    A stuck step is scheduled, running, waiting to retry, or (in a run that failed
+    with nothing to undo) failed. A skipped step is never compensated: Baton did
+    not do its work, so Baton does not undo it.
+    """
+    now = now or timezone.now()
+    work = UnitOfWork()
+    with transaction.atomic():
+        run = lock_run(run_id)
+        if run.state not in (*LIVE_FORWARD_RUN_STATES, RunState.FAILED):
+            raise IllegalRunOperation(
+                "Only a step of a running, waiting, paused or failed run can be skipped; "
+                f"this run is {run.state}."
+            )
+        definition = definition_of(run)
+        node_def = definition.nodes_by_name.get(node)
+        if not isinstance(node_def, Activity):
+            raise IllegalRunOperation(f"{node!r} is not an activity of this run's workflow.")
+        # A node run in several rounds of a loop: its latest round is the one that is stuck.
+        step = run.steps.filter(node=node, kind=StepKind.FORWARD).order_by("-round").first()
+        if step is None or step.state not in SKIPPABLE_STEP_STATES:
+            state = step.state if step else "not started"
+            raise IllegalRunOperation(
+                f"Only a scheduled, running, retrying or failed step can be skipped; {node} is "
+                f"{state}."
+            )
+        if run.state == RunState.FAILED:
+            _failed_forward_step(run, definition)  # refuses a run that cannot go on
+            run.retry_failed()
+        step.skip_with_result(result=result, now=now)
+        work.save(step)
+        work.event(run, step, EventKind.OPERATOR, now, detail={"action": "skipped"})
+        advance.continue_to(run, definition, step, node_def.next, now, work)
+        advance.settle(run, work)
+        work.finish(run)
+    return run
+
+
+def _failed_forward_step(run: WorkflowRun, definition: Workflow) -> StepRun:
+    """The failed run's one failed activity step; refuse a run that cannot go on from it."""
+    # Each node's latest round: earlier rounds of a loop finished before it went back.
+    latest = {step.node: step for step in run.steps.filter(kind=StepKind.FORWARD).order_by("round")}
+    forward = list(latest.values())
+    failed = [step for step in forward if step.state == StepState.FAILED]
+    cancelled = [step.node for step in forward if step.state == StepState.CANCELLED]
+    if cancelled:
+        raise IllegalRunOperation(
+            f"When it failed, its other branches were cancelled ({', '.join(cancelled)}): "
+            "start a new run instead."
+        )
+    if len(failed) != 1 or not isinstance(definition.nodes_by_name.get(failed[0].node), Activity):
+        raise IllegalRunOperation(
+            "Its failure was not one activity's (a deadline or a rejection ended it): "
+            "start a new run instead."
+        )
+    return failed[0]
