@@ -11,7 +11,7 @@ history.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import cached_property
@@ -645,6 +645,21 @@ def _go_back_problems(workflow: Workflow, go_back: GoBack) -> list[str]:
                 f"go back {go_back.name!r}: {name!r} is inside the parallel region closed by "
                 f"{workflow.join_of[name]!r}; a loop may contain a whole parallel region, "
                 "never start or end inside one"
+            )
+    return problems
+
+
+def child_type_problems(workflow: Workflow, *, registered: Collection[str]) -> list[str]:
+    """Return a problem for each child workflow type `workflow` starts that is not among
+    the `registered` type names (the registry knows them; the static check alone cannot)."""
+    problems = []
+    for node in workflow.nodes:
+        child_type = node.workflow if isinstance(node, ChildWorkflow | Map) else None
+        if child_type and child_type not in registered:
+            kind = "map" if isinstance(node, Map) else "child workflow"
+            problems.append(
+                f"{kind} {node.name!r} starts runs of {child_type!r}, which is not registered "
+                "(add its module to BATON_WORKFLOW_MODULES)"
             )
     return problems
 

@@ -346,6 +346,31 @@ class TestCheckMapsAndChildren:
             "child workflow 'a' names no workflow type to start"
         ]
 
+    def test_the_system_check_names_a_child_type_that_is_not_registered(self):
+        parent = Workflow(
+            name="orphaned_parent",
+            version=1,
+            start="a",
+            nodes=(
+                ChildWorkflow("a", workflow="no_such_type", input=lambda data: {}, next="b"),
+                Map("b", items=items, workflow="test_child"),
+            ),
+        )
+        registry.register(parent)
+        try:
+            errors = check_workflow_definitions()
+        finally:
+            registry.unregister(parent)
+
+        assert [(error.id, error.obj, error.msg) for error in errors] == [
+            (
+                "workflows.E001",
+                "orphaned_parent v1",
+                "child workflow 'a' starts runs of 'no_such_type', which is not registered "
+                "(add its module to BATON_WORKFLOW_MODULES)",
+            )
+        ]
+
     def test_a_map_over_an_activity_is_claimed_as_one_activity_per_item(self):
         node = Map("a", items=items, activity=noop, mutating=False, max_concurrency=3)
 
