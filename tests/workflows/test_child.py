@@ -175,7 +175,10 @@ class TestCancelling:
         assert run.state == RunState.CANCELLED
         child.refresh_from_db()
         assert child.state == RunState.CANCELLED
-        assert call_step(run).state == StepState.CANCELLED
+        # The parent's undo waited for the child's: it ended last.
+        assert run.finished_at >= child.finished_at
+        assert call_step(run).state == StepState.COMPENSATED
+        assert workflow_env.undone(run) == ["call", "before"]
         assert applied(run) == {
             "before": 1,
             "undo_before": 1,

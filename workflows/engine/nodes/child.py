@@ -229,13 +229,32 @@ def _input_of(run: WorkflowRun, node: ChildWorkflow | Map, step: StepRun) -> Map
 def leave(
     run: WorkflowRun, definition: Workflow, step: StepRun, node: Node, work: UnitOfWork
 ) -> None:
-    """The step was cancelled: cancel its live child (which undoes what it did)."""
+    """The step was cancelled: cancel its live child (which undoes what it did), and wait
+    for the child to end, as for an undo, so the parent ends after its child."""
     if step.kind != StepKind.FORWARD or step.attempt == 0:
         return  # an item that never started has no child
     child = step.children.order_by("-created_at").first()
-    if child is None or child.is_finished or child.state in _NOT_CANCELLABLE:
+    if child is None or child.is_finished:
         return
-    undo.cancel_run(run_id=child.pk, now=step.finished_at or timezone.now())
+    now = step.finished_at or timezone.now()
+    if child.state not in _NOT_CANCELLABLE:
+        child = undo.cancel_run(run_id=child.pk, now=now)
+    if child.is_finished:
+        return  # nothing to undo: it ended cancelled at once
+    # The child undoes its steps (or waits for an operator): this undo of the step ends
+    # when the child does (`take_outcome`), and the parent's undo waits for it.
+    waiting = advance.new_step(
+        work,
+        run,
+        step.node,
+        StepState.WAITING,
+        now,
+        round=step.round,
+        kind=StepKind.COMPENSATION,
+        item=step.item,
+        due_at=now + CHECK_EVERY,
+    )
+    work.event(run, waiting, EventKind.COMPENSATING, now, detail={"child_run": str(child.pk)})
 
 
 def undo_child(run: WorkflowRun, compensation: StepRun, now: datetime, work: UnitOfWork) -> None:
