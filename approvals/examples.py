@@ -316,7 +316,9 @@ def _both_approved(data: RunData) -> bool:
 
 def _high_risk(data: RunData) -> bool:
     """Legal rated the risk high, or a director's background check was flagged."""
-    flagged = any(check["outcome"] != "clear" for check in data.results["background_checks"])
+    flagged = any(
+        check["outcome"] != "clear" for check in data.results.get("background_checks") or []
+    )
     return flagged or data.form_values("legal_review").get("risk_level") == "high"
 
 
@@ -370,7 +372,7 @@ def _sign_off_title(data: RunData) -> str:
     legal = data.form_values("legal_review")
     flagged = [
         check["director"]
-        for check in data.results["background_checks"]
+        for check in data.results.get("background_checks") or []
         if check["outcome"] != "clear"
     ]
     reasons = [f"background check flagged {', '.join(flagged)}"] if flagged else []

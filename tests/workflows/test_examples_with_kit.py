@@ -284,3 +284,19 @@ class TestVendorBackgroundChecks:
 
         assert self.children(run).count() == 0
         assert workflow_env.path(run)[:2] == ["background_checks", "reviews"]
+
+    def test_a_run_started_before_the_checks_existed_still_routes_on_legal_risk(
+        self, workflow_env, alice, bob
+    ):
+        run = workflow_env.start("vendor_onboarding", TestVendorOnboarding.VENDOR)
+        # As if it had started on the definition without background checks.
+        run.steps.filter(node="background_checks").delete()
+
+        workflow_env.approve(
+            run, "legal_review", as_user=alice, values={**self.LOW_RISK, "risk_level": "high"}
+        )
+        run = workflow_env.approve(run, "security_review", as_user=bob)
+
+        assert workflow_env.task(run, "security_sign_off").title == (
+            "Security sign-off: vendor Acme (legal rated the risk high, contract LEG-2026-014)"
+        )
