@@ -1,4 +1,5 @@
-"""The shipped workflow types that stop for people: `expense` and `vendor_onboarding`."""
+"""The shipped workflow types that stop for people: `expense` and `vendor_onboarding`, and
+`background_check`, the child workflow vendor onboarding runs once per director."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from workflows.dsl import (
     Escalation,
     GoBack,
     Join,
+    Map,
     NoCompensation,
     Parallel,
     RetryPolicy,
@@ -217,6 +219,85 @@ EXPENSE = Workflow(
 )
 
 # ---------------------------------------------------------------------------
+# background_check (a child workflow of vendor_onboarding)
+# ---------------------------------------------------------------------------
+
+# How many directors' checks run at once: the screening provider's rate limit.
+BACKGROUND_CHECKS_AT_ONCE = 3
+MAX_DIRECTORS = 50
+
+_COUNTRY = Field(
+    default="",
+    max_length=2,
+    pattern=r"^([A-Z]{2})?$",
+    description="a two-letter ISO 3166 country code, e.g. DE",
+)
+
+
+class Director(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=120, description="the director's full name")
+    country: str = _COUNTRY
+
+
+class BackgroundCheckInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    vendor_name: str = Field(min_length=1, max_length=120)
+    director: Director
+
+
+def open_screening_case(context: ActivityContext) -> dict[str, Any]:
+    return services.call(
+        service="screening",
+        action="open_case",
+        context=context,
+        behaviour=None,
+        data={"vendor": context.input["vendor_name"], "director": context.input["director"]},
+    )
+
+
+def close_screening_case(context: ActivityContext) -> dict[str, Any]:
+    return services.undo(
+        service="screening",
+        action="close_case",
+        undoes="open_case",
+        context=context,
+        behaviour=None,
+    )
+
+
+def screen_director(context: ActivityContext) -> dict[str, Any]:
+    """Return the screening's outcome for the director: clear, or flagged for a person."""
+    director = context.input["director"]
+    case = context.results["open_case"]
+    # The demo provider clears everyone; a real one answers "flagged" for a match.
+    return {"director": director["name"], "case": case["effect_id"], "outcome": "clear"}
+
+
+BACKGROUND_CHECK = Workflow(
+    name="background_check",
+    version=1,
+    description=(
+        "Screen one director of a vendor: open a case with the screening provider, then "
+        "screen them. Vendor onboarding runs one per director; undoing it closes the case."
+    ),
+    input_schema=BackgroundCheckInput,
+    start="open_case",
+    nodes=(
+        Activity(
+            "open_case",
+            run=open_screening_case,
+            compensate=close_screening_case,
+            next="screen",
+            retry=RETRY,
+        ),
+        Activity("screen", run=screen_director, mutating=False, retry=RETRY),
+    ),
+)
+
+# ---------------------------------------------------------------------------
 # vendor_onboarding
 # ---------------------------------------------------------------------------
 
@@ -226,11 +307,11 @@ class VendorInput(BaseModel):
 
     vendor_name: str = Field(min_length=1, max_length=120)
     contact_email: Email
-    country: str = Field(
-        default="",
-        max_length=2,
-        pattern=r"^([A-Z]{2})?$",
-        description="a two-letter ISO 3166 country code, e.g. DE",
+    country: str = _COUNTRY
+    directors: list[Director] = Field(
+        default_factory=list,
+        max_length=MAX_DIRECTORS,
+        description="the vendor's directors: each gets a background check before the reviews",
     )
 
 
@@ -257,8 +338,20 @@ def _both_approved(data: RunData) -> bool:
     )
 
 
-def _high_legal_risk(data: RunData) -> bool:
-    return data.form_values("legal_review").get("risk_level") == "high"
+def _high_risk(data: RunData) -> bool:
+    """Legal rated the risk high, or a director's background check was flagged."""
+    flagged = any(
+        check["outcome"] != "clear" for check in data.results.get("background_checks") or []
+    )
+    return flagged or data.form_values("legal_review").get("risk_level") == "high"
+
+
+def _directors(data: RunData) -> list[dict[str, Any]]:
+    return list(data.input.get("directors", []))
+
+
+def _check_input(data: RunData, director: dict[str, Any]) -> dict[str, Any]:
+    return {"vendor_name": data.input["vendor_name"], "director": director}
 
 
 def create_vendor_account(context: ActivityContext) -> dict[str, Any]:
@@ -300,25 +393,41 @@ def _vendor_title(review: str):
 
 
 def _sign_off_title(data: RunData) -> str:
-    contract = data.form_values("legal_review").get("contract_id", "")
-    return (
-        f"Security sign-off: vendor {data.input['vendor_name']} "
-        f"(legal rated the risk high, contract {contract})"
-    )
+    legal = data.form_values("legal_review")
+    flagged = [
+        check["director"]
+        for check in data.results.get("background_checks") or []
+        if check["outcome"] != "clear"
+    ]
+    reasons = [f"background check flagged {', '.join(flagged)}"] if flagged else []
+    if legal.get("risk_level") == "high":
+        reasons.append("legal rated the risk high")
+    reasons.append(f"contract {legal.get('contract_id', '')}")
+    return f"Security sign-off: vendor {data.input['vendor_name']} ({', '.join(reasons)})"
 
 
 VENDOR_ONBOARDING = Workflow(
     name="vendor_onboarding",
     version=1,
     description=(
-        "Legal and security review in parallel; both must approve the new vendor, and "
-        "security signs off once more when legal rates the risk high."
+        "A background check per director (three at a time), then legal and security review "
+        "in parallel; both must approve the new vendor, and security signs off once more "
+        "when legal rates the risk high or a director's check was flagged."
     ),
     input_schema=VendorInput,
     starters=("procurement",),
     searchable=("vendor_name", "contact_email"),
-    start="reviews",
+    start="background_checks",
     nodes=(
+        Map(
+            "background_checks",
+            items=_directors,
+            workflow=BACKGROUND_CHECK.name,
+            input=_check_input,
+            max_concurrency=BACKGROUND_CHECKS_AT_ONCE,
+            on_failure="fail_fast",
+            next="reviews",
+        ),
         Parallel("reviews", branches=("legal_review", "security_review"), join="reviews_done"),
         Approval(
             "legal_review",
@@ -344,7 +453,7 @@ VENDOR_ONBOARDING = Workflow(
         ),
         Branch(
             "high_risk",
-            condition=_high_legal_risk,
+            condition=_high_risk,
             if_true="security_sign_off",
             if_false="create_account",
         ),
@@ -372,4 +481,5 @@ VENDOR_ONBOARDING = Workflow(
 )
 
 registry.register(EXPENSE)
+registry.register(BACKGROUND_CHECK)
 registry.register(VENDOR_ONBOARDING)

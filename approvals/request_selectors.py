@@ -29,7 +29,7 @@ from approvals.states import LIVE_TASK_STATES, TaskKind, TaskState, outcome_word
 from workflows import registry, starting
 from workflows.cleaning import clean_datetime
 from workflows.diagram import Diagram, draw
-from workflows.dsl import Join, Sleep, WaitForSignal, Workflow
+from workflows.dsl import ChildWorkflow, Join, Map, Sleep, WaitForSignal, Workflow
 from workflows.models import StepEvent, StepRun, WorkflowRun
 from workflows.registry import UnknownWorkflow
 from workflows.states import FINAL_RUN_STATES, LIVE_RUN_STATES, LIVE_STEP_STATES, RunState, StepKind
@@ -152,6 +152,13 @@ def _step_position(step: StepRun, definition: Workflow | None) -> Position:
             return Position(stage, "its other branches", since=step.started_at)
         if isinstance(node, WaitForSignal):
             return Position(stage, "a signal", since=step.started_at, due=step.due_at)
+        if isinstance(node, Map) and isinstance(step.result, dict):
+            done = f"{step.result.get('ended', 0)} of {step.result.get('count', 0)} done"
+            return Position(stage, f"its items ({done})", since=step.scheduled_at)
+        if isinstance(node, ChildWorkflow):
+            return Position(
+                stage, f"a {node.workflow.replace('_', ' ')} run", since=step.started_at
+            )
     if step.state == "retry_wait":
         return Position(
             stage, "another attempt after an error", since=step.finished_at, due=step.due_at
@@ -176,8 +183,9 @@ def _where_now(runs: list[WorkflowRun]) -> dict[UUID, list[Position]]:
     steps: dict[UUID, list[StepRun]] = {}
     tasks: dict[UUID, list[HumanTask]] = {}
     if live:
+        # A map stands in for its items: a list of a thousand is one place, not a thousand.
         for step in StepRun.objects.filter(
-            run_id__in=live, kind=StepKind.FORWARD, state__in=LIVE_STEP_STATES
+            run_id__in=live, kind=StepKind.FORWARD, state__in=LIVE_STEP_STATES, item__isnull=True
         ).order_by("scheduled_at", "id"):
             steps.setdefault(step.run_id, []).append(step)
     if runs:
@@ -490,7 +498,9 @@ def request_page(run: WorkflowRun) -> RequestPage:
         .order_by("created_at", "id")
     )
     live_steps = [
-        step for step in steps if step.kind == StepKind.FORWARD and step.state in LIVE_STEP_STATES
+        step
+        for step in steps
+        if step.kind == StepKind.FORWARD and step.state in LIVE_STEP_STATES and step.item is None
     ]
     return RequestPage(
         run=run,

@@ -10,7 +10,7 @@ from datetime import timedelta
 
 from workflows import registry
 from workflows.activity import ActivityContext
-from workflows.dsl import Activity, Approval, Node, RunData, Sleep, Workflow
+from workflows.dsl import Activity, Approval, Map, Node, RunData, Sleep, Workflow
 
 NOOP3 = "bench_noop3"
 NOOP10 = "bench_noop10"
@@ -19,6 +19,7 @@ SLEEP = "bench_sleep"
 APPROVAL_MINE = "bench_approval_mine"
 APPROVAL_QUEUE = "bench_approval_queue"
 APPROVAL_OTHERS = "bench_approval_others"
+MAP = "bench_map"
 # Long enough never to come due in a benchmark; the seeder moves each copy's due time.
 DEADLINE = timedelta(days=36500)
 REVIEWERS_GROUP = "bench-reviewers"
@@ -46,6 +47,10 @@ def chain(name: str, steps: int, *, local: bool = False) -> Workflow:
     return Workflow(name=name, version=1, start=names[0], nodes=tuple(nodes))
 
 
+def _map_items(data: RunData) -> list[int]:
+    return list(range(data.input["items"]))
+
+
 def _assignee(data: RunData) -> list[str]:
     return [data.input["assignee"]]
 
@@ -59,6 +64,22 @@ def _register() -> None:
         chain(NOOP3, 3),
         chain(NOOP10, 10),
         chain(LOCAL10, 10, local=True),
+        # A map over `input["items"]` no-op items, two at a time (so that, in a short list
+        # as in a long one, nearly every item that ends starts the next).
+        Workflow(
+            name=MAP,
+            version=1,
+            start="each",
+            nodes=(
+                Map(
+                    name="each",
+                    items=_map_items,
+                    activity=noop,
+                    mutating=False,
+                    max_concurrency=2,
+                ),
+            ),
+        ),
         Workflow(
             name=SLEEP,
             version=1,

@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.group")
     parser.add_argument(
         "name",
-        choices=["engine", "long", "celery", "sweep", "inbox", "decide", "seed", "leaves"],
+        choices=["engine", "long", "map", "celery", "sweep", "inbox", "decide", "seed", "leaves"],
     )
     parser.add_argument("--profile", default="quick")
     parser.add_argument("--out", type=Path, required=True)
@@ -58,6 +58,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench import long_run
 
         output = long_run.run(profile=profile)
+    elif args.name == "map":
+        from bench import map_items
+
+        output = map_items.run(profile=profile)
     elif args.name == "celery":
         from bench import workers
 

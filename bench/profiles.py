@@ -38,6 +38,8 @@ class Profile:
     # Seconds of load per inbox scenario.
     load_seconds: float
     deep_pages: int
+    # The long list of the map group (its short list has 10 items).
+    map_items: int = 1000
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -75,6 +77,7 @@ PROFILES = {
         due_timers=500,
         load_seconds=2,
         deep_pages=30,
+        map_items=200,
     ),
     "tiny": Profile(
         name="tiny",
@@ -91,5 +94,6 @@ PROFILES = {
         due_timers=100,
         load_seconds=0.5,
         deep_pages=5,
+        map_items=50,
     ),
 }

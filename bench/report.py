@@ -118,6 +118,22 @@ CATALOGUE: dict[str, Spec] = dict(
             "step 10",
             Target(1.1, on="ratio"),
         ),
+        _spec(
+            "map_item_statements",
+            "map",
+            "statements per map item, long list vs 10 items",
+            "",
+            "10 items",
+            Target(1.0, on="ratio"),
+        ),
+        _spec(
+            "map_item_ms",
+            "map",
+            "map item in-process, long list vs 10 items, p50",
+            "ms",
+            "10 items",
+            Target(1.2, on="ratio"),
+        ),
         # -- through Celery, 2 worker processes ---------------------------------
         _spec("celery_round_trip_ms", "celery", "raw Celery round trip, p50", "ms"),
         _spec(
@@ -256,7 +272,7 @@ CATALOGUE: dict[str, Spec] = dict(
         ),
     ]
 )
-GROUPS = ("engine", "long", "celery", "sweep", "inbox", "decide")
+GROUPS = ("engine", "long", "map", "celery", "sweep", "inbox", "decide")
 
 
 def _number(value: float | None) -> str:

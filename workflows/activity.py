@@ -42,6 +42,9 @@ class ActivityContext:
     # step being undone.
     undoes_key: str = ""
     result_to_undo: Any = None
+    # For one item of a map: the item of the list, and its index in the list.
+    item: Any = None
+    item_index: int | None = None
     _heartbeat: Callable[[], None] = field(default=lambda: None, repr=False)
 
     def heartbeat(self) -> None:

@@ -120,12 +120,21 @@ class StepOut(Schema):
     round: int = Field(
         0, description="0 on the node's first run; one more each time a loop went back to it"
     )
+    item: int | None = Field(None, description="a map's item: its index in the list")
     kind: str
     state: str
     attempts: int
     last_error: dict[str, Any] | None
     started_at: datetime | None
     finished_at: datetime | None
+
+
+class ChildRunOut(Schema):
+    id: UUID
+    type: str
+    state: str
+    node: str = Field(description="the parent's node that started it")
+    item: int | None = Field(None, description="the map item it runs, if any")
 
 
 class OpenTaskOut(Schema):
@@ -160,6 +169,8 @@ class RunOut(RunSummaryOut):
     result: Any = None
     error: dict[str, Any] | None = None
     idempotency_key: str
+    parent_run_id: UUID | None = Field(None, description="the run that started this one")
+    children: list[ChildRunOut] = Field(description="the child runs this run started")
     steps: list[StepOut]
     open_human_tasks: list[OpenTaskOut]
     compensation: CompensationOut
@@ -234,9 +245,20 @@ def visible_runs(user: Any) -> QuerySet[WorkflowRun]:
 
 
 def _run(request: HttpRequest, run_id: UUID) -> WorkflowRun:
-    run = visible_runs(request.user).filter(pk=run_id).first()
+    """The run, if the user may see it, or its parent (a child run is part of its parent)."""
+    visible = visible_runs(request.user)
+    run = visible.filter(pk=run_id).first()
     if run is None:
-        raise not_found("such workflow run")
+        run = WorkflowRun.objects.filter(pk=run_id, parent_run__isnull=False).first()
+        ancestor = run.parent_run_id if run is not None else None
+        while ancestor is not None and not visible.filter(pk=ancestor).exists():
+            ancestor = (
+                WorkflowRun.objects.filter(pk=ancestor)
+                .values_list("parent_run_id", flat=True)
+                .first()
+            )
+        if ancestor is None:
+            raise not_found("such workflow run")
     return run
 
 
@@ -275,10 +297,22 @@ def details(run: WorkflowRun) -> dict[str, Any]:
         "result": run.result,
         "error": run.error,
         "idempotency_key": run.idempotency_key,
+        "parent_run_id": run.parent_run_id,
+        "children": [
+            {
+                "id": child.id,
+                "type": child.workflow_type,
+                "state": child.state,
+                "node": child.parent_step.node,
+                "item": child.parent_step.item,
+            }
+            for child in run.children.select_related("parent_step").order_by("created_at")
+        ],
         "steps": [
             {
                 "node": step.node,
                 "round": step.round,
+                "item": step.item,
                 "kind": step.kind,
                 "state": step.state,
                 "attempts": step.attempt,

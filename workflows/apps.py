@@ -30,12 +30,18 @@ class WorkflowsConfig(AppConfig):
 
 
 def check_workflow_definitions(**kwargs: Any) -> list[checks.CheckMessage]:
-    """Report every registered definition that fails the static check."""
+    """Report every registered definition that fails the static check, or starts child
+    runs of a type that is not registered."""
     from workflows import registry
-    from workflows.dsl import check_definition
+    from workflows.dsl import check_definition, child_type_problems
 
+    definitions = registry.all_definitions()
+    registered = {workflow.name for workflow in definitions}
     return [
         checks.Error(problem, obj=str(workflow), id="workflows.E001")
-        for workflow in registry.all_definitions()
-        for problem in check_definition(workflow)
+        for workflow in definitions
+        for problem in [
+            *check_definition(workflow),
+            *child_type_problems(workflow, registered=registered),
+        ]
     ]

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from workflows.dsl import Activity, Workflow
+from workflows.dsl import Activity, ChildWorkflow, Map, Node, Workflow
 
 
 @dataclass(frozen=True)
@@ -19,6 +19,8 @@ class FinishedStep:
     uncertain: bool = False
     # The loop round the step ran in: each round's effect is undone on its own.
     round: int = 0
+    # A map's item (its index in the list), undone on its own; None for other steps.
+    item: int | None = None
 
     @property
     def may_have_applied(self) -> bool:
@@ -35,17 +37,38 @@ def steps_to_undo(*, workflow: Workflow, finished: Iterable[FinishedStep]) -> li
 
     Undone: mutating activities with a compensation function that succeeded, or
     any of whose attempts timed out or was cancelled mid-flight (a timeout is not a
-    clean failure). Left alone: read-only steps, those that declared
-    NoCompensation, and clean failures (every attempt reported that nothing
-    happened).
+    clean failure), and so the items of a map over such an activity; child runs that
+    succeeded (a child that failed or was cancelled undid itself). Left alone:
+    read-only steps, those that declared NoCompensation, clean failures (every
+    attempt reported that nothing happened) and a map's own step (its items are
+    undone one by one).
     """
     undoable = [
         step
         for step in finished
-        if step.may_have_applied
-        and isinstance(node := workflow.nodes_by_name.get(step.node), Activity)
-        and node.mutating
-        and node.compensation is not None
+        if (node := workflow.nodes_by_name.get(step.node)) is not None and _undoable(node, step)
     ]
     undoable.sort(key=lambda step: (step.finished_at, step.sequence), reverse=True)
     return undoable
+
+
+def _undoable(node: Node, step: FinishedStep) -> bool:
+    if isinstance(node, ChildWorkflow):
+        return step.succeeded
+    if isinstance(node, Map):
+        if step.item is None:
+            return False
+        if node.runs_children:
+            return step.succeeded
+        node = node.item_activity
+    return (
+        isinstance(node, Activity)
+        and step.may_have_applied
+        and node.mutating
+        and node.compensation is not None
+    )
+
+
+def undoes_a_child(node: Node) -> bool:
+    """Whether undoing a step of `node` means compensating the child run it started."""
+    return isinstance(node, ChildWorkflow) or (isinstance(node, Map) and node.runs_children)

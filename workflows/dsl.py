@@ -11,7 +11,7 @@ history.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import cached_property
@@ -220,6 +220,88 @@ class GoBack(Node):
     def forward_exits(self) -> tuple[str, ...]:
         """Return where this node leads other than back (the static check's acyclic graph)."""
         return (self.otherwise,) if self.otherwise is not None else ()
+
+
+@dataclass(frozen=True)
+class ChildWorkflow(Node):
+    """Start a run of the type `workflow` as this run's child, wait for it and take its result.
+
+    The child's input is `input` of the run's data (validated by the child's schema);
+    it records its parent, shares its correlation id, and is cancelled with it. A
+    child that fails fails this step, unless `retry` starts a new child (only once the
+    failed one has ended, so never two at once). Undoing this step after the child
+    succeeded compensates the child (it ends compensated).
+    """
+
+    workflow: str
+    input: Callable[[RunData], Mapping[str, Any]]
+    next: str | None = None
+    retry: RetryPolicy = RetryPolicy(max_attempts=1)
+
+    def exits(self) -> tuple[str | None, ...]:
+        return (self.next,)
+
+
+MapFailurePolicy = Literal["fail_fast", "finish_all"]
+
+
+@dataclass(frozen=True)
+class Map(Node):
+    """Run an activity, or a child workflow, once per item of a list in the run's data.
+
+    `items` reads the list when the run enters the node; each item is a step of its
+    own (its own row, result and idempotency key: run, node, round and item index),
+    at most `max_concurrency` of them in flight. The node's result is the items'
+    results in item order. On an item's failure (after its retries), `fail_fast`
+    fails the node at once and cancels the items not yet done; `finish_all` lets the
+    others finish, then fails the node if any failed. Undoing the node undoes its
+    completed items, most recently completed first.
+
+    Give `activity` (with `compensate`, as for an Activity, and the item in
+    `context.item`), or `workflow` (a child run per item, its input `input(data, item)`,
+    by default the item itself).
+    """
+
+    items: Callable[[RunData], Sequence[Any]]
+    activity: ActivityFunction | None = None
+    workflow: str | None = None
+    input: Callable[[RunData, Any], Mapping[str, Any]] | None = None
+    max_concurrency: int = 10
+    on_failure: MapFailurePolicy = "fail_fast"
+    next: str | None = None
+    compensate: ActivityFunction | NoCompensation | None = None
+    mutating: bool = True
+    retry: RetryPolicy = RetryPolicy()
+    compensation_retry: RetryPolicy = RetryPolicy(max_attempts=5)
+    timeouts: Timeouts = Timeouts()
+
+    def exits(self) -> tuple[str | None, ...]:
+        return (self.next,)
+
+    @property
+    def runs_children(self) -> bool:
+        return self.workflow is not None
+
+    @cached_property
+    def item_activity(self) -> Activity:
+        """What a worker runs for one item: an Activity of this node's name and settings."""
+        assert self.activity is not None, f"map {self.name!r} runs child workflows"
+        return Activity(
+            self.name,
+            run=self.activity,
+            compensate=self.compensate,
+            mutating=self.mutating,
+            retry=self.retry,
+            compensation_retry=self.compensation_retry,
+            timeouts=self.timeouts,
+            needs=self.needs,
+        )
+
+    def child_input(self, data: RunData, item: Any) -> Mapping[str, Any]:
+        """The input of the child run for `item`."""
+        if self.input is not None:
+            return self.input(data, item)
+        return item
 
 
 @dataclass(frozen=True)
@@ -445,8 +527,11 @@ class Workflow:
         return self.nodes_by_name[name]
 
     def activity(self, name: str) -> Activity:
-        """The activity node `name`: the kind a step is claimed, retried or undone for."""
+        """The activity node `name`: the kind a step is claimed, retried or undone for
+        (for a map over an activity, what each of its items runs)."""
         node = self.nodes_by_name[name]
+        if isinstance(node, Map) and node.activity is not None:
+            return node.item_activity
         if not isinstance(node, Activity):
             raise TypeError(f"{name!r} is a {type(node).__name__}, not an activity")
         return node
@@ -527,6 +612,10 @@ def check_definition(workflow: Workflow) -> list[str]:
             problems.extend(_reminder_problems(node))
         if isinstance(node, GoBack):
             problems.extend(_go_back_problems(workflow, node))
+        if isinstance(node, Map):
+            problems.extend(_map_problems(node))
+        if isinstance(node, ChildWorkflow) and not node.workflow:
+            problems.append(f"child workflow {node.name!r} names no workflow type to start")
         problems.extend(_needs_problems(workflow, node))
         if isinstance(node, Revise) and workflow.input_schema is None:
             problems.append(
@@ -607,6 +696,46 @@ def _go_back_problems(workflow: Workflow, go_back: GoBack) -> list[str]:
                 f"{workflow.join_of[name]!r}; a loop may contain a whole parallel region, "
                 "never start or end inside one"
             )
+    return problems
+
+
+def child_type_problems(workflow: Workflow, *, registered: Collection[str]) -> list[str]:
+    """Return a problem for each child workflow type `workflow` starts that is not among
+    the `registered` type names (the registry knows them; the static check alone cannot)."""
+    problems = []
+    for node in workflow.nodes:
+        child_type = node.workflow if isinstance(node, ChildWorkflow | Map) else None
+        if child_type and child_type not in registered:
+            kind = "map" if isinstance(node, Map) else "child workflow"
+            problems.append(
+                f"{kind} {node.name!r} starts runs of {child_type!r}, which is not registered "
+                "(add its module to BATON_WORKFLOW_MODULES)"
+            )
+    return problems
+
+
+def _map_problems(node: Map) -> list[str]:
+    problems = []
+    if (node.activity is None) == (node.workflow is None):
+        problems.append(
+            f"map {node.name!r} must run either an activity or a child workflow (give one)"
+        )
+    elif node.activity is not None and node.mutating and node.compensate is None:
+        problems.append(
+            f"map {node.name!r} runs a mutating activity with no compensation: name one, or "
+            "pass NoCompensation(reason) to say why it needs none"
+        )
+    concurrency = node.max_concurrency
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        problems.append(
+            f"map {node.name!r} has max_concurrency={concurrency!r}: it must be a whole "
+            "number of at least 1"
+        )
+    if node.on_failure not in ("fail_fast", "finish_all"):
+        problems.append(
+            f"map {node.name!r} has on_failure={node.on_failure!r}: "
+            "choose 'fail_fast' or 'finish_all'"
+        )
     return problems
 
 

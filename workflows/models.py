@@ -125,6 +125,24 @@ class WorkflowRun(fsm.ConcurrentTransitionMixin, SavesChanges, models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # A child run (see dsl.ChildWorkflow and dsl.Map): the run that started it, and the
+    # step of that run that waits for it (the step's `children`).
+    parent_run = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="children",
+        editable=False,
+    )
+    parent_step = models.ForeignKey(
+        "StepRun",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="children",
+        editable=False,
+    )
     # The run's trace (W3C trace-context fields of its start span), so that steps run
     # by any worker, hours later, join it; empty while tracing is off (workflows.tracing).
     trace_context = models.JSONField(default=dict, blank=True, editable=False)
@@ -220,6 +238,15 @@ class WorkflowRun(fsm.ConcurrentTransitionMixin, SavesChanges, models.Model):
     def begin_compensation(self, *, error: dict[str, Any]) -> None:
         self.error = error
 
+    @fsm.transition(field=state, source=RunState.SUCCEEDED, target=RunState.COMPENSATING)
+    def undo_for_parent(self, *, parent_run_id: Any) -> None:
+        """A child that succeeded is undone because its parent is compensating."""
+        self.error = {"undone_for_parent": str(parent_run_id)}
+
+    @property
+    def undone_for_parent(self) -> bool:
+        return bool(self.error and "undone_for_parent" in self.error)
+
     @fsm.transition(field=state, source=RunState.COMPENSATING, target=RunState.COMPENSATED)
     def finish_compensation(self, *, now: datetime) -> None:
         self.finished_at = now
@@ -283,6 +310,11 @@ class StepRun(fsm.ConcurrentTransitionMixin, SavesChanges, models.Model):
     # nodes it enters again get new steps one round up (a compensation has the
     # round of the step it undoes).
     round = models.PositiveSmallIntegerField(default=0)
+    # One item of a map (its index in the list, and the item itself), or None for
+    # every other step (the map's own step included): each item is a row of its own,
+    # so a list of a thousand never rewrites one document per item.
+    item = models.PositiveIntegerField(null=True, blank=True)
+    item_value = models.JSONField(null=True, blank=True)
     state = fsm.FSMField(
         choices=StepState.choices, default=StepState.SCHEDULED, protected=True, max_length=20
     )
@@ -316,7 +348,14 @@ class StepRun(fsm.ConcurrentTransitionMixin, SavesChanges, models.Model):
         ordering = ["scheduled_at", "id"]
         constraints = [
             models.UniqueConstraint(
-                fields=["run", "node", "kind", "round"], name="step_unique_per_round"
+                fields=["run", "node", "kind", "round"],
+                condition=Q(item__isnull=True),
+                name="step_unique_per_round",
+            ),
+            models.UniqueConstraint(
+                fields=["run", "node", "kind", "round", "item"],
+                condition=Q(item__isnull=False),
+                name="step_item_unique_per_round",
             ),
         ]
         indexes = [
@@ -335,7 +374,8 @@ class StepRun(fsm.ConcurrentTransitionMixin, SavesChanges, models.Model):
     def __str__(self) -> str:
         prefix = "undo " if self.kind == StepKind.COMPENSATION else ""
         round_ = f", round {self.round + 1}" if self.round else ""
-        return f"{prefix}{self.node} ({self.state}, attempt {self.attempt}{round_})"
+        item = f" item {self.item}" if self.item is not None else ""
+        return f"{prefix}{self.node}{item} ({self.state}, attempt {self.attempt}{round_})"
 
     @property
     def idempotency_key(self) -> str:
@@ -344,6 +384,7 @@ class StepRun(fsm.ConcurrentTransitionMixin, SavesChanges, models.Model):
             run_id=self.run_id,
             node=self.node,
             round=self.round,
+            item=self.item,
             compensation=self.kind == StepKind.COMPENSATION,
         )
 
@@ -369,11 +410,29 @@ class StepRun(fsm.ConcurrentTransitionMixin, SavesChanges, models.Model):
         self.due_at = None
         self.lease_token = None
 
-    @fsm.transition(field=state, source=StepState.RUNNING, target=StepState.RETRY_WAIT)
+    @fsm.transition(
+        field=state, source=[StepState.RUNNING, StepState.WAITING], target=StepState.RETRY_WAIT
+    )
     def schedule_retry(self, *, error: dict[str, Any], retry_at: datetime) -> None:
+        """An attempt failed (a child run, for a step that waits for one) and another is due."""
         self.last_error = error
         self.due_at = retry_at
         self.lease_token = None
+
+    @fsm.transition(field=state, source=StepState.WAITING, target=StepState.SCHEDULED)
+    def dispatch(self, *, now: datetime, redispatch_at: datetime) -> None:
+        """A map's item that waited for a free slot goes to a worker."""
+        self.scheduled_at = now
+        self.due_at = redispatch_at
+
+    @fsm.transition(
+        field=state, source=[StepState.WAITING, StepState.RETRY_WAIT], target=StepState.WAITING
+    )
+    def await_child(self, *, now: datetime, check_at: datetime) -> None:
+        """Start another attempt that is a child run: wait for it, looking again at `check_at`."""
+        self.attempt += 1
+        self.started_at = now
+        self.due_at = check_at
 
     @fsm.transition(field=state, source=StepState.RETRY_WAIT, target=StepState.SCHEDULED)
     def reschedule(self, *, now: datetime, redispatch_at: datetime) -> None:
@@ -440,13 +499,17 @@ class StepRun(fsm.ConcurrentTransitionMixin, SavesChanges, models.Model):
         self.lease_token = None
 
 
-def step_key(*, run_id: Any, node: str, round: int, compensation: bool = False) -> str:
+def step_key(
+    *, run_id: Any, node: str, round: int, item: int | None = None, compensation: bool = False
+) -> str:
     """Return the idempotency key of a step: `<run>:<node>` in round 0, as before loops
     existed (live runs and the services they called keep their keys), and
-    `<run>:<node>@<round>` in later rounds; `:compensate` for its undo."""
+    `<run>:<node>@<round>` in later rounds; `#<item>` for a map's item (its index in
+    the list); `:compensate` for its undo."""
     at_round = f"@{round}" if round else ""
+    of_item = f"#{item}" if item is not None else ""
     suffix = ":compensate" if compensation else ""
-    return f"{run_id}:{node}{at_round}{suffix}"
+    return f"{run_id}:{node}{at_round}{of_item}{suffix}"
 
 
 class StepEvent(models.Model):

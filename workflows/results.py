@@ -37,8 +37,12 @@ class RunResults(Mapping[str, Any]):
     def _steps(self) -> QuerySet[StepRun]:
         from workflows.models import StepRun
 
+        # A map's items keep their results on their own rows; its node's result lists them.
         return StepRun.objects.filter(
-            run_id=self._run_id, kind=StepKind.FORWARD, state__in=RESULT_STEP_STATES
+            run_id=self._run_id,
+            kind=StepKind.FORWARD,
+            state__in=RESULT_STEP_STATES,
+            item__isnull=True,
         )
 
     def _lookup(self, node: str) -> Any:
@@ -58,9 +62,15 @@ class RunResults(Mapping[str, Any]):
             self._known = dict(self._steps().order_by("round", "id").values_list("node", "result"))
             self._complete = True
 
-    def of_round(self, node: str, round: int) -> Any:
-        """Return the result of `node` in `round` (None if it has none): what an undo undoes."""
-        found = self._steps().filter(node=node, round=round).values_list("result", flat=True)[:1]
+    def of_round(self, node: str, round: int, item: int | None = None) -> Any:
+        """Return the result of `node` in `round` (of a map's `item`, if given; None if it
+        has none): what an undo undoes."""
+        from workflows.models import StepRun
+
+        steps = StepRun.objects.filter(
+            run_id=self._run_id, kind=StepKind.FORWARD, state__in=RESULT_STEP_STATES
+        )
+        found = steps.filter(node=node, round=round, item=item).values_list("result", flat=True)[:1]
         return found[0] if found else None
 
     def __getitem__(self, node: str) -> Any:

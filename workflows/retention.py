@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from workflows.models import Signal, StepEvent, StepRun, WorkflowRun
 from workflows.states import FINAL_RUN_STATES
@@ -71,12 +71,14 @@ def prunable_runs(*, finished_before: datetime) -> QuerySet[WorkflowRun]:
 
     A run that finished before the cutoff was also created before it, so the
     filter on `created_at` lets PostgreSQL read the (state, created_at) index
-    instead of every finished run.
+    instead of every finished run. A child run goes with its parent, never before
+    it: a live parent may still need it (undoing it compensates the child).
     """
     return WorkflowRun.objects.filter(
         state__in=FINAL_RUN_STATES,
         created_at__lt=finished_before,
         finished_at__lt=finished_before,
+        parent_run__isnull=True,
     )
 
 
@@ -84,7 +86,10 @@ def count_prunable(*, finished_before: datetime) -> PruneReport:
     """Count what `prune_runs` would delete, deleting nothing."""
     from approvals.models import HumanTask  # approvals builds on workflows, not the reverse
 
-    runs = prunable_runs(finished_before=finished_before)
+    top = prunable_runs(finished_before=finished_before)
+    # Their children go in the same delete (grandchildren are counted with them too
+    # only as far as one level: a rough count is enough for a dry run).
+    runs = WorkflowRun.objects.filter(Q(pk__in=top.values("pk")) | Q(parent_run__in=top))
     return PruneReport(
         finished_before=finished_before,
         deleted={

@@ -38,7 +38,7 @@ from django.db import connection
 
 from workflows import engine, registry
 from workflows.activity import ActivityContext
-from workflows.dsl import Activity, Workflow
+from workflows.dsl import Map, Node, Workflow
 from workflows.engine import work
 from workflows.models import StepEvent, StepRun, WorkflowRun
 from workflows.states import RunState, StepKind, StepState
@@ -351,16 +351,18 @@ class WorkflowEnvironment:
         version: int | None = None,
     ) -> ActivityCalls:
         """Run `run` (and `compensate`, if given) instead of the activity `node` until the
-        test ends; return a record of its calls. The rest of the definition is unchanged."""
+        test ends; return a record of its calls. The rest of the definition is unchanged.
+        For a map over an activity, `run` is what each item runs."""
         definition = registry.get(workflow_type, version)
         original = definition.activity(node)
         calls = ActivityCalls(node=node)
         undo = compensate if compensate is not None else original.compensation
-        replaced = replace(
-            original,
-            run=_recorded(run, calls.runs),
-            compensate=_recorded(undo, calls.undos) if undo is not None else original.compensate,
-        )
+        new_undo = _recorded(undo, calls.undos) if undo is not None else original.compensate
+        replaced: Node
+        if isinstance(mapped := definition.node(node), Map):
+            replaced = replace(mapped, activity=_recorded(run, calls.runs), compensate=new_undo)
+        else:
+            replaced = replace(original, run=_recorded(run, calls.runs), compensate=new_undo)
         self._substitute(definition, replaced)
         return calls
 
@@ -369,7 +371,7 @@ class WorkflowEnvironment:
         original = registry.get(workflow_type, version).activity(node)
         return self.replace_activity(workflow_type, node, original.run, version=version)
 
-    def _substitute(self, definition: Workflow, node: Activity) -> None:
+    def _substitute(self, definition: Workflow, node: Node) -> None:
         nodes = tuple(node if each.name == node.name else each for each in definition.nodes)
         self._replacements.enter_context(registry.substituted(replace(definition, nodes=nodes)))
 
@@ -383,13 +385,14 @@ class WorkflowEnvironment:
         return WorkflowRun.objects.get(pk=run.pk)
 
     def path(self, run: WorkflowRun) -> list[str]:
-        """The nodes the run entered, in order (parallel branches in the order they began)."""
-        return list(
-            run.steps.filter(kind=StepKind.FORWARD).order_by("id").values_list("node", flat=True)
-        )
+        """The nodes the run entered, in order (parallel branches in the order they began;
+        a map once, not once per item)."""
+        forward = run.steps.filter(kind=StepKind.FORWARD, item__isnull=True)
+        return list(forward.order_by("id").values_list("node", flat=True))
 
     def undone(self, run: WorkflowRun) -> list[str]:
-        """The nodes whose compensation succeeded, in the order they were undone."""
+        """The nodes whose compensation succeeded, in the order they were undone (a map's
+        node once per item undone)."""
         return list(
             run.steps.filter(kind=StepKind.COMPENSATION, state=StepState.SUCCEEDED)
             .order_by("finished_at", "id")

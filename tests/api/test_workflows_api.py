@@ -44,6 +44,7 @@ class TestStart:
             {
                 "node": "validate",
                 "round": 0,
+                "item": None,
                 "kind": "forward",
                 "state": "scheduled",
                 "attempts": 0,
@@ -518,3 +519,42 @@ class TestLimits:
         response = api_as("alice").get("/workflows", correlation_id="x" * 200, type="y" * 100)
 
         assert response.status_code == 200
+
+
+class TestChildRuns:
+    @pytest.fixture
+    def parent(self, start, drive, alice):
+        # The child holds for a signal, so both stay live.
+        run = drive(start("test_parent", {"hold": True}, started_by=alice))
+        drive(WorkflowRun.objects.get(parent_run=run))
+        return run
+
+    def test_a_parent_lists_its_children_and_a_child_names_its_parent(self, api_as, parent):
+        api = api_as("alice")
+
+        shown = api.get(f"/workflows/{parent.pk}").json()
+
+        (child,) = shown["children"]
+        assert (child["type"], child["state"], child["node"], child["item"]) == (
+            "test_child",
+            "waiting",
+            "call",
+            None,
+        )
+        assert shown["parent_run_id"] is None
+        assert api.get(f"/workflows/{child['id']}").json()["parent_run_id"] == str(parent.pk)
+
+    def test_whoever_may_see_the_parent_may_see_its_child_but_nobody_else(self, api_as, parent):
+        child = WorkflowRun.objects.get(parent_run=parent)
+
+        assert api_as("alice").get(f"/workflows/{child.pk}").status_code == 200
+        assert api_as("eve").get(f"/workflows/{child.pk}").status_code == 404
+
+    def test_only_an_operator_may_cancel_a_child_directly(self, api_as, operator_api, parent):
+        child = WorkflowRun.objects.get(parent_run=parent)
+
+        refused = api_as("alice").post(f"/workflows/{child.pk}/cancel")
+        accepted = operator_api.post(f"/workflows/{child.pk}/cancel")
+
+        assert refused.status_code == 403
+        assert accepted.status_code == 202

@@ -155,6 +155,21 @@ class TestWhereNow:
 
         assert (where.stage, where.waiting_for) == ("first", "a worker to pick it up")
 
+    def test_a_map_is_one_place_saying_how_many_items_are_done(self, alice, start, drive):
+        run = start("test_map", {"items": list(range(40))}, started_by=alice)
+        drive(run, max_steps=3)
+
+        (where,) = page_of(alice).rows[0].where
+
+        assert (where.stage, where.waiting_for) == ("each", "its items (3 of 40 done)")
+
+    def test_a_child_workflow_step_names_the_child_it_waits_for(self, alice, start, drive):
+        drive(start("test_parent", {"hold": True}, started_by=alice))
+
+        (where,) = page_of(alice).rows[0].where
+
+        assert (where.stage, where.waiting_for) == ("call", "a test child run")
+
     def test_an_ended_run_says_when_it_ended(self, alice, start, drive):
         run = drive(start("test_linear", {}, started_by=alice))
 

@@ -16,6 +16,7 @@ from tests.e2e.conftest import wait_until
 from workflows import engine
 from workflows.engine import work
 from workflows.examples.models import ServiceEffect
+from workflows.models import WorkflowRun
 from workflows.states import EventKind, RunState, StepKind, StepState
 
 pytestmark = pytest.mark.e2e
@@ -155,6 +156,62 @@ class TestCrashRecovery:
         assert ServiceEffect.objects.get(idempotency_key=second_key).requests_seen == 2
         assert run.events.filter(step=second, kind=EventKind.LEASE_EXPIRED).exists()
         assert run.steps.get(node="publish").round == 1
+
+    def test_a_worker_killed_while_a_child_and_a_map_are_in_flight_applies_each_effect_once(
+        self, workers, start, finished
+    ):
+        # The child's work and the map's second item apply their effect, then take
+        # seconds to answer, heartbeating: both are in flight when the workers die.
+        run = start(
+            "test_child_and_map",
+            {
+                "child_simulate": {"child_work": "slow"},
+                "items": ["a", "b", "c"],
+                "simulate": {"item1": "slow"},
+            },
+        )
+        wait_until(
+            lambda: (
+                ServiceEffect.objects.filter(
+                    action__in=["child_work", "item"],
+                    idempotency_key__in=[f"{run.pk}:each#1", *child_work_keys(run)],
+                    applied_at__isnull=False,
+                ).count()
+                == 2
+            ),
+            timeout=60,
+            what="the child's work and the map's second item to be applied",
+        )
+
+        for name in ("worker-a", "worker-b"):
+            workers.kill_worker(name)
+        workers.ensure_workers(("worker-a", "worker-b"))
+
+        run = finished(run, RunState.SUCCEEDED, timeout=90)
+        (child,) = WorkflowRun.objects.filter(parent_run=run)
+        assert child.state == RunState.SUCCEEDED
+        assert applied_by_action([run, child]) == {"child_work": 1, "item": 3, "after": 1}
+        child_work = child.steps.get(node="child_work")
+        second_item = run.steps.get(node="each", item=1, kind=StepKind.FORWARD)
+        assert (child_work.attempt, second_item.attempt) == (2, 2)
+        for key in (child_work.idempotency_key, second_item.idempotency_key):
+            assert ServiceEffect.objects.get(idempotency_key=key).requests_seen == 2
+        assert [result["item"] for result in run.results["each"]] == ["a", "b", "c"]
+        assert run.results["call"] == {"done": True, "label": "only"}
+
+
+def child_work_keys(run: WorkflowRun) -> list[str]:
+    return [f"{child.pk}:child_work" for child in WorkflowRun.objects.filter(parent_run=run)]
+
+
+def applied_by_action(runs: list[WorkflowRun]) -> dict[str, int]:
+    applied = ServiceEffect.objects.filter(
+        run_id__in=[str(run.pk) for run in runs], applied_at__isnull=False
+    )
+    counts: dict[str, int] = {}
+    for action in applied.values_list("action", flat=True):
+        counts[action] = counts.get(action, 0) + 1
+    return counts
 
 
 class TestPoisonMessage:

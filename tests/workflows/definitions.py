@@ -20,9 +20,11 @@ from workflows.dsl import (
     Activity,
     Approval,
     Branch,
+    ChildWorkflow,
     Escalation,
     GoBack,
     Join,
+    Map,
     NoCompensation,
     Parallel,
     RetryPolicy,
@@ -472,6 +474,155 @@ REWORKED = Workflow(
 )
 
 for workflow in (LOOPING, LOOPING_FAILS, REVISED, REWORKED):
+    registry.register(workflow)
+
+
+# Child workflows and maps (see tests/workflows/test_child.py and test_map.py).
+def _holds(data: RunData) -> bool:
+    return bool(data.input.get("hold"))
+
+
+def _child_done(context: ActivityContext) -> dict[str, Any]:
+    return {"done": True, "label": context.input.get("label", "")}
+
+
+# A child: does its work (undone by undo_child_work), may hold until a `go` signal,
+# then answers. `input["simulate"]` makes child_work misbehave, as elsewhere.
+CHILD = Workflow(
+    name="test_child",
+    version=1,
+    start="child_work",
+    nodes=(
+        # A heartbeat timeout, so a worker killed mid-work is noticed within seconds.
+        step("child_work", "maybe_hold", timeouts=Timeouts(heartbeat=timedelta(seconds=2))),
+        Branch("maybe_hold", condition=_holds, if_true="hold", if_false="child_done"),
+        WaitForSignal("hold", signals={"go": "child_done"}),
+        Activity("child_done", run=_child_done, mutating=False),
+    ),
+)
+
+
+def _child_input(data: RunData) -> dict[str, Any]:
+    return {
+        "simulate": data.input.get("child_simulate", {}),
+        "hold": data.input.get("hold", False),
+        "label": "only",
+    }
+
+
+CHILD_RETRY = RetryPolicy(max_attempts=2, initial_interval=timedelta(milliseconds=100))
+
+# A parent: before, then a child run of test_child, then after (which may decline,
+# failing the run so that everything before it is undone, the child included).
+PARENT = Workflow(
+    name="test_parent",
+    version=1,
+    start="before",
+    nodes=(
+        step("before", "call"),
+        ChildWorkflow(
+            "call", workflow="test_child", input=_child_input, next="after", retry=CHILD_RETRY
+        ),
+        step("after"),
+    ),
+)
+
+
+def item_effect(context: ActivityContext) -> dict[str, Any]:
+    """One item's effect: `input["simulate"]` may name an item, `{"item1": "decline"}`."""
+    return services.call(
+        service="test",
+        action="item",
+        context=context,
+        behaviour=context.input.get("simulate", {}).get(f"item{context.item_index}"),
+        data={"item": context.item, "index": context.item_index},
+    )
+
+
+def undo_item_effect(context: ActivityContext) -> dict[str, Any]:
+    return services.undo(
+        service="test", action="undo_item", undoes="item", context=context, behaviour=None
+    )
+
+
+def _items(data: RunData) -> list[Any]:
+    return list(data.input.get("items", []))
+
+
+def mapping(name: str, *, on_failure: str) -> Workflow:
+    """A map over `input["items"]`, two at a time, then `after`."""
+    return Workflow(
+        name=name,
+        version=1,
+        start="each",
+        nodes=(
+            Map(
+                "each",
+                items=_items,
+                activity=item_effect,
+                compensate=undo_item_effect,
+                max_concurrency=2,
+                on_failure=on_failure,  # type: ignore[arg-type]
+                retry=QUICK_RETRY,
+                compensation_retry=QUICK_RETRY,
+                next="after",
+            ),
+            step("after"),
+        ),
+    )
+
+
+MAP_FAIL_FAST = mapping("test_map", on_failure="fail_fast")
+MAP_FINISH_ALL = mapping("test_map_finish_all", on_failure="finish_all")
+
+
+def _item_child_input(data: RunData, item: dict[str, Any]) -> dict[str, Any]:
+    return {"label": item["label"], "hold": item.get("hold", False), **item.get("child", {})}
+
+
+# A map over child workflows: a test_child run per item, two at a time.
+MAP_CHILDREN = Workflow(
+    name="test_map_children",
+    version=1,
+    start="each",
+    nodes=(
+        Map(
+            "each",
+            items=_items,
+            workflow="test_child",
+            input=_item_child_input,
+            max_concurrency=2,
+            next="after",
+        ),
+        step("after"),
+    ),
+)
+
+# A child and a map in flight at once (tests/e2e kills a worker in the middle).
+CHILD_AND_MAP = Workflow(
+    name="test_child_and_map",
+    version=1,
+    start="split",
+    nodes=(
+        Parallel("split", branches=("call", "each"), join="joined"),
+        ChildWorkflow("call", workflow="test_child", input=_child_input, next="joined"),
+        Map(
+            "each",
+            items=_items,
+            activity=item_effect,
+            compensate=undo_item_effect,
+            max_concurrency=2,
+            retry=QUICK_RETRY,
+            compensation_retry=QUICK_RETRY,
+            timeouts=Timeouts(heartbeat=timedelta(seconds=2)),
+            next="joined",
+        ),
+        Join("joined", next="after"),
+        step("after"),
+    ),
+)
+
+for workflow in (CHILD, PARENT, MAP_FAIL_FAST, MAP_FINISH_ALL, MAP_CHILDREN, CHILD_AND_MAP):
     registry.register(workflow)
 
 

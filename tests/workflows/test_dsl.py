@@ -14,10 +14,12 @@ from workflows.dsl import (
     Activity,
     Approval,
     Branch,
+    ChildWorkflow,
     GoBack,
     InvalidForm,
     InvalidInput,
     Join,
+    Map,
     NoCompensation,
     Parallel,
     Revise,
@@ -299,6 +301,83 @@ class TestCheckLoops:
         )
 
         assert check_definition(definition) == []
+
+
+def items(data) -> list:
+    return []
+
+
+class TestCheckMapsAndChildren:
+    def test_a_map_runs_an_activity_or_a_child_workflow_not_both_nor_neither(self):
+        both = Map("a", items=items, activity=noop, workflow="other", mutating=False)
+        neither = Map("a", items=items)
+
+        for node in (both, neither):
+            assert check_definition(workflow(node)) == [
+                "map 'a' must run either an activity or a child workflow (give one)"
+            ]
+
+    def test_a_map_over_a_mutating_activity_names_its_compensation(self):
+        problems = check_definition(workflow(Map("a", items=items, activity=noop)))
+
+        assert problems == [
+            "map 'a' runs a mutating activity with no compensation: name one, or pass "
+            "NoCompensation(reason) to say why it needs none"
+        ]
+
+    @pytest.mark.parametrize("concurrency", [0, -1, 1.5, True])
+    def test_max_concurrency_is_a_whole_number_of_at_least_one(self, concurrency):
+        node = Map("a", items=items, workflow="other", max_concurrency=concurrency)
+
+        assert check_definition(workflow(node)) == [
+            f"map 'a' has max_concurrency={concurrency!r}: it must be a whole number of at least 1"
+        ]
+
+    def test_an_unknown_failure_policy_is_refused_naming_the_two(self):
+        node = Map("a", items=items, workflow="other", on_failure="ignore")  # type: ignore[arg-type]
+
+        assert check_definition(workflow(node)) == [
+            "map 'a' has on_failure='ignore': choose 'fail_fast' or 'finish_all'"
+        ]
+
+    def test_a_child_workflow_names_its_type(self):
+        node = ChildWorkflow("a", workflow="", input=lambda data: {})
+
+        assert check_definition(workflow(node)) == [
+            "child workflow 'a' names no workflow type to start"
+        ]
+
+    def test_the_system_check_names_a_child_type_that_is_not_registered(self):
+        parent = Workflow(
+            name="orphaned_parent",
+            version=1,
+            start="a",
+            nodes=(
+                ChildWorkflow("a", workflow="no_such_type", input=lambda data: {}, next="b"),
+                Map("b", items=items, workflow="test_child"),
+            ),
+        )
+        registry.register(parent)
+        try:
+            errors = check_workflow_definitions()
+        finally:
+            registry.unregister(parent)
+
+        assert [(error.id, error.obj, error.msg) for error in errors] == [
+            (
+                "workflows.E001",
+                "orphaned_parent v1",
+                "child workflow 'a' starts runs of 'no_such_type', which is not registered "
+                "(add its module to BATON_WORKFLOW_MODULES)",
+            )
+        ]
+
+    def test_a_map_over_an_activity_is_claimed_as_one_activity_per_item(self):
+        node = Map("a", items=items, activity=noop, mutating=False, max_concurrency=3)
+
+        item = workflow(node).activity("a")
+
+        assert (item.name, item.run, item.mutating) == ("a", noop, False)
 
 
 class TestCheckStarters:

@@ -8,9 +8,11 @@ import pytest
 
 from approvals.services import ConflictOfDuty
 from approvals.states import Outcome, TaskState
+from workflows import registry
 from workflows.activity import NonRetryableError
-from workflows.models import BusinessCalendar, Holiday
-from workflows.states import RunState
+from workflows.examples.models import ServiceEffect
+from workflows.models import BusinessCalendar, Holiday, WorkflowRun
+from workflows.states import LIVE_RUN_STATES, RunState, StepKind
 
 pytestmark = pytest.mark.django_db
 
@@ -261,3 +263,102 @@ class TestExpenseSentBackForChanges:
         assert again.assignee == bob
         assert workflow_env.path(run).count("manager_approval") == 1
         assert workflow_env.path(run).count("finance_approval") == 2
+
+
+class TestVendorBackgroundChecks:
+    DIRECTORS = [{"name": name, "country": "DE"} for name in ("Ann", "Ben", "Cy", "Dee", "Eve")]
+    VENDOR = {**TestVendorOnboarding.VENDOR, "directors": DIRECTORS}
+    LOW_RISK = TestVendorOnboarding.LOW_RISK
+
+    def children(self, run):
+        return WorkflowRun.objects.filter(parent_run=run, workflow_type="background_check")
+
+    def test_each_director_gets_a_check_at_most_three_at_a_time_before_the_reviews(
+        self, workflow_env
+    ):
+        live_at_each_open: list[int] = []
+        original = registry.get("background_check").activity("open_case").run
+
+        def open_case(context):
+            parent = WorkflowRun.objects.get(pk=context.run_id).parent_run
+            live_at_each_open.append(
+                self.children(parent).filter(state__in=LIVE_RUN_STATES).count()
+            )
+            return original(context)
+
+        workflow_env.replace_activity("background_check", "open_case", open_case)
+
+        run = workflow_env.start("vendor_onboarding", self.VENDOR)
+
+        assert len(live_at_each_open) == 5
+        assert max(live_at_each_open) == 3
+        checks = run.steps.get(node="background_checks", item__isnull=True).result
+        assert [check["director"] for check in checks] == ["Ann", "Ben", "Cy", "Dee", "Eve"]
+        assert {check["outcome"] for check in checks} == {"clear"}
+        assert set(self.children(run).values_list("state", flat=True)) == {RunState.SUCCEEDED}
+        assert workflow_env.path(run)[:2] == ["background_checks", "reviews"]
+        assert workflow_env.task(run, "legal_review")
+
+    def test_a_flagged_director_adds_a_security_sign_off(self, workflow_env, alice, bob):
+        def screen(context):
+            name = context.input["director"]["name"]
+            return {"director": name, "case": 0, "outcome": "flagged" if name == "Cy" else "clear"}
+
+        workflow_env.replace_activity("background_check", "screen", screen)
+        run = workflow_env.start("vendor_onboarding", self.VENDOR)
+
+        workflow_env.approve(run, "legal_review", as_user=alice, values=self.LOW_RISK)
+        run = workflow_env.approve(run, "security_review", as_user=bob)
+
+        sign_off = workflow_env.task(run, "security_sign_off")
+        assert sign_off.title == (
+            "Security sign-off: vendor Acme (background check flagged Cy, contract LEG-2026-014)"
+        )
+
+    def test_a_failed_account_closes_every_directors_case_in_reverse(
+        self, workflow_env, alice, bob
+    ):
+        def refuse(context):
+            raise NonRetryableError("the vendor system refuses the account")
+
+        workflow_env.replace_activity("vendor_onboarding", "create_account", refuse)
+        run = workflow_env.start("vendor_onboarding", self.VENDOR)
+        workflow_env.approve(run, "legal_review", as_user=alice, values=self.LOW_RISK)
+        run = workflow_env.approve(run, "security_review", as_user=bob)
+
+        run = workflow_env.assert_state(run, RunState.COMPENSATED)
+        assert set(self.children(run).values_list("state", flat=True)) == {RunState.COMPENSATED}
+        undone = run.steps.filter(node="background_checks", kind=StepKind.COMPENSATION)
+        assert list(undone.order_by("finished_at", "id").values_list("item", flat=True)) == [
+            4,
+            3,
+            2,
+            1,
+            0,
+        ]
+        closed = ServiceEffect.objects.filter(
+            service="screening", action="close_case", applied_at__isnull=False
+        )
+        assert closed.count() == 5
+
+    def test_a_vendor_without_directors_goes_straight_to_the_reviews(self, workflow_env):
+        run = workflow_env.start("vendor_onboarding", TestVendorOnboarding.VENDOR)
+
+        assert self.children(run).count() == 0
+        assert workflow_env.path(run)[:2] == ["background_checks", "reviews"]
+
+    def test_a_run_started_before_the_checks_existed_still_routes_on_legal_risk(
+        self, workflow_env, alice, bob
+    ):
+        run = workflow_env.start("vendor_onboarding", TestVendorOnboarding.VENDOR)
+        # As if it had started on the definition without background checks.
+        run.steps.filter(node="background_checks").delete()
+
+        workflow_env.approve(
+            run, "legal_review", as_user=alice, values={**self.LOW_RISK, "risk_level": "high"}
+        )
+        run = workflow_env.approve(run, "security_review", as_user=bob)
+
+        assert workflow_env.task(run, "security_sign_off").title == (
+            "Security sign-off: vendor Acme (legal rated the risk high, contract LEG-2026-014)"
+        )

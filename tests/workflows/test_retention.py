@@ -14,7 +14,7 @@ from approvals import services
 from approvals.models import HumanTask
 from approvals.states import Channel
 from tests.workflows.test_engine import sweep_until_quiet
-from workflows import retention
+from workflows import engine, retention
 from workflows.models import Signal, StepEvent, StepRun, WorkflowRun
 from workflows.states import RunState
 from workflows.tasks import prune_runs
@@ -134,6 +134,29 @@ class TestPrune:
 
         assert report.count("runs") == 1
         assert len(remaining(runs)) == 3
+
+
+class TestChildRuns:
+    def test_a_child_stays_while_its_parent_lives_and_goes_with_it(self, start, drive):
+        parent = drive(start("test_parent", {"hold": True}))
+        child = age(drive(WorkflowRun.objects.get(parent_run=parent)), days=100)
+        engine.signal_run(run_id=child.pk, name="go")
+        age(drive(child), days=100)
+
+        prune("--finished-before", "90d")
+
+        assert WorkflowRun.objects.filter(pk=child.pk).exists()  # its parent still waits
+        # The sweep's look at the waiting step finds the child's end.
+        parent = sweep_until_quiet(parent, drive)
+        assert parent.state == RunState.SUCCEEDED
+        age(parent, days=100)
+        counted = retention.count_prunable(finished_before=timezone.now() - timedelta(days=90))
+
+        prune("--finished-before", "90d")
+
+        assert counted.deleted["runs"] == 2
+
+        assert not WorkflowRun.objects.filter(pk__in=[parent.pk, child.pk]).exists()
 
 
 class TestRefusals:

@@ -11,7 +11,7 @@ from typing import Any
 from django.conf import settings
 
 from workflows import registry
-from workflows.dsl import Activity, Workflow
+from workflows.dsl import Activity, Map, Workflow
 from workflows.engine import nodes
 from workflows.engine.nodes import join
 from workflows.engine.work import LIVE_FORWARD_RUN_STATES, UnitOfWork, steps_of
@@ -74,12 +74,16 @@ def new_step(
     due_at: datetime | None = None,
     result: Any = None,
     lease: timedelta | None = None,
+    item: int | None = None,
+    item_value: Any = None,
 ) -> StepRun:
     step = StepRun(
         run=run,
         node=node,
         kind=kind,
         round=round,
+        item=item,
+        item_value=item_value,
         state=state,
         scheduled_at=now,
         due_at=due_at,
@@ -91,7 +95,7 @@ def new_step(
     return step
 
 
-def redispatch_at(node: Activity, now: datetime) -> datetime:
+def redispatch_at(node: Activity | Map, now: datetime) -> datetime:
     due = now + timedelta(seconds=settings.BATON_REDISPATCH_AFTER)
     if node.timeouts.schedule_to_start is not None:
         due = min(due, now + node.timeouts.schedule_to_start)
@@ -125,8 +129,12 @@ def cancel_step(
 
 
 def leave_node(run: WorkflowRun, definition: Workflow, step: StepRun, work: UnitOfWork) -> None:
-    """Tell the node kind's hook that a waiting step is over (e.g. close its human tasks)."""
+    """Tell the node kind, then its hooks, that a waiting step is over (cancel a child run,
+    close its human tasks)."""
     node = definition.node(step.node)
+    kind_leave = nodes.kind_of(node).leave
+    if kind_leave is not None:
+        kind_leave(run, definition, step, node, work)
     leave = registry.node_hooks(node).leave
     if leave is not None:
         work.flush()

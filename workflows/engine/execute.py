@@ -21,6 +21,7 @@ from workflows import tracing
 from workflows.activity import ActivityCancelled, ActivityContext, LeaseLost
 from workflows.dsl import Activity, Workflow
 from workflows.engine import advance, undo
+from workflows.engine.nodes import map as map_node
 from workflows.engine.work import (
     LIVE_FORWARD_RUN_STATES,
     UNDOING_RUN_STATES,
@@ -109,7 +110,7 @@ WHERE step.id = %(step_id)s AND step.run_id = run.id
   AND step.state = '{scheduled}' AND step.lease IS NOT NULL
   AND CASE WHEN step.kind = '{forward}' THEN run.state IN ({moving})
       ELSE run.state IN ({undoing}) END
-RETURNING step.node, step.kind, step.round, step.attempt,
+RETURNING step.node, step.kind, step.round, step.attempt, step.item, step.item_value,
     run.id, run.workflow_type, run.workflow_version, run.input, run.correlation_id
 """
 # Table names and state constants only; every value is bound.
@@ -133,7 +134,8 @@ def _claim_in_one_statement(step_id: int, *, now: datetime) -> Claim | None:
         row = cursor.fetchone()
     if row is None:
         return None
-    node_name, kind, round, attempt, run_id, workflow_type, version, data, correlation_id = row
+    (node_name, kind, round, attempt, item, item_value) = row[:6]
+    run_id, workflow_type, version, data, correlation_id = row[6:]
     run = WorkflowRun(
         id=run_id,
         workflow_type=workflow_type,
@@ -141,7 +143,16 @@ def _claim_in_one_statement(step_id: int, *, now: datetime) -> Claim | None:
         input=json.loads(data) if isinstance(data, str) else data,
         correlation_id=correlation_id,
     )
-    step = StepRun(id=step_id, run=run, node=node_name, kind=kind, round=round, attempt=attempt)
+    step = StepRun(
+        id=step_id,
+        run=run,
+        node=node_name,
+        kind=kind,
+        round=round,
+        attempt=attempt,
+        item=item,
+        item_value=json.loads(item_value) if isinstance(item_value, str) else item_value,
+    )
     try:
         node = definition_of(run).activity(node_name)
     except Exception:
@@ -242,8 +253,12 @@ def _attempt(
         results=results,
         correlation_id=run.correlation_id,
         round=step.round,
-        undoes_key="" if forward else step_key(run_id=run.id, node=step.node, round=step.round),
-        result_to_undo=None if forward else results.of_round(step.node, step.round),
+        undoes_key=""
+        if forward
+        else step_key(run_id=run.id, node=step.node, round=step.round, item=step.item),
+        result_to_undo=None if forward else results.of_round(step.node, step.round, step.item),
+        item=step.item_value,
+        item_index=step.item,
         _heartbeat=heartbeat,
     )
     return Claim(
@@ -379,9 +394,20 @@ def _step_succeeded(
         work.event(run, step, EventKind.COMPENSATED, now)
         undo.undo_next(run, definition, now, work)
         return
+    step_succeeded_after(run, definition, step, now, work)
+
+
+def step_succeeded_after(
+    run: WorkflowRun, definition: Workflow, step: StepRun, now: datetime, work: UnitOfWork
+) -> None:
+    """Go on from a forward step that succeeded: to its node's next one, or (a map's item)
+    back to its map; undo it if the run began undoing meanwhile."""
     if run.state in LIVE_FORWARD_RUN_STATES:
-        node = definition.activity(step.node)
-        advance.continue_to(run, definition, step, node.next, now, work)
+        if step.item is not None:
+            map_node.item_ended(run, definition, step, now, work, failed=False)
+        else:
+            node = definition.node(step.node)
+            advance.continue_to(run, definition, step, node.next, now, work)  # type: ignore[attr-defined]
         advance.settle(run, work)
     elif run.state in UNDOING_RUN_STATES:
         # It finished after the run began undoing: undo it too.
@@ -434,6 +460,11 @@ def step_failed(
     if step.kind == StepKind.COMPENSATION:
         run.dead_letter(error={"node": step.node, "compensation_error": error})
         work.event(run, None, EventKind.DEAD_LETTERED, now, detail={"node": step.node, **error})
+        return
+    if step.item is not None and run.state in LIVE_FORWARD_RUN_STATES:
+        # One item of a map: its map decides (fail fast, or finish the others first).
+        map_node.item_ended(run, definition, step, now, work, failed=True)
+        advance.settle(run, work)
         return
     if run.state in LIVE_FORWARD_RUN_STATES:
         run.begin_compensation(error={"node": step.node, **error})

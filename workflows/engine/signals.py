@@ -56,7 +56,9 @@ def signal_run(
             run, None, EventKind.SIGNALLED, now, detail={"name": name, "id": signal.signal_id}
         )
         definition = definition_of(run)
-        for step in run.steps.filter(kind=StepKind.FORWARD, state=StepState.WAITING):
+        # A map's items waiting for a slot never wait for a signal: leave them out.
+        waiting = run.steps.filter(kind=StepKind.FORWARD, state=StepState.WAITING, item=None)
+        for step in waiting:
             node = definition.node(step.node)
             if isinstance(node, WaitForSignal) and name in node.signals:
                 consume_signal(run, definition, step, node, signal, now, work)

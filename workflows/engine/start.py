@@ -17,7 +17,7 @@ from workflows.engine.work import (
     UnitOfWork,
     definition_of,
 )
-from workflows.models import WorkflowRun
+from workflows.models import StepRun, WorkflowRun
 from workflows.states import EventKind, RunState
 
 
@@ -30,12 +30,14 @@ def start_workflow(
     correlation_id: str = "",
     started_by: Any = None,
     now: datetime | None = None,
+    parent_step: StepRun | None = None,
 ) -> tuple[WorkflowRun, bool]:
     """Start a run of the latest version of `workflow_type` in one transaction.
 
     Return the run and whether it was created: a second start with the same
     idempotency key returns the first run and starts nothing. Raise
-    UnknownWorkflow or InvalidInput before anything is written.
+    UnknownWorkflow or InvalidInput before anything is written. A child run names
+    the step of its parent that waits for it (`parent_step`, see nodes/child.py).
     """
     definition = registry.get(workflow_type)
     data = definition.validate_input(input)
@@ -49,6 +51,8 @@ def start_workflow(
             idempotency_key=idempotency_key or "",
             correlation_id=correlation_id,
             started_by=started_by,
+            parent_step=parent_step,
+            parent_run_id=parent_step.run_id if parent_step is not None else None,
             trace_context=tracing.current_context(),
         )
         runnable = _has_capacity(definition)

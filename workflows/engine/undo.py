@@ -9,12 +9,14 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
-from workflows.compensation import FinishedStep, steps_to_undo
+from workflows.compensation import FinishedStep, steps_to_undo, undoes_a_child
 from workflows.dsl import Workflow
 from workflows.engine import advance
 from workflows.engine.errors import IllegalRunOperation, RunAlreadyEnded
+from workflows.engine.nodes import child
 from workflows.engine.work import UNDOING_RUN_STATES, UnitOfWork, definition_of, lock_run, steps_of
 from workflows.models import StepRun, WorkflowRun
 from workflows.states import ACTIVE_STEP_STATES, EventKind, RunState, StepKind, StepState
@@ -23,14 +25,23 @@ from workflows.states import ACTIVE_STEP_STATES, EventKind, RunState, StepKind, 
 def undo_next(run: WorkflowRun, definition: Workflow, now: datetime, work: UnitOfWork) -> None:
     """Schedule the next compensation, or end the run once nothing is left to undo.
 
-    Waits while a compensation is in flight or a forward step is still running
-    (its outcome decides whether it needs undoing too).
+    Waits while a compensation is in flight (an activity's, or a child run's being
+    compensated) or a forward step is still running (its outcome decides whether it
+    needs undoing too).
     """
     if run.state not in UNDOING_RUN_STATES:
         return
-    if steps_of(run, work).filter(state__in=ACTIVE_STEP_STATES).exists():
+    in_flight = Q(state__in=ACTIVE_STEP_STATES) | Q(
+        kind=StepKind.COMPENSATION, state=StepState.WAITING
+    )
+    if steps_of(run, work).filter(in_flight).exists():
         return
-    finished = steps_of(run, work).filter(kind=StepKind.FORWARD, state__in=_UNDOABLE_STEP_STATES)
+    # Only what the plan needs: a map's thousand items are read without their results.
+    finished = list(
+        steps_of(run, work)
+        .filter(kind=StepKind.FORWARD, state__in=_UNDOABLE_STEP_STATES)
+        .defer("result", "last_error", "item_value")
+    )
     plan = steps_to_undo(
         workflow=definition,
         finished=[
@@ -41,21 +52,40 @@ def undo_next(run: WorkflowRun, definition: Workflow, now: datetime, work: UnitO
                 succeeded=step.state == StepState.SUCCEEDED,
                 uncertain=step.may_have_applied,
                 round=step.round,
+                item=step.item,
             )
             for step in finished
         ],
     )
     if plan:
+        undone = next(step for step in finished if step.pk == plan[0].sequence)
+        if undoes_a_child(definition.node(undone.node)):
+            compensation = advance.new_step(
+                work,
+                run,
+                undone.node,
+                StepState.WAITING,
+                now,
+                round=undone.round,
+                kind=StepKind.COMPENSATION,
+                item=undone.item,
+                due_at=now + child.CHECK_EVERY,
+            )
+            work.event(run, compensation, EventKind.COMPENSATING, now)
+            child.undo_child(run, compensation, now, work)
+            return
         compensation = advance.new_step(
             work,
             run,
-            plan[0].node,
+            undone.node,
             StepState.SCHEDULED,
             now,
-            round=plan[0].round,
+            round=undone.round,
             kind=StepKind.COMPENSATION,
             due_at=now + timedelta(seconds=settings.BATON_REDISPATCH_AFTER),
-            lease=definition.activity(plan[0].node).timeouts.first_lease,
+            lease=definition.activity(undone.node).timeouts.first_lease,
+            item=undone.item,
+            item_value=undone.item_value if undone.item is not None else None,
         )
         work.event(run, compensation, EventKind.COMPENSATING, now)
         work.send(compensation)
@@ -63,7 +93,7 @@ def undo_next(run: WorkflowRun, definition: Workflow, now: datetime, work: UnitO
     if run.state == RunState.CANCELLING:
         run.finish_cancel(now=now)
         work.event(run, None, EventKind.CANCELLED, now)
-    elif steps_of(run, work).filter(kind=StepKind.COMPENSATION).exists():
+    elif run.undone_for_parent or steps_of(run, work).filter(kind=StepKind.COMPENSATION).exists():
         run.finish_compensation(now=now)
         work.event(run, None, EventKind.COMPENSATED, now)
     else:
@@ -75,9 +105,13 @@ _UNDOABLE_STEP_STATES = (StepState.SUCCEEDED, StepState.FAILED, StepState.CANCEL
 
 
 def mark_undone(run: WorkflowRun, compensation: StepRun, work: UnitOfWork) -> None:
-    """Mark the forward step that `compensation` undid (of its node and round) compensated."""
+    """Mark the forward step that `compensation` undid (of its node, round and item)
+    compensated."""
     original = steps_of(run, work).get(
-        node=compensation.node, kind=StepKind.FORWARD, round=compensation.round
+        node=compensation.node,
+        kind=StepKind.FORWARD,
+        round=compensation.round,
+        item=compensation.item,
     )
     original.mark_compensated()
     work.save(original)

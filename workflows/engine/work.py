@@ -164,6 +164,15 @@ class UnitOfWork:
         # No flush first: a hook writes rows of its own about runs that exist already,
         # and the runs' last changes are written with the rest, in this transaction.
         now = max(event.at for event in self.events)
+        waiting_parents = [
+            run.parent_step_id
+            for run, _ in ended
+            if run.parent_step_id is not None and run.state in FINAL_RUN_STATES
+        ]
+        if waiting_parents:
+            # Told after the child's commit, never under its lock: the parent's use cases
+            # lock parent then child, so a child never waits for its parent's lock.
+            transaction.on_commit(lambda: tell_parents(waiting_parents, now=now), robust=True)
         for hook in registry.run_end_hooks():
             hook(ended=ended, now=now)
 
@@ -179,6 +188,18 @@ class UnitOfWork:
             for model in (StepRun, WorkflowRun):
                 statements += batch.updates(model, [row for row in rows if isinstance(row, model)])
         return statements
+
+
+def tell_parents(step_ids: list[int], *, now: datetime) -> None:
+    """Tell each parent step that its child ended (see engine/children.py). Each is its
+    own transaction; one that fails is logged and left to the sweep's next look."""
+    from workflows.engine.children import child_ended
+
+    for step_id in step_ids:
+        try:
+            child_ended(step_id=step_id, now=now)
+        except Exception:
+            logger.exception("child.parent_not_told", extra={"parent_step_id": step_id})
 
 
 def steps_of(run: WorkflowRun, work: UnitOfWork) -> QuerySet[StepRun]:

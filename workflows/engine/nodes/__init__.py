@@ -12,8 +12,29 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from workflows.dsl import Activity, Branch, GoBack, Join, Node, Parallel, Sleep, WaitForSignal
-from workflows.engine.nodes import activity, branch, go_back, join, parallel, sleep, wait
+from workflows.dsl import (
+    Activity,
+    Branch,
+    ChildWorkflow,
+    GoBack,
+    Join,
+    Map,
+    Node,
+    Parallel,
+    Sleep,
+    WaitForSignal,
+)
+from workflows.engine.nodes import (
+    activity,
+    branch,
+    child,
+    go_back,
+    join,
+    map,
+    parallel,
+    sleep,
+    wait,
+)
 
 
 @dataclass(frozen=True)
@@ -23,6 +44,9 @@ class NodeKind:
     enter: Callable[..., None]
     # due(run, definition, step, node, now, work): the sweep found the step due.
     due: Callable[..., None] | None = None
+    # leave(run, definition, step, node, work): the step stopped waiting without ending
+    # by itself (it was cancelled); `registry` hooks of other apps run after it.
+    leave: Callable[..., None] | None = None
 
 
 _KINDS: dict[type[Node], NodeKind] = {
@@ -33,6 +57,8 @@ _KINDS: dict[type[Node], NodeKind] = {
     Join: NodeKind(enter=join.enter),
     Sleep: NodeKind(enter=sleep.enter, due=sleep.due),
     WaitForSignal: NodeKind(enter=wait.enter, due=wait.due),
+    ChildWorkflow: NodeKind(enter=child.enter, due=child.due, leave=child.leave),
+    Map: NodeKind(enter=map.enter, due=map.due, leave=map.leave),
 }
 
 
