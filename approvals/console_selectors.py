@@ -124,6 +124,14 @@ def workflow_types() -> list[str]:
     return request_selectors.request_types()
 
 
+def versioned_types() -> dict[str, list[int]]:
+    """Each registered type's versions, oldest first: what a move between versions offers."""
+    versions: dict[str, list[int]] = {}
+    for definition in registry.all_definitions():
+        versions.setdefault(definition.name, []).append(definition.version)
+    return {name: sorted(numbers) for name, numbers in sorted(versions.items())}
+
+
 def searchable_fields() -> dict[str, tuple[str, ...]]:
     """The business keys each workflow type declares, for the search box's hint."""
     fields: dict[str, set[str]] = {}

@@ -33,6 +33,7 @@ from workflows.engine.operate import SKIPPABLE_STEP_STATES
 from workflows.models import StepRun, WorkflowRun
 from workflows.registry import UnknownWorkflow
 from workflows.states import RunState, StepKind
+from workflows.versions import InvalidMigration
 
 # The channel audit entries name for what operators do here.
 CHANNEL = "console"
@@ -61,6 +62,10 @@ class NotPossibleNow(ConsoleError):
 
 class InvalidInput(ConsoleError):
     status = 422
+
+
+class UnknownVersion(ConsoleError):
+    status = 404
 
 
 # ---------------------------------------------------------------------------
@@ -534,3 +539,69 @@ def _reason(text: str) -> str:
         return clean_text(text.strip(), max_length=COMMENT_MAX_LENGTH, multiline=True)
     except Refused as error:
         raise InvalidInput(f"The reason {error}.") from None
+
+
+# ---------------------------------------------------------------------------
+# Moving live runs to another version
+# ---------------------------------------------------------------------------
+
+MIGRATE_WHAT = "move runs to another version"
+
+
+def parse_renames(text: str) -> dict[str, str]:
+    """Read renames written one per line as `old=new` (blank lines ignored); refuse,
+    naming the line, any other shape."""
+    renames: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        line = line.strip()
+        if not line:
+            continue
+        old, equals, new = (part.strip() for part in line.partition("="))
+        if not equals or not old or not new:
+            raise InvalidInput(
+                f"Line {number} of the renames, {line!r}, is not old=new "
+                "(a node of the old version, then the node it becomes)."
+            )
+        if old in renames:
+            raise InvalidInput(f"Line {number} renames {old!r} a second time.")
+        renames[old] = new
+    return renames
+
+
+def migrate_runs(
+    *,
+    user: Any,
+    workflow_type: str,
+    from_version: int,
+    to_version: int,
+    renames: dict[str, str],
+    apply: bool,
+    reason: str = "",
+    remote_addr: str | None = None,
+) -> engine.MigrationReport:
+    """Preview (anyone who may open the console) or apply (operators, with a reason
+    kept in the audit trail) the move of `workflow_type`'s live runs between versions."""
+    plan = {
+        "workflow_type": workflow_type,
+        "from_version": from_version,
+        "to_version": to_version,
+        "renames": renames,
+    }
+    try:
+        if not apply:
+            return engine.preview_migration(**plan)
+        if refusal := operate_refusal(user, MIGRATE_WHAT):
+            raise NotOperator(refusal)
+        if not reason.strip():
+            raise InvalidInput("Say why you move these runs: the reason goes into the audit trail.")
+        return engine.migrate_runs(
+            **plan,
+            actor=user,
+            channel="console",
+            remote_addr=remote_addr,
+            comment=_reason(reason),
+        )
+    except UnknownWorkflow as error:
+        raise UnknownVersion(str(error)) from None
+    except InvalidMigration as error:
+        raise InvalidInput("The plan cannot be followed: " + "; ".join(error.problems)) from None

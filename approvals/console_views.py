@@ -20,7 +20,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from approvals import console_selectors, console_services, sla_selectors
 from approvals.console_selectors import RunFilters
@@ -224,3 +224,54 @@ def retry_dead_letters(request: HttpRequest) -> HttpResponse:
         if isinstance(outcome, console_services.ConsoleError):
             messages.warning(request, f"{run_id}: {outcome}")
     return redirect(back or "console:runs")
+
+
+# ---------------------------------------------------------------------------
+# Moving live runs to another version
+# ---------------------------------------------------------------------------
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def versions(request: HttpRequest) -> HttpResponse:
+    """Move a type's live runs to another version: GET with a plan previews it (a dry
+    run: which runs can move and why the others cannot), POST applies it."""
+    if refused := _refused(request):
+        return refused
+    data = request.POST if request.method == "POST" else request.GET
+    context: dict[str, Any] = {
+        "types": console_selectors.versioned_types(),
+        "form": {name: data.get(name, "") for name in ("type", "from", "to", "renames", "reason")},
+    }
+    if not data.get("type"):
+        return render(request, "approvals/console/versions.html", context)
+    try:
+        report = console_services.migrate_runs(
+            user=request.user,
+            workflow_type=data.get("type", ""),
+            from_version=_version_number(data.get("from", ""), "from"),
+            to_version=_version_number(data.get("to", ""), "to"),
+            renames=console_services.parse_renames(data.get("renames", "")),
+            apply=request.method == "POST",
+            reason=data.get("reason", ""),
+            remote_addr=client_address(request),
+        )
+    except console_services.ConsoleError as refused:
+        context["error"] = str(refused)
+        return render(request, "approvals/console/versions.html", context, status=refused.status)
+    context["report"] = report
+    if report.applied:
+        messages.success(
+            request,
+            f"Moved {len(report.moved)} run{'s' if len(report.moved) != 1 else ''}; "
+            f"{len(report.blocked)} could not move.",
+        )
+    return render(request, "approvals/console/versions.html", context)
+
+
+def _version_number(raw: str, which: str) -> int:
+    if not (raw.isascii() and raw.isdigit()) or int(raw) < 1:
+        raise console_services.InvalidInput(
+            f"The {which} version must be a whole number, 1 or more."
+        )
+    return int(raw)
