@@ -28,7 +28,7 @@ from django.db.models.functions import Coalesce
 from approvals import duties
 from approvals.escalation import DUE_SOON
 from approvals.inbox_entries import FAR_FUTURE, sort_due, sort_priority
-from approvals.models import HumanTask, InboxEntry, SavedFilter, Snooze
+from approvals.models import GroupManager, HumanTask, InboxEntry, SavedFilter, Snooze
 from approvals.permissions import Person
 from approvals.states import InboxTab, Priority, Sla
 from workflows import registry
@@ -104,6 +104,8 @@ class Header:
 
     counts: dict[str, int]
     saved_filters: list[SavedFilter]
+    # Whether they manage a group, and so may see its SLA dashboard (approvals.permissions).
+    manages_a_group: bool = False
 
 
 # What a row shows and what separation of duties reads (approvals.duties): loading
@@ -172,7 +174,8 @@ def decides_in_tab(tab: str) -> bool:
 
 
 def inbox_header(*, user: Any, now: datetime) -> Header:
-    """Count each tab's tasks, up to COUNT_CAP, and read the saved filters: one query."""
+    """Count each tab's tasks, up to COUNT_CAP, read the saved filters and whether `user`
+    manages a group (who then finds their groups' SLA dashboard here): one query."""
     counts, params = [], []
     for tab in TABS:
         entries = _entries(InboxFilters(tab=tab), user=user, now=now)
@@ -188,14 +191,17 @@ def inbox_header(*, user: Any, now: datetime) -> Header:
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT counts.*, saved.id, saved.name, saved.query"  # nosec B608 # see above
-            f" FROM (SELECT {', '.join(counts)}) AS counts"
+            f" FROM (SELECT {', '.join(counts)},"
+            f" EXISTS (SELECT 1 FROM {GroupManager._meta.db_table} WHERE manager_id = %s)"
+            f" AS manages) AS counts"
             f" LEFT JOIN {SavedFilter._meta.db_table} AS saved ON saved.user_id = %s"
             f" ORDER BY saved.name",
-            [*params, user.pk],
+            [*params, user.pk, user.pk],
         )
         rows = cursor.fetchall()
     return Header(
         counts=dict(zip(TABS, rows[0][: len(TABS)], strict=True)),
+        manages_a_group=bool(rows[0][len(TABS)]),
         saved_filters=[
             SavedFilter(id=saved_id, user=user, name=name, query=query)
             for *_, saved_id, name, query in rows

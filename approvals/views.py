@@ -107,6 +107,7 @@ def inbox(request: HttpRequest) -> HttpResponse:
     if target == "tab-counts":
         return render(request, "approvals/inbox.html#tab-counts", context, status=status)
     context.update(
+        manages_a_group=header.manages_a_group,
         saved_filters=header.saved_filters,
         sorts=selectors.SORTS,
         priorities=Priority.choices,

@@ -379,6 +379,17 @@ class TestQueriesPerPage:
         if set(query) <= {"tab", "sort"}:
             assert sizes == [1, 25]
 
+    def test_a_group_manager_finds_their_groups_sla_dashboard_from_the_inbox(
+        self, client, carol, bob
+    ):
+        client.force_login(carol)  # manages finance
+        managers = client.get(reverse("approvals:inbox"))
+        client.force_login(bob)
+        others = client.get(reverse("approvals:inbox"))
+
+        assert "Your groups' SLA dashboard" in managers.text
+        assert "Your groups' SLA dashboard" not in others.text
+
     def test_tab_counts_stop_at_99_plus(self, client, bob, make_task):
         for _ in range(100):
             make_task(state="claimed", assignee=bob)
