@@ -7,6 +7,7 @@ from datetime import timedelta
 from io import StringIO
 
 import pytest
+from auditlog.models import LogEntry
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
@@ -74,6 +75,22 @@ class TestDeadLetters:
         run_command("dead_letters", "resume", str(dead_letter.pk))
 
         assert drive(dead_letter).state == RunState.COMPENSATED
+
+    def test_a_retry_by_an_operator_is_audited_with_their_name(self, dead_letter, operator):
+        run_command("dead_letters", "retry", str(dead_letter.pk), "--by", operator.username)
+
+        entry = LogEntry.objects.filter(additional_data__event="run_retried").get()
+        assert entry.actor == operator
+        assert entry.additional_data["channel"] == "command"
+
+    def test_a_retry_by_someone_who_is_not_an_operator_is_refused_and_changes_nothing(
+        self, dead_letter, bob
+    ):
+        with pytest.raises(CommandError, match="bob is not an operator"):
+            run_command("dead_letters", "retry", str(dead_letter.pk), "--by", "bob")
+
+        dead_letter.refresh_from_db()
+        assert dead_letter.state == RunState.DEAD_LETTERED
 
     def test_a_run_that_is_not_dead_lettered_is_refused_clearly(self, start, order_input):
         run = start("order", order_input())

@@ -5,15 +5,13 @@ from __future__ import annotations
 import getpass
 from typing import Any
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from workflows import engine
 from workflows.engine import MigrationReport, RunMove
+from workflows.management.operators import operator_named
 from workflows.registry import UnknownWorkflow
 from workflows.versions import InvalidMigration, parse_renames
-
-OPERATE = "workflows.operate_workflowrun"
 
 
 class Command(BaseCommand):
@@ -57,7 +55,7 @@ class Command(BaseCommand):
         }
         try:
             if options["apply"]:
-                actor = _operator(options["by"])
+                actor = operator_named(options["by"], what="move runs")
                 report = engine.migrate_runs(
                     **request,
                     actor=actor,
@@ -102,17 +100,6 @@ class Command(BaseCommand):
             self.stdout.write(
                 self.style.WARNING(f"{blocked} could not move and were left as they were (above).")
             )
-
-
-def _operator(username: str | None) -> Any:
-    if username is None:
-        return None
-    user = get_user_model().objects.filter(username=username, is_active=True).first()
-    if user is None:
-        raise CommandError(f"No active user {username!r}.")
-    if not user.has_perm(OPERATE):
-        raise CommandError(f"{username} is not an operator: only operators may move runs.")
-    return user
 
 
 def _title(report: MigrationReport) -> str:
