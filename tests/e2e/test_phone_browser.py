@@ -55,6 +55,28 @@ class TestOnAPhone:
 
         assert wide == {}
 
+    def test_the_operators_console_does_not_scroll_sideways_either(
+        self, sign_in, start_expense, operator
+    ):
+        operator.is_staff = True
+        operator.save()
+        run = start_expense()
+        page = on_phone(sign_in("olga"))
+
+        wide = {}
+        for path, name in [
+            ("/console/", "console-runs"),
+            (f"/console/runs/{run.pk}/", "console-run"),
+            ("/console/sla/", "console-sla"),
+            ("/console/versions/", "console-versions"),
+        ]:
+            page.goto(path)
+            shoot(page, f"phone-{name}")
+            if overflow := sideways_overflow(page):
+                wide[path] = overflow
+
+        assert wide == {}
+
     def test_a_reviewer_reaches_the_decision_panel_and_approves(self, sign_in, start_expense):
         task = start_expense().human_tasks.get(node="manager_approval")
         page = on_phone(sign_in("carol"))
