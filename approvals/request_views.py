@@ -89,13 +89,8 @@ def start_request(request: HttpRequest, workflow_type: str) -> HttpResponse:
     data, form = start_forms.read(spec, request.POST)
     key = request.POST.get("key", "")
     if "add" in request.POST or "remove" in request.POST:
-        added = request.POST.get("add", "")
-        form = start_forms.with_rows(form, add=added, remove=request.POST.get("remove", ""))
-        changed = added or request.POST.get("remove", "").rsplit("-", 1)[0]
-        if request.htmx and any(item.name == changed for item in spec.fields):
-            context = {"group": form.group(changed), "form": form, "action": request.path}
-            return render(request, "approvals/requests/start.html#list-field", context)
-        return _start_page(request, definition, starter, form, key)
+        form, partial = _with_edited_rows(request, spec, form)
+        return partial or _start_page(request, definition, starter, form, key)
     if form.has_errors:  # text workflows.cleaning refused: said beside its box
         return _start_page(request, definition, starter, form, key, status=422)
     if not _FORM_KEY.fullmatch(key):
@@ -208,13 +203,8 @@ def revise(request: HttpRequest, run_id: UUID) -> HttpResponse:
     data, form = start_forms.read(spec, request.POST)
     note = request.POST.get("note", "")
     if "add" in request.POST or "remove" in request.POST:
-        added = request.POST.get("add", "")
-        form = start_forms.with_rows(form, add=added, remove=request.POST.get("remove", ""))
-        changed = added or request.POST.get("remove", "").rsplit("-", 1)[0]
-        if request.htmx and any(item.name == changed for item in spec.fields):
-            context = {"group": form.group(changed), "form": form, "action": request.path}
-            return render(request, "approvals/requests/start.html#list-field", context)
-        return _revise_page(request, run, task, form, note=note)
+        form, partial = _with_edited_rows(request, spec, form)
+        return partial or _revise_page(request, run, task, form, note=note)
     if form.has_errors:  # text workflows.cleaning refused: said beside its box
         return _revise_page(request, run, task, form, note=note, status=422)
     version = request.POST.get("version", "")
@@ -382,3 +372,19 @@ def comment(request: HttpRequest, run_id: UUID) -> HttpResponse:
         return render(request, "approvals/requests/request.html", context, status=refused.status)
     messages.success(request, "Comment added: whoever decides will read it.")
     return redirect("requests:detail", run_id=run_id)
+
+
+def _with_edited_rows(
+    request: HttpRequest, spec: Any, form: Any
+) -> tuple[Any, HttpResponse | None]:
+    """Add or remove a row of a list field (the start form and the revise form alike;
+    without JavaScript the whole page comes back): return the form with the change, and
+    the list's partial when htmx asked for only that list."""
+    added = request.POST.get("add", "")
+    removed = request.POST.get("remove", "")
+    form = start_forms.with_rows(form, add=added, remove=removed)
+    changed = added or removed.rsplit("-", 1)[0]
+    if request.htmx and any(item.name == changed for item in spec.fields):
+        context = {"group": form.group(changed), "form": form, "action": request.path}
+        return form, render(request, "approvals/requests/start.html#list-field", context)
+    return form, None
