@@ -20,6 +20,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, QueryDict
+from django.middleware.csrf import get_token
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -31,6 +32,7 @@ from django_htmx.http import reswap, trigger_client_event
 
 from approvals import (
     audit,
+    inbox_rows,
     links,
     permissions,
     request_selectors,
@@ -90,13 +92,20 @@ def inbox(request: HttpRequest) -> HttpResponse:
             context["notice"] = "That page link no longer works, so here is the first page."
         barred = services.barred_on_page(tasks=page.tasks, user=request.user)
         decides = selectors.decides_in_tab(filters.tab)
+        rows = inbox_rows.rows_for(
+            page.tasks, now=now, barred=barred, decides={task.pk: decides for task in page.tasks}
+        )
         context.update(
             page=page,
             decides=decides,
-            rows=_rows(page.tasks, now, barred, {task.pk: decides for task in page.tasks}),
+            rows=rows,
+            rows_html=inbox_rows.html(
+                rows,
+                snooze_labels=tuple(selectors.snooze_choices(now)),
+                csrf_token=get_token(request),
+            ),
             tab_label=selectors.TABS[filters.tab],
             poll_seconds=settings.BATON_INBOX_POLL_SECONDS,
-            snooze_choices=selectors.snooze_choices(now),
         )
     if target == "task-list":
         return render(request, "approvals/inbox.html#task-list", context, status=status)
@@ -125,39 +134,6 @@ def _count_label(count: int) -> str:
 def _query_without(query: QueryDict, *names: str) -> str:
     kept = {key: value for key, value in query.items() if key not in names and value}
     return urlencode(kept)
-
-
-_ROW_LINKS = ("task", "claim", "approve", "snooze")
-_ANY_TASK = UUID(int=0)
-
-
-def _rows(
-    tasks: list[HumanTask], now: datetime, barred: dict[UUID, str], decides: dict[UUID, bool]
-) -> list[dict[str, Any]]:
-    """What each row shows beside its task, with the URLs it links to: reversed once and
-    filled in per row, since six {% url %} tags in each of 25 rows took a fifth of the page.
-    `barred` says why separation of duties keeps the viewer from deciding a task ("" if
-    it does not); `decides` whether the viewer is the one who decides it at all."""
-    links = {name: reverse(f"approvals:{name}", args=[_ANY_TASK]) for name in _ROW_LINKS}
-    return [
-        {
-            "task": task,
-            "sla": sla(due_at=task.due_at, now=now),
-            "barred": barred.get(task.pk, ""),
-            "decides": decides.get(task.pk, False),
-            # Approving needs its form filled in on the task's page, not a one-click row.
-            "needs_form": _needs_form(task),
-            "urls": {
-                name: url.replace(str(_ANY_TASK), str(task.pk)) for name, url in links.items()
-            },
-        }
-        for task in tasks
-    ]
-
-
-def _needs_form(task: HumanTask) -> bool:
-    node = task_forms.approval_of(task)
-    return bool(node and node.form_is_required)
 
 
 @login_required
@@ -332,18 +308,22 @@ def _row_after_action(
             request, "approvals/inbox.html#row-problem", {"task_id": task_id, "error": error}
         )
     reviewer = services.reviewer_for(request.user)
-    context = {
-        "row": _rows(
-            [task],
-            timezone.now(),
-            {task.pk: services.why_barred(task=task, user=request.user)},
-            {task.pk: permissions.can_decide(reviewer, services.facts_for(task))},
-        )[0],
-        "error": error,
-        "done": done,
-        "snooze_choices": selectors.snooze_choices(timezone.now()),
-    }
-    return render(request, "approvals/inbox.html#task-row", context)
+    now = timezone.now()
+    (row,) = inbox_rows.rows_for(
+        [task],
+        now=now,
+        barred={task.pk: services.why_barred(task=task, user=request.user)},
+        decides={task.pk: permissions.can_decide(reviewer, services.facts_for(task))},
+    )
+    return HttpResponse(
+        inbox_rows.html_of_one(
+            row,
+            snooze_labels=tuple(selectors.snooze_choices(now)),
+            csrf_token=get_token(request),
+            error=error,
+            done=done,
+        )
+    )
 
 
 def _common(request: HttpRequest) -> dict[str, Any]:

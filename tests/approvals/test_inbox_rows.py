@@ -1,0 +1,207 @@
+"""The inbox's rows: drawn from their values alone, and a kept row never stale nor another's."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from django.template import Node, NodeList
+from django.template.base import FilterExpression, Variable
+from django.template.defaulttags import CsrfTokenNode, ForNode
+from django.template.loader import get_template
+from django.template.smartif import TokenBase
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from approvals import inbox_rows
+from approvals.inbox_rows import InboxRow
+from approvals.models import HumanTask
+from approvals.states import Sla
+
+pytestmark = pytest.mark.django_db
+
+CSRF_INPUT = re.compile(r'name="csrfmiddlewaretoken" value="([^"]*)"')
+# What the task-row partial's context holds (see inbox_rows._draw), and its loop's name.
+CONTEXT = {"row", "snooze_choices", "csrf_token", "error", "done", "label", "forloop"}
+
+
+def a_row(**overrides: Any) -> InboxRow:
+    values: dict[str, Any] = {
+        "task_id": "00000000-0000-0000-0000-000000000001",
+        "version": 3,
+        "title": "Train to Lyon",
+        "kind": "approval",
+        "state": "claimed",
+        "state_label": "claimed",
+        "is_live": True,
+        "outcome": "",
+        "workflow_type": "expense",
+        "priority_label": "Normal",
+        "due_at": datetime(2026, 3, 2, 9, 30, tzinfo=UTC),
+        "sla": Sla.ON_TIME,
+        "assignee": "carol",
+        "owner": "",
+        "substitute_for": "",
+        "decides": True,
+        "barred": "",
+        "needs_form": False,
+        "task_url": "/tasks/1/",
+        "claim_url": "/tasks/1/claim/",
+        "approve_url": "/tasks/1/approve/",
+        "snooze_url": "/tasks/1/snooze/",
+    }
+    return InboxRow(**{**values, **overrides})
+
+
+def draw(row: InboxRow, token: str = "t" * 64) -> str:
+    return inbox_rows.html([row], snooze_labels=("1 hour",), csrf_token=token)
+
+
+def names_read(nodelist: NodeList) -> set[tuple[str, ...]]:
+    """The lookups (["row", "title"], ...) every variable, condition, loop and filter
+    argument of `nodelist` makes, the CSRF tag's included."""
+    found: set[tuple[str, ...]] = set()
+
+    def visit(thing: Any) -> None:
+        if isinstance(thing, FilterExpression):
+            visit(thing.var)
+            for _, arguments in thing.filters:
+                for _, argument in arguments:
+                    visit(argument)
+        elif isinstance(thing, Variable):
+            if thing.lookups:
+                found.add(tuple(thing.lookups))
+        elif isinstance(thing, CsrfTokenNode):
+            found.add(("csrf_token",))
+        elif isinstance(thing, Node | TokenBase):
+            for value in vars(thing).values():
+                if isinstance(value, Node | NodeList | TokenBase | FilterExpression | list | tuple):
+                    visit(value)
+        elif isinstance(thing, NodeList | list | tuple):
+            for item in thing:
+                visit(item)
+
+    visit(nodelist)
+    return found
+
+
+class TestTheRowTemplate:
+    def test_reads_nothing_but_its_row_the_snooze_choices_the_token_and_a_message(self):
+        partial = get_template(inbox_rows.TEMPLATE).template
+
+        read = names_read(partial.nodelist)
+
+        assert {lookups[0] for lookups in read} <= CONTEXT
+        fields = {field.name for field in dataclasses.fields(InboxRow)}
+        assert {lookups[1] for lookups in read if lookups[0] == "row"} <= fields
+        # The loop really is the one over the snooze choices (its name is allowed above).
+        loops = partial.nodelist.get_nodes_by_type(ForNode)
+        assert [(loop.loopvars, loop.sequence.var.var) for loop in loops] == [
+            (["label"], "snooze_choices")
+        ]
+
+    def test_the_walk_above_finds_what_a_row_reads(self):
+        partial = get_template(inbox_rows.TEMPLATE).template
+
+        read = names_read(partial.nodelist)
+
+        assert {("row", "title"), ("row", "sla", "label"), ("error",), ("csrf_token",)} <= read
+
+
+class TestKeptRows:
+    @pytest.mark.parametrize(
+        "change",
+        [
+            {"title": "Hotel in Paris"},
+            {"version": 4},
+            {"state": "open", "state_label": "open (unclaimed)"},
+            {"is_live": False, "outcome": "approved"},
+            {"priority_label": "Urgent"},
+            {"due_at": datetime(2026, 3, 3, 9, 30, tzinfo=UTC)},
+            {"sla": Sla.OVERDUE},
+            {"assignee": "bob"},
+            {"owner": "alice"},
+            {"substitute_for": "alice"},
+            {"decides": False},
+            {"barred": "You requested this expense, so you cannot decide it."},
+            {"needs_form": True},
+            {"kind": "revision"},
+            {"task_url": "/other/"},
+        ],
+    )
+    def test_a_row_whose_values_changed_is_drawn_afresh(self, change):
+        before = draw(a_row())
+
+        after = draw(a_row(**change))
+
+        assert after != before
+        assert after == inbox_rows.html_of_one(
+            a_row(**change), snooze_labels=("1 hour",), csrf_token="t" * 64, error="", done=""
+        )
+
+    def test_a_row_drawn_again_is_the_same_html_with_this_answers_token(self):
+        first = draw(a_row(), token="a" * 64)
+
+        again = draw(a_row(), token="b" * 64)
+
+        assert again == first.replace("a" * 64, "b" * 64)
+        assert set(CSRF_INPUT.findall(again)) == {"b" * 64}
+
+    def test_the_due_time_follows_the_active_time_zone(self):
+        with timezone.override("UTC"):
+            in_utc = draw(a_row())
+        with timezone.override("Asia/Tokyo"):
+            in_tokyo = draw(a_row())
+
+        assert "Mar 2, 09:30" in in_utc
+        assert "Mar 2, 18:30" in in_tokyo
+
+    def test_text_like_the_token_marker_is_shown_as_text(self):
+        title = "".join(inbox_rows.CSRF_MARKER)  # plain text, as a title comes from the database
+
+        html = draw(a_row(title=title), token="t" * 64)
+
+        assert "&lt;csrf-token&gt;" in html
+        assert html.count("t" * 64) == len(CSRF_INPUT.findall(html))
+
+
+class TestKeptRowsInTheInbox:
+    def test_the_inbox_shows_a_task_as_it_now_stands(self, client, carol, manager_task):
+        client.force_login(carol)
+        client.get(reverse("approvals:inbox"))
+        HumanTask.objects.filter(pk=manager_task.pk).update(title="Renamed", priority=4)
+
+        response = client.get(reverse("approvals:inbox"))
+
+        assert "Renamed" in response.text
+        assert "Urgent" in response.text
+        assert manager_task.title not in response.text
+
+    def test_each_reviewer_acts_with_their_own_token(self, bob, carol, groups, make_task):
+        # An open task in finance's queue: bob and carol are shown the same row.
+        task = make_task(groups=[groups["finance"]])
+        browsers, tokens = {}, {}
+        for person in (bob, carol):
+            browser = Client(enforce_csrf_checks=True)
+            browser.force_login(person)
+            page = browser.get(reverse("approvals:inbox"), {"tab": "queue"}).text
+            row = re.search(rf'<tr id="row-{task.pk}">.*?</tr>', page, re.DOTALL)
+            assert row is not None
+            browsers[person.username] = browser
+            tokens[person.username] = set(CSRF_INPUT.findall(row.group()))
+
+        refused = browsers["carol"].post(
+            reverse("approvals:snooze", args=[task.pk]),
+            {"csrfmiddlewaretoken": tokens["bob"].pop(), "until": "1 hour"},
+        )
+        accepted = browsers["carol"].post(
+            reverse("approvals:snooze", args=[task.pk]),
+            {"csrfmiddlewaretoken": tokens["carol"].pop(), "until": "1 hour"},
+        )
+
+        assert refused.status_code == 403
+        assert accepted.status_code == 302
