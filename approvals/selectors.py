@@ -11,7 +11,9 @@ counts and saved filters one more.
 from __future__ import annotations
 
 import base64
+import functools
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -25,7 +27,7 @@ from django.db.models.expressions import RawSQL
 from django.db.models.fields.tuple_lookups import Tuple, TupleGreaterThan
 from django.db.models.functions import Coalesce
 
-from approvals import duties
+from approvals import compiled_queries, duties
 from approvals.escalation import DUE_SOON
 from approvals.inbox_entries import FAR_FUTURE, sort_due, sort_priority
 from approvals.models import GroupManager, HumanTask, InboxEntry, SavedFilter, Snooze
@@ -136,12 +138,19 @@ _ROW_FIELDS = (
 def inbox(*, user: Any, filters: InboxFilters, now: datetime, limit: int = PAGE_SIZE) -> Page:
     """Return one page of a tab, after `filters.cursor`, and the cursor of the next page;
     raise BadCursor if the cursor is not one this function gave out."""
-    order = _ENTRY_ORDER[filters.sort]
     after = _decode(filters.cursor, filters.sort)
-    entries = _entries(filters, user=user, now=now)
-    if after is not None:
-        entries = entries.filter(TupleGreaterThan(Tuple(*order), after))
-    sql, params = _first_task_ids(entries, tab=filters.tab, user=user, limit=limit + 1, order=order)
+    shape = _Shape(
+        vendor=connection.vendor,
+        tab=filters.tab,
+        sort=filters.sort,
+        workflow_type=bool(filters.workflow_type),
+        priority=filters.priority is not None,
+        sla=filters.sla,
+        search=bool(filters.search),
+        after=after is not None,
+        limit=limit + 1,
+    )
+    sql, params = _page_ids(shape, _values(filters, user_id=user.pk, now=now, after=after))
     # Two short queries rather than one: PostgreSQL planned the page's ids and the
     # rows' six joins together in three times the time it takes to run both apart.
     with connection.cursor() as cursor:
@@ -176,28 +185,9 @@ def decides_in_tab(tab: str) -> bool:
 def inbox_header(*, user: Any, now: datetime) -> Header:
     """Count each tab's tasks, up to COUNT_CAP, read the saved filters and whether `user`
     manages a group (who then finds their groups' SLA dashboard here): one query."""
-    counts, params = [], []
-    for tab in TABS:
-        entries = _entries(InboxFilters(tab=tab), user=user, now=now)
-        # In an index's order, so that PostgreSQL reads a range of it and stops at the
-        # cap, rather than trusting a sequential scan to come across the cap soon.
-        sql, tab_params = _first_task_ids(
-            entries, tab=tab, user=user, limit=COUNT_CAP, order=_ENTRY_ORDER["due"]
-        )
-        counts.append(f"(SELECT COUNT(*) FROM ({sql}) AS capped) AS {tab}")  # nosec B608 # see below
-        params.extend(tab_params)
-    # Text from SQL Django compiled (its parameters passed apart), the fixed tab names
-    # and a table name: nothing a user sent is ever part of the statement's text.
+    sql, params = _header(connection.vendor).bind({"user_id": user.pk, "now": now})
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT counts.*, saved.id, saved.name, saved.query"  # nosec B608 # see above
-            f" FROM (SELECT {', '.join(counts)},"
-            f" EXISTS (SELECT 1 FROM {GroupManager._meta.db_table} WHERE manager_id = %s)"
-            f" AS manages) AS counts"
-            f" LEFT JOIN {SavedFilter._meta.db_table} AS saved ON saved.user_id = %s"
-            f" ORDER BY saved.name",
-            [*params, user.pk, user.pk],
-        )
+        cursor.execute(sql, params)
         rows = cursor.fetchall()
     return Header(
         counts=dict(zip(TABS, rows[0][: len(TABS)], strict=True)),
@@ -210,35 +200,147 @@ def inbox_header(*, user: Any, now: datetime) -> Header:
     )
 
 
-def _entries(filters: InboxFilters, *, user: Any, now: datetime) -> QuerySet[InboxEntry]:
-    """Entries of any person or group, as filtered, less those `user` snoozed."""
+# The values the SQL of a page's ids or of the counts takes as parameters: its text
+# is compiled once per _Shape (see approvals.compiled_queries).
+_SLOTS = {
+    "user_id": int,
+    "now": datetime,
+    "due_soon": datetime,
+    "workflow_type": str,
+    "sort_priority": int,
+    "search": str,
+    "after_priority": int,
+    "after_due": datetime,
+    "after_id": UUID,
+}
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """What the text of the SQL selecting a page's ids depends on; the rest are _SLOTS."""
+
+    vendor: str
+    tab: str
+    sort: str = "due"
+    workflow_type: bool = False
+    priority: bool = False
+    sla: str = ""
+    search: bool = False
+    after: bool = False
+    limit: int = PAGE_SIZE + 1
+
+
+def _values(
+    filters: InboxFilters, *, user_id: int, now: datetime, after: tuple[Any, ...] | None
+) -> dict[str, Any]:
+    """Each slot's value for `filters` (what the shape leaves out of the SQL goes unused)."""
+    *after_priority, after_due, after_id = after or (0, now, UUID(int=0))
+    return {
+        "user_id": user_id,
+        "now": now,
+        "due_soon": now + DUE_SOON,
+        "workflow_type": filters.workflow_type,
+        "sort_priority": sort_priority(filters.priority or 0),
+        "search": filters.search,
+        "after_priority": after_priority[0] if after_priority else 0,
+        "after_due": after_due,
+        "after_id": after_id,
+    }
+
+
+def _page_ids(shape: _Shape, values: Mapping[str, Any]) -> tuple[str, tuple[Any, ...]]:
+    """Return SQL and params selecting the ids of a page of `shape`: compiled once per
+    shape, but for a search off PostgreSQL, whose LIKE pattern is made from the text."""
+    if shape.search and shape.vendor != "postgresql":
+        return _page_ids_sql(shape, values)
+    return _compiled_page_ids(shape).bind(values)
+
+
+@functools.lru_cache(maxsize=512)
+def _compiled_page_ids(shape: _Shape) -> compiled_queries.Compiled:
+    return compiled_queries.compile_once(functools.partial(_page_ids_sql, shape), slots=_SLOTS)
+
+
+def _page_ids_sql(shape: _Shape, values: Mapping[str, Any]) -> tuple[str, tuple[Any, ...]]:
+    """The SQL selecting the ids of a page of `shape`, in the order shown."""
+    order = _ENTRY_ORDER[shape.sort]
+    entries = _entries(shape, values)
+    if shape.after:
+        first = (values["after_priority"],) if shape.sort == "priority" else ()
+        after = (*first, values["after_due"], values["after_id"])
+        entries = entries.filter(TupleGreaterThan(Tuple(*order), after))
+    return _first_task_ids(
+        entries, tab=shape.tab, user_id=values["user_id"], limit=shape.limit, order=order
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def _header(vendor: str) -> compiled_queries.Compiled:
+    return compiled_queries.compile_once(
+        functools.partial(_header_sql, vendor), slots={"user_id": int, "now": datetime}
+    )
+
+
+def _header_sql(vendor: str, values: Mapping[str, Any]) -> tuple[str, tuple[Any, ...]]:
+    """The SQL of `inbox_header` (a user's id and the time are its values)."""
+    counts, params = [], []
+    for tab in TABS:
+        shape = _Shape(vendor=vendor, tab=tab, limit=COUNT_CAP)
+        # In an index's order, so that PostgreSQL reads a range of it and stops at the
+        # cap, rather than trusting a sequential scan to come across the cap soon.
+        sql, tab_params = _first_task_ids(
+            _entries(shape, values),
+            tab=tab,
+            user_id=values["user_id"],
+            limit=COUNT_CAP,
+            order=_ENTRY_ORDER["due"],
+        )
+        counts.append(f"(SELECT COUNT(*) FROM ({sql}) AS capped) AS {tab}")  # nosec B608 # see below
+        params.extend(tab_params)
+    # Text from SQL Django compiled (its parameters passed apart), the fixed tab names
+    # and a table name: nothing a user sent is ever part of the statement's text.
+    sql = (
+        f"SELECT counts.*, saved.id, saved.name, saved.query"  # nosec B608 # see above
+        f" FROM (SELECT {', '.join(counts)},"
+        f" EXISTS (SELECT 1 FROM {GroupManager._meta.db_table} WHERE manager_id = %s)"
+        f" AS manages) AS counts"
+        f" LEFT JOIN {SavedFilter._meta.db_table} AS saved ON saved.user_id = %s"
+        f" ORDER BY saved.name"
+    )
+    return sql, (*params, values["user_id"], values["user_id"])
+
+
+def _entries(shape: _Shape, values: Mapping[str, Any]) -> QuerySet[InboxEntry]:
+    """Entries of any person or group, as filtered, less those the user snoozed."""
     entries = InboxEntry.objects.all()
-    if filters.workflow_type:
-        entries = entries.filter(workflow_type=filters.workflow_type)
-    if filters.priority is not None:
-        entries = entries.filter(sort_priority=sort_priority(filters.priority))
-    if filters.sla == Sla.OVERDUE:
-        entries = entries.filter(sort_due__lte=now)
-    elif filters.sla == Sla.DUE_SOON:
-        entries = entries.filter(sort_due__gt=now, sort_due__lte=now + DUE_SOON)
-    elif filters.sla == Sla.ON_TIME:
-        entries = entries.filter(sort_due__gt=now + DUE_SOON)  # no due time sorts far ahead
-    if filters.search:
-        if connection.vendor == "postgresql":
+    if shape.workflow_type:
+        entries = entries.filter(workflow_type=values["workflow_type"])
+    if shape.priority:
+        entries = entries.filter(sort_priority=values["sort_priority"])
+    if shape.sla == Sla.OVERDUE:
+        entries = entries.filter(sort_due__lte=values["now"])
+    elif shape.sla == Sla.DUE_SOON:
+        entries = entries.filter(sort_due__gt=values["now"], sort_due__lte=values["due_soon"])
+    elif shape.sla == Sla.ON_TIME:
+        entries = entries.filter(sort_due__gt=values["due_soon"])  # no due time sorts far ahead
+    if shape.search:
+        if shape.vendor == "postgresql":
             entries = entries.annotate(search=SearchVector("task__title", config="simple")).filter(
-                search=SearchQuery(filters.search, config="simple", search_type="websearch")
+                search=SearchQuery(values["search"], config="simple", search_type="websearch")
             )
         else:
-            entries = entries.filter(task__title__icontains=filters.search)
-    snoozed = Snooze.objects.filter(task_id=OuterRef("task_id"), user=user, until__gt=now)
+            entries = entries.filter(task__title__icontains=values["search"])
+    snoozed = Snooze.objects.filter(
+        task_id=OuterRef("task_id"), user_id=values["user_id"], until__gt=values["now"]
+    )
     return entries.filter(~Exists(snoozed))
 
 
 def _first_task_ids(
-    entries: QuerySet[InboxEntry], *, tab: str, user: Any, limit: int, order: tuple[str, ...]
+    entries: QuerySet[InboxEntry], *, tab: str, user_id: int, limit: int, order: tuple[str, ...]
 ) -> tuple[str, tuple[Any, ...]]:
     """Return SQL and params selecting the ids of the first `limit` tasks among
-    `entries` in `user`'s tab, in `order` (InboxEntry columns ending with task_id).
+    `entries` in the tab of user `user_id`, in `order` (InboxEntry columns ending with task_id).
 
     "Mine" and "delegated" are one range of the user's index. The queue is the
     user's range and one range per group of theirs; on PostgreSQL each range is
@@ -247,13 +349,13 @@ def _first_task_ids(
     the merge too. Elsewhere (SQLite, for the demo) one plain query does.
     """
     entries = entries.order_by(*order)
-    own = entries.filter(user=user, tab=tab)
+    own = entries.filter(user_id=user_id, tab=tab)
     if tab != InboxTab.QUEUE:
         return own.values("task_id")[:limit].query.sql_with_params()
     memberships = get_user_model().groups.through
     if connection.vendor != "postgresql":
-        groups = memberships.objects.filter(user_id=user.pk).values("group_id")
-        queue = entries.filter(Q(user=user, tab=tab) | Q(group__in=groups))
+        groups = memberships.objects.filter(user_id=user_id).values("group_id")
+        queue = entries.filter(Q(user_id=user_id, tab=tab) | Q(group__in=groups))
         sql, params = queue.values_list(*order).distinct()[:limit].query.sql_with_params()
         return f"SELECT task_id FROM ({sql}) AS page", params  # nosec B608 # compiled SQL
     own_sql, own_params = own.values_list(*order)[:limit].query.sql_with_params()
@@ -272,7 +374,7 @@ def _first_task_ids(
         f") AS candidates ORDER BY {columns} LIMIT %s"
     )
     page = f"SELECT task_id FROM ({merged}) AS page"  # nosec B608 # see above
-    return page, (*own_params, *group_params, user.pk, limit)
+    return page, (*own_params, *group_params, user_id, limit)
 
 
 def _task_order(sort: str) -> list[Any]:

@@ -159,6 +159,49 @@ class TestEveryTabFilterAndSort:
             assert listed(person, filters, now) == wanted[person.username]
 
 
+class TestCompiledOnce:
+    """The SQL of a page's ids and of the counts is compiled once per shape of filters
+    (approvals.compiled_queries); bound to a call's values, it is what the ORM compiles."""
+
+    @pytest.mark.parametrize("tab", ["mine", "queue", "delegated"])
+    @pytest.mark.parametrize("sort", ["due", "priority"])
+    @pytest.mark.parametrize("vendor", ["postgresql", "sqlite"])
+    def test_a_page_of_any_shape_binds_to_what_the_orm_compiles(self, bob, tab, sort, vendor):
+        now = timezone.now()
+        cursor = selectors._encode(
+            [3, now.isoformat(), "6d1b8a52-0000-4000-8000-000000000001"]
+            if sort == "priority"
+            else [now.isoformat(), "6d1b8a52-0000-4000-8000-000000000001"]
+        )
+
+        for extra, after in itertools.product(FILTERS, ["", cursor]):
+            filters = selectors.InboxFilters(tab=tab, sort=sort, cursor=after, **extra)
+            shape = selectors._Shape(
+                vendor=vendor,
+                tab=tab,
+                sort=sort,
+                workflow_type=bool(filters.workflow_type),
+                priority=filters.priority is not None,
+                sla=filters.sla,
+                search=bool(filters.search),
+                after=bool(after),
+            )
+            values = selectors._values(
+                filters, user_id=bob.pk, now=now, after=selectors._decode(after, sort)
+            )
+
+            bound = selectors._page_ids(shape, values)
+
+            assert bound == selectors._page_ids_sql(shape, values), (extra, after)
+
+    def test_the_counts_bind_to_what_the_orm_compiles(self, bob):
+        values = {"user_id": bob.pk, "now": timezone.now()}
+
+        bound = selectors._header(connection.vendor).bind(values)
+
+        assert bound == selectors._header_sql(connection.vendor, values)
+
+
 class TestCounts:
     def test_each_tab_counts_what_it_lists(self, varied_tasks, people):
         now = timezone.now()
