@@ -22,7 +22,7 @@ from uuid import UUID
 from django.contrib.auth import get_user_model
 from django.contrib.postgres.search import SearchQuery, SearchVector
 from django.db import connection
-from django.db.models import Exists, OuterRef, Q, QuerySet, Value
+from django.db.models import Exists, JSONField, OuterRef, Q, QuerySet, Value
 from django.db.models.expressions import RawSQL
 from django.db.models.fields.tuple_lookups import Tuple, TupleGreaterThan
 from django.db.models.functions import Coalesce
@@ -36,6 +36,7 @@ from approvals.states import InboxTab, Priority, Sla
 from workflows import registry
 from workflows.cleaning import Refused, clean_datetime, clean_text
 from workflows.dsl import Approval
+from workflows.models import WorkflowRun
 
 TABS = dict(InboxTab.choices)
 SORTS = {"due": "Due time", "priority": "Priority"}
@@ -110,28 +111,46 @@ class Header:
     manages_a_group: bool = False
 
 
-# What a row shows and what separation of duties reads (approvals.duties): loading
-# no more than this keeps the page's query and its Python objects small.
-_ROW_FIELDS = (
-    "id",
-    "run_id",
-    "node",
-    "kind",
-    "workflow_type",
-    "title",
-    "state",
-    "outcome",
-    "priority",
-    "due_at",
-    "version",
-    "assignee__username",
-    "owner__username",
-    "substitute_for__username",
-    "run__state",
-    "run__workflow_type",
-    "run__workflow_version",
-    "run__input",
-    "run__started_by__username",
+def _in_field_order(model: Any, attnames: set[str]) -> tuple[str, ...]:
+    # Model.from_db takes a subset of values in the order of the model's fields.
+    return tuple(
+        field.attname for field in model._meta.concrete_fields if field.attname in attnames
+    )
+
+
+# What a row shows and what separation of duties reads (approvals.duties), column by
+# column as the page's rows query selects them: the task's own, its run's, the four
+# usernames, then the viewer's decisions in the run. Loading no more than this keeps
+# the page's query and its Python objects small.
+_TASK_COLUMNS = _in_field_order(
+    HumanTask,
+    {
+        "id",
+        "run_id",
+        "node",
+        "kind",
+        "workflow_type",
+        "title",
+        "state",
+        "outcome",
+        "priority",
+        "due_at",
+        "version",
+        "assignee_id",
+        "owner_id",
+        "substitute_for_id",
+    },
+)
+# Its id is the task's run_id. `state` too: django-fsm reads it when each row is loaded.
+_RUN_COLUMNS = _in_field_order(
+    WorkflowRun, {"workflow_type", "workflow_version", "state", "input", "started_by_id"}
+)
+_USERNAMES = ("assignee", "owner", "substitute_for", "run__started_by")
+_ROW_COLUMNS = (
+    *_TASK_COLUMNS,
+    *(f"run__{column}" for column in _RUN_COLUMNS),
+    *(f"{relation}__username" for relation in _USERNAMES),
+    "viewer_decisions",
 )
 
 
@@ -156,15 +175,7 @@ def inbox(*, user: Any, filters: InboxFilters, now: datetime, limit: int = PAGE_
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         page_ids = [task_id for (task_id,) in cursor.fetchall()]
-    tasks = (
-        HumanTask.objects.filter(pk__in=page_ids)
-        # The run and its decisions come along for separation of duties (approvals.duties).
-        .select_related("assignee", "owner", "substitute_for", "run", "run__started_by")
-        .only(*_ROW_FIELDS)
-        .annotate(**duties.page_annotations(user))
-        .order_by(*_task_order(filters.sort))
-    )
-    rows = list(tasks[: limit + 1])
+        rows = _page_tasks(cursor, page_ids, sort=filters.sort, user_id=user.pk)
     next_cursor = ""
     if len(rows) > limit:
         rows = rows[:limit]
@@ -308,6 +319,76 @@ def _header_sql(vendor: str, values: Mapping[str, Any]) -> tuple[str, tuple[Any,
         f" ORDER BY saved.name"
     )
     return sql, (*params, values["user_id"], values["user_id"])
+
+
+def _page_tasks(cursor: Any, task_ids: list[UUID], *, sort: str, user_id: int) -> list[HumanTask]:
+    """Read the tasks `task_ids` in the order shown, each with its run, the users it names
+    (their usernames only) and `viewer_decisions` (approvals.duties.page_annotations): what
+    select_related and annotate would give, from SQL compiled once per number of tasks."""
+    if not task_ids:
+        return []
+    shape = _RowsShape(vendor=connection.vendor, sort=sort, count=len(task_ids))
+    values = {"user_id": user_id, **{f"id{n}": task_id for n, task_id in enumerate(task_ids)}}
+    cursor.execute(*_compiled_rows(shape).bind(values))
+    return [_task_of(row) for row in cursor.fetchall()]
+
+
+_RUN_INPUT = WorkflowRun._meta.get_field("input")
+
+
+@dataclass(frozen=True)
+class _RowsShape:
+    vendor: str
+    sort: str
+    count: int
+
+
+@functools.lru_cache(maxsize=128)
+def _compiled_rows(shape: _RowsShape) -> compiled_queries.Compiled:
+    slots = {"user_id": int, **{f"id{n}": UUID for n in range(shape.count)}}
+    return compiled_queries.compile_once(functools.partial(_rows_sql, shape), slots=slots)
+
+
+def _rows_sql(shape: _RowsShape, values: Mapping[str, Any]) -> tuple[str, tuple[Any, ...]]:
+    """The SQL of `_page_tasks`, selecting _ROW_COLUMNS in their order."""
+    # Off PostgreSQL there are none: duties_on_page then reads the decisions itself.
+    none = RawSQL("NULL", (), output_field=JSONField())
+    decisions = duties.page_annotations(values["user_id"]) or {"viewer_decisions": none}
+    return (
+        HumanTask.objects.filter(pk__in=[values[f"id{n}"] for n in range(shape.count)])
+        .annotate(**decisions)
+        .order_by(*_task_order(shape.sort))
+        .values_list(*_ROW_COLUMNS)
+        .query.sql_with_params()
+    )
+
+
+def _task_of(row: tuple[Any, ...]) -> HumanTask:
+    """A task, its run and the users it names, from one row of _ROW_COLUMNS, as
+    `select_related` would build them (every other field deferred)."""
+    db = connection.alias
+    tasks_end = len(_TASK_COLUMNS)
+    runs_end = tasks_end + len(_RUN_COLUMNS)
+    task = HumanTask.from_db(db, _TASK_COLUMNS, row[:tasks_end])
+    run = dict(zip(_RUN_COLUMNS, row[tasks_end:runs_end], strict=True))
+    run["input"] = _RUN_INPUT.from_db_value(run["input"], None, connection)
+    task.run = WorkflowRun.from_db(db, ("id", *_RUN_COLUMNS), (task.run_id, *run.values()))
+    holders = (task.assignee_id, task.owner_id, task.substitute_for_id, run["started_by_id"])
+    task.assignee, task.owner, task.substitute_for, task.run.started_by = (
+        _user(db, user_id, username)
+        for user_id, username in zip(holders, row[runs_end:-1], strict=True)
+    )
+    if row[-1] is not None:  # PostgreSQL's array of JSON objects, as text
+        task.viewer_decisions = [
+            json.loads(decision) if isinstance(decision, str) else decision for decision in row[-1]
+        ]
+    return task
+
+
+def _user(db: str, user_id: int | None, username: str | None) -> Any:
+    if user_id is None:
+        return None
+    return get_user_model().from_db(db, ("id", "username"), (user_id, username))
 
 
 def _entries(shape: _Shape, values: Mapping[str, Any]) -> QuerySet[InboxEntry]:

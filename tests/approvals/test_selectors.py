@@ -202,6 +202,51 @@ class TestCompiledOnce:
         assert bound == selectors._header_sql(connection.vendor, values)
 
 
+class TestPageTasks:
+    """A page's tasks are built from SQL compiled once (selectors._page_tasks), as
+    select_related and the viewer's annotation would build them."""
+
+    def test_each_task_holds_what_the_orm_loads_and_needs_no_query(
+        self, varied_tasks, people, finance_task, carol, django_assert_num_queries
+    ):
+        from approvals import duties
+
+        tasks = list(HumanTask.objects.order_by("due_at", "id"))
+        for person in (people["bob"], carol):
+            wanted = {
+                task.pk: task
+                for task in HumanTask.objects.filter(pk__in=[t.pk for t in tasks])
+                .select_related("assignee", "owner", "substitute_for", "run__started_by")
+                .annotate(**duties.page_annotations(person))
+            }
+
+            with connection.cursor() as cursor:
+                built = selectors._page_tasks(
+                    cursor, [task.pk for task in tasks], sort="due", user_id=person.pk
+                )
+
+            assert [task.pk for task in built] == [task.pk for task in tasks]
+            with django_assert_num_queries(0):
+                for task in built:
+                    want = wanted[task.pk]
+                    for column in selectors._TASK_COLUMNS:
+                        assert getattr(task, column) == getattr(want, column), column
+                    for column in ("id", *selectors._RUN_COLUMNS):
+                        assert getattr(task.run, column) == getattr(want.run, column), column
+                    for holder, wanted_holder in [
+                        (task.assignee, want.assignee),
+                        (task.owner, want.owner),
+                        (task.substitute_for, want.substitute_for),
+                        (task.run.started_by, want.run.started_by),
+                    ]:
+                        assert getattr(holder, "username", None) == getattr(
+                            wanted_holder, "username", None
+                        )
+                    assert task.viewer_decisions == want.viewer_decisions
+        # carol, last, decided the first stage of finance_task's run.
+        assert any(task.viewer_decisions for task in built)
+
+
 class TestCounts:
     def test_each_tab_counts_what_it_lists(self, varied_tasks, people):
         now = timezone.now()
