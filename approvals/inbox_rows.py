@@ -33,7 +33,7 @@ from django.utils.safestring import SafeString, mark_safe
 from approvals import task_forms
 from approvals.escalation import sla
 from approvals.models import HumanTask
-from approvals.states import Sla
+from approvals.states import Priority, Sla, TaskState
 
 TEMPLATE = "approvals/inbox.html#task-row"
 # What the kept HTML holds where each answer's CSRF token goes.
@@ -43,6 +43,10 @@ KEPT_ROWS = 2500
 
 _LINKS = ("task", "claim", "approve", "snooze")
 _ANY_TASK = UUID(int=0)
+# What get_state_display and get_priority_display say, without flattening the
+# field's choices again for every row.
+_STATE_LABELS = dict(TaskState.choices)
+_PRIORITY_LABELS = dict(Priority.choices)
 
 
 @dataclass(frozen=True)
@@ -99,11 +103,11 @@ def rows_for(
                 title=task.title,
                 kind=task.kind,
                 state=task.state,
-                state_label=task.get_state_display(),
+                state_label=_STATE_LABELS.get(task.state, task.state),
                 is_live=task.is_live,
                 outcome=task.outcome,
                 workflow_type=task.workflow_type,
-                priority_label=task.get_priority_display(),
+                priority_label=_PRIORITY_LABELS.get(task.priority, str(task.priority)),
                 due_at=task.due_at,
                 sla=sla(due_at=task.due_at, now=now),
                 assignee=_username(task.assignee),

@@ -330,7 +330,8 @@ def _page_tasks(cursor: Any, task_ids: list[UUID], *, sort: str, user_id: int) -
     shape = _RowsShape(vendor=connection.vendor, sort=sort, count=len(task_ids))
     values = {"user_id": user_id, **{f"id{n}": task_id for n, task_id in enumerate(task_ids)}}
     cursor.execute(*_compiled_rows(shape).bind(values))
-    return [_task_of(row) for row in cursor.fetchall()]
+    users: dict[int, Any] = {}  # one instance per person on the page: most rows name the viewer
+    return [_task_of(row, users) for row in cursor.fetchall()]
 
 
 _RUN_INPUT = WorkflowRun._meta.get_field("input")
@@ -363,7 +364,7 @@ def _rows_sql(shape: _RowsShape, values: Mapping[str, Any]) -> tuple[str, tuple[
     )
 
 
-def _task_of(row: tuple[Any, ...]) -> HumanTask:
+def _task_of(row: tuple[Any, ...], users: dict[int, Any]) -> HumanTask:
     """A task, its run and the users it names, from one row of _ROW_COLUMNS, as
     `select_related` would build them (every other field deferred)."""
     db = connection.alias
@@ -375,7 +376,7 @@ def _task_of(row: tuple[Any, ...]) -> HumanTask:
     task.run = WorkflowRun.from_db(db, ("id", *_RUN_COLUMNS), (task.run_id, *run.values()))
     holders = (task.assignee_id, task.owner_id, task.substitute_for_id, run["started_by_id"])
     task.assignee, task.owner, task.substitute_for, task.run.started_by = (
-        _user(db, user_id, username)
+        None if user_id is None else users.get(user_id) or _user(db, user_id, username, users)
         for user_id, username in zip(holders, row[runs_end:-1], strict=True)
     )
     if row[-1] is not None:  # PostgreSQL's array of JSON objects, as text
@@ -385,10 +386,9 @@ def _task_of(row: tuple[Any, ...]) -> HumanTask:
     return task
 
 
-def _user(db: str, user_id: int | None, username: str | None) -> Any:
-    if user_id is None:
-        return None
-    return get_user_model().from_db(db, ("id", "username"), (user_id, username))
+def _user(db: str, user_id: int, username: str, users: dict[int, Any]) -> Any:
+    users[user_id] = get_user_model().from_db(db, ("id", "username"), (user_id, username))
+    return users[user_id]
 
 
 def _entries(shape: _Shape, values: Mapping[str, Any]) -> QuerySet[InboxEntry]:
