@@ -210,7 +210,13 @@ class TestPageTasks:
         self, varied_tasks, people, finance_task, carol, django_assert_num_queries
     ):
         from approvals import duties
+        from workflows.models import WorkflowRun
 
+        # One task naming four different people, so that no two usernames can be mixed up.
+        named = HumanTask.objects.filter(state="delegated").first()
+        HumanTask.objects.filter(pk=named.pk).update(substitute_for=people["olga"])
+        WorkflowRun.objects.filter(pk=named.run_id).update(started_by=people["eve"])
+        assert len({named.assignee_id, named.owner_id, people["olga"].pk, people["eve"].pk}) == 4
         tasks = list(HumanTask.objects.order_by("due_at", "id"))
         for person in (people["bob"], carol):
             wanted = {
