@@ -288,9 +288,7 @@ def _page_ids_sql(shape: _Shape, values: Mapping[str, Any]) -> tuple[str, tuple[
         first = (values["after_priority"],) if shape.sort == "priority" else ()
         after = (*first, values["after_due"], values["after_id"])
         entries = entries.filter(TupleGreaterThan(Tuple(*order), after))
-    return _first_task_ids(
-        entries, tab=shape.tab, user_id=values["user_id"], limit=shape.limit, order=order
-    )
+    return _first_task_ids(entries, shape=shape, user_id=values["user_id"], order=order)
 
 
 @functools.lru_cache(maxsize=4)
@@ -309,9 +307,8 @@ def _header_sql(vendor: str, values: Mapping[str, Any]) -> tuple[str, tuple[Any,
         # cap, rather than trusting a sequential scan to come across the cap soon.
         sql, tab_params = _first_task_ids(
             _entries(shape, values),
-            tab=tab,
+            shape=shape,
             user_id=values["user_id"],
-            limit=COUNT_CAP,
             order=_ENTRY_ORDER["due"],
         )
         counts.append(f"(SELECT COUNT(*) FROM ({sql}) AS capped) AS {tab}")  # nosec B608 # see below
@@ -431,10 +428,11 @@ def _entries(shape: _Shape, values: Mapping[str, Any]) -> QuerySet[InboxEntry]:
 
 
 def _first_task_ids(
-    entries: QuerySet[InboxEntry], *, tab: str, user_id: int, limit: int, order: tuple[str, ...]
+    entries: QuerySet[InboxEntry], *, shape: _Shape, user_id: int, order: tuple[str, ...]
 ) -> tuple[str, tuple[Any, ...]]:
-    """Return SQL and params selecting the ids of the first `limit` tasks among
-    `entries` in the tab of user `user_id`, in `order` (InboxEntry columns ending with task_id).
+    """Return SQL and params selecting the ids of the first `shape.limit` tasks among
+    `entries` in `shape.tab` of user `user_id`, in `order` (InboxEntry columns ending with
+    task_id), for the database `shape.vendor`.
 
     "Mine" and "delegated" are one range of the user's index. The queue is the
     user's range and one range per group of theirs; on PostgreSQL each range is
@@ -442,12 +440,13 @@ def _first_task_ids(
     first `limit`: whatever comes before it in its own range comes before it in
     the merge too. Elsewhere (SQLite, for the demo) one plain query does.
     """
+    tab, limit = shape.tab, shape.limit
     entries = entries.order_by(*order)
     own = entries.filter(user_id=user_id, tab=tab)
     if tab != InboxTab.QUEUE:
         return own.values("task_id")[:limit].query.sql_with_params()
     memberships = get_user_model().groups.through
-    if connection.vendor != "postgresql":
+    if shape.vendor != "postgresql":
         groups = memberships.objects.filter(user_id=user_id).values("group_id")
         queue = entries.filter(Q(user_id=user_id, tab=tab) | Q(group__in=groups))
         sql, params = queue.values_list(*order).distinct()[:limit].query.sql_with_params()
