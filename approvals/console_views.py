@@ -76,7 +76,9 @@ def sla(request: HttpRequest) -> HttpResponse:
     """Open human tasks against their due times, by type, group and person; the oldest
     overdue ones; decisions and finished runs per day, failure rates and cycle times.
     Operators see everything, a group's manager the tasks of the groups they manage."""
-    group_ids, refusal = console_services.sla_scope(request.user)
+    group_ids, refusal = console_services.task_overview_scope(
+        request.user, page="The SLA dashboard"
+    )
     if refusal:
         return _problem(request, refusal, status=403)
     board = sla_selectors.dashboard(now=timezone.now(), group_ids=group_ids)

@@ -13,9 +13,10 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from approvals import sla_selectors
+from approvals import escalation, sla_selectors
+from approvals.escalation import DUE_SOON
 from approvals.models import HumanTask
-from approvals.states import TaskState
+from approvals.states import Sla, TaskState
 from workflows.models import WorkflowRun
 
 pytestmark = pytest.mark.django_db
@@ -95,6 +96,35 @@ class TestDashboard:
             3.0,
         )
         assert latency.p95_hours == pytest.approx(80.8, abs=0.1)
+
+
+class TestSlaCondition:
+    def test_selects_each_task_in_the_sla_state_the_escalation_rule_gives_it(self, make_task, now):
+        dues = [
+            now - timedelta(seconds=1),
+            now,
+            now + timedelta(seconds=1),
+            now + DUE_SOON,
+            now + DUE_SOON + timedelta(seconds=1),
+            None,
+        ]
+        tasks = [make_task(due_at=due, title=f"Due {n}") for n, due in enumerate(dues)]
+
+        selected = {
+            state: set(
+                HumanTask.objects.filter(
+                    sla_selectors.sla_condition(sla=state, now=now), pk__in=[t.pk for t in tasks]
+                ).values_list("pk", flat=True)
+            )
+            for state in Sla.values
+        }
+
+        assert selected == {
+            state: {
+                task.pk for task in tasks if escalation.sla(due_at=task.due_at, now=now) == state
+            }
+            for state in Sla.values
+        }
 
 
 def finished(*, workflow_type: str, state: str, at, took_hours: float = 1.0, count: int = 1):
