@@ -13,7 +13,9 @@ A page is the tasks matching, newest first, (created_at, id) descending, after t
 cursor: one query for the page with its holders and deciders, one for their
 candidate groups. Reading the filters costs one more (the groups the viewer may
 filter by, which the form offers and a group filter is checked against) and one
-for a person named.
+for a person named. Live tasks are read through `task_live_created_idx`, so a list
+of them costs what the live tasks cost whatever the history; other lists read
+`task_created_idx` backwards, a day's decisions `task_decided_at_idx`.
 """
 
 from __future__ import annotations
