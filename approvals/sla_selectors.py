@@ -33,7 +33,8 @@ from approvals.states import LIVE_TASK_STATES, InboxTab, Sla, TaskState
 from workflows.models import WorkflowRun
 from workflows.states import RunState
 
-LATENCY_WINDOW = timedelta(days=7)
+# Days of decision times, today included: whole UTC days, as the trends count them.
+LATENCY_DAYS = 7
 OVERDUE_LIST_SIZE = 10
 # Days in the trends (decisions, runs finished, failures, cycle times), today included.
 TREND_DAYS = 14
@@ -146,6 +147,8 @@ class Dashboard:
     latency: list[Latency] = field(default_factory=list)
     # The trend window: its first day and every day in it, oldest first.
     days: list[date] = field(default_factory=list)
+    # The first day of the decision times' window (the last `LATENCY_DAYS` days).
+    latency_since: date | None = None
     decisions_per_day: list[DayCount] = field(default_factory=list)
     run_trends: list[RunTrend] = field(default_factory=list)
     cycle_times: list[CycleTime] = field(default_factory=list)
@@ -249,6 +252,9 @@ def dashboard(*, now: datetime, group_ids: Collection[int] | None = None) -> Das
         .select_related("assignee")
         .order_by("due_at", "id")[:OVERDUE_LIST_SIZE]
     )
+    days = trend_days(now)
+    since = datetime.combine(days[0], time.min, tzinfo=UTC)
+    latency_since = days[-LATENCY_DAYS]
     waited = Extract(F("decided_at") - F("created_at"), "epoch") / 3600.0
     latency = [
         Latency(
@@ -259,7 +265,8 @@ def dashboard(*, now: datetime, group_ids: Collection[int] | None = None) -> Das
         )
         for row in scoped(
             HumanTask.objects.filter(
-                state=TaskState.COMPLETED, decided_at__gte=now - LATENCY_WINDOW
+                state=TaskState.COMPLETED,
+                decided_at__gte=datetime.combine(latency_since, time.min, tzinfo=UTC),
             ),
             group_ids=scope,
         )
@@ -272,8 +279,6 @@ def dashboard(*, now: datetime, group_ids: Collection[int] | None = None) -> Das
         )
         .order_by("workflow_type")
     ]
-    days = trend_days(now)
-    since = datetime.combine(days[0], time.min, tzinfo=UTC)
     decided = {
         row["day"]: row["count"]
         for row in scoped(
@@ -293,6 +298,7 @@ def dashboard(*, now: datetime, group_ids: Collection[int] | None = None) -> Das
         oldest_overdue=oldest_overdue,
         latency=latency,
         days=days,
+        latency_since=latency_since,
         decisions_per_day=[DayCount(day=day, count=decided.get(day, 0)) for day in days],
         run_trends=run_trends(days=days) if scope is None else [],
         cycle_times=cycle_times(since=since) if scope is None else [],

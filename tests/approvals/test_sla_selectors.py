@@ -4,7 +4,7 @@ cycle times; and the page, for operators and group managers, in fixed queries.""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, time, timedelta
 
 import pytest
 from django.contrib.auth.models import User
@@ -96,6 +96,19 @@ class TestDashboard:
             3.0,
         )
         assert latency.p95_hours == pytest.approx(80.8, abs=0.1)
+
+    def test_decision_times_take_the_last_seven_whole_utc_days_today_included(
+        self, make_task, carol, now
+    ):
+        first_day = now.astimezone(UTC).date() - timedelta(days=sla_selectors.LATENCY_DAYS - 1)
+        start = datetime.combine(first_day, time.min, tzinfo=UTC)
+        for at in (start, start - timedelta(microseconds=1)):
+            make_task(state=TaskState.COMPLETED, decided_at=at, decided_by=carol)
+
+        board = sla_selectors.dashboard(now=now)
+
+        assert board.latency_since == first_day
+        assert [row.decisions for row in board.latency] == [1]
 
 
 class TestSlaCondition:
