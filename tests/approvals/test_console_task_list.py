@@ -3,6 +3,8 @@ finance) and eve (an outsider) see it: who gets in, each filter, the rows, pages
 
 from __future__ import annotations
 
+import html
+import re
 from datetime import UTC, datetime, time, timedelta
 
 import pytest
@@ -12,7 +14,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from approvals import console_task_selectors
+from approvals import console_task_selectors, sla_selectors
 from approvals.models import HumanTask
 from approvals.states import Outcome, TaskState
 
@@ -356,3 +358,113 @@ class TestQuickLinks:
             '<a href="/console/sla/">SLA dashboard</a> ·\n  <a href="/console/tasks/">Tasks</a>'
             in (response.text)
         )
+
+
+LINKED_COUNT = re.compile(r'<a href="(/console/tasks/\?[^"]*)">(\d+)</a>')
+
+
+def linked_counts(page: str) -> dict[str, int]:
+    """Each task list the SLA dashboard links a number to, and that number."""
+    return {html.unescape(url): int(count) for url, count in LINKED_COUNT.findall(page)}
+
+
+def listed(client: Client, url: str) -> int:
+    """How many tasks the list at `url` shows, page after page."""
+    rows, cursor = 0, ""
+    while True:
+        page = client.get(url + (f"&cursor={cursor}" if cursor else "")).context["page"]
+        rows += len(page.rows)
+        if not (cursor := page.next_cursor):
+            return rows
+
+
+class TestTheSlaDashboardsNumbersOpenTheirTasks:
+    @pytest.fixture
+    def board(self, make_task, manager_task, groups, alice, bob, carol, now):
+        """Ten live tasks (carol's manager task among them) of two types in three
+        groups' queues or held by bob, alice and carol, decisions over a month, and
+        tasks that ended without one: no two of the numbers checked below agree."""
+        finance, legal, security = groups["finance"], groups["legal"], groups["security"]
+        late, soon, later = (
+            now - timedelta(hours=2),
+            now + timedelta(hours=5),
+            now + timedelta(days=3),
+        )
+        make_task(groups=[finance], due_at=late)
+        make_task(groups=[finance])
+        make_task(groups=[finance], due_at=later, workflow_type="order")
+        make_task(groups=[legal], due_at=late, workflow_type="order")
+        make_task(groups=[finance, security], due_at=soon)
+        make_task(state=TaskState.CLAIMED, assignee=bob, groups=[finance], due_at=late)
+        make_task(
+            state=TaskState.CLAIMED,
+            assignee=bob,
+            groups=[finance],
+            due_at=soon,
+            workflow_type="order",
+        )
+        make_task(state=TaskState.DELEGATED, assignee=bob, owner=carol)
+        make_task(state=TaskState.CLAIMED, assignee=alice, groups=[legal], due_at=late)
+        for days_ago, decider, workflow_type in [
+            (0, carol, "expense"),
+            (0, bob, "expense"),
+            (2, carol, "expense"),
+            (5, bob, "order"),
+            (5, carol, "order"),
+            (5, carol, "order"),
+            (10, bob, "expense"),
+            (30, carol, "expense"),
+        ]:
+            at = now - timedelta(days=days_ago)
+            make_task(
+                state=TaskState.COMPLETED,
+                groups=[finance],
+                decided_by=decider,
+                decided_at=at,
+                completed_at=at,
+                workflow_type=workflow_type,
+            )
+        make_task(state=TaskState.EXPIRED, groups=[finance], due_at=late, completed_at=now)
+        make_task(state=TaskState.CANCELLED, groups=[legal], completed_at=now)
+        return now.astimezone(UTC).date()
+
+    def test_every_task_number_opens_a_list_of_that_many_tasks(self, olga_client, board):
+        page = olga_client.get("/console/sla/").text
+        counts = linked_counts(page)
+        today = board.isoformat()
+
+        # One of each kind, and they differ: the filters, not luck, make them agree.
+        sample = {
+            "expense's open tasks": counts["/console/tasks/?state=live&type=expense"],
+            "finance's queue": counts["/console/tasks/?state=open&group=finance"],
+            "bob's tasks": counts["/console/tasks/?state=live&person=bob"],
+            "today's decisions": counts[
+                f"/console/tasks/?state=completed&decided_from={today}&decided_to={today}"
+            ],
+            "finance's overdue": counts["/console/tasks/?state=open&group=finance&sla=overdue"],
+        }
+        assert sample == {
+            "expense's open tasks": 7,
+            "finance's queue": 4,
+            "bob's tasks": 3,
+            "today's decisions": 2,
+            "finance's overdue": 1,
+        }
+        assert {url: listed(olga_client, url) for url in counts} == counts
+        # All four overall, four per row of two types, three groups and three people,
+        # fourteen days of decisions, and two types' decisions over the last week.
+        assert len(counts) == 4 + 4 * (2 + 3 + 3) + sla_selectors.TREND_DAYS + 2
+
+    def test_a_managers_numbers_open_lists_of_that_many_tasks_too(self, as_user, carol, board):
+        client = as_user(carol)
+
+        counts = linked_counts(client.get("/console/sla/").text)
+
+        assert counts["/console/tasks/?state=open&group=finance"] == 4
+        assert counts["/console/tasks/?state=live&type=expense"] == 4
+        assert {url: listed(client, url) for url in counts} == counts
+
+    def test_no_number_opens_the_inbox_any_more(self, olga_client, board):
+        page = olga_client.get("/console/sla/").text
+
+        assert "?tab=queue" not in page
