@@ -8,6 +8,7 @@ import re
 from datetime import UTC, datetime, time, timedelta
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import connection
 from django.test import Client
@@ -17,6 +18,7 @@ from django.utils import timezone
 from approvals import console_task_selectors, sla_selectors
 from approvals.models import HumanTask
 from approvals.states import Outcome, TaskState
+from tests.approvals.test_sla_selectors import finished
 
 pytestmark = pytest.mark.django_db
 
@@ -468,3 +470,20 @@ class TestTheSlaDashboardsNumbersOpenTheirTasks:
         page = olga_client.get("/console/sla/").text
 
         assert "?tab=queue" not in page
+
+    def test_every_cell_says_its_column_for_when_the_tables_stack_on_a_phone(
+        self, olga_client, board, now
+    ):
+        finished(workflow_type="order", state="failed", at=now)  # the run tables show too
+
+        page = olga_client.get("/console/sla/").text
+        cells = re.findall(r"<td(?! colspan)[^>]*>", page)
+
+        assert len(cells) > 5 * (2 + 3 + 3) + 2 * sla_selectors.TREND_DAYS + 6 + 4 + 4
+        assert [cell for cell in cells if "data-label=" not in cell] == []
+        css = (settings.BASE_DIR / "static" / "baton.css").read_text()
+        phones = css[css.index("@media (max-width: 40rem)") :]
+        assert (
+            "table.tasks td[data-label]::before { content: attr(data-label)"
+            in phones[: phones.index("\n}")]
+        )
