@@ -175,7 +175,9 @@ class TestFollowingAGroupsCount:
 
         page.set_viewport_size({"width": 390, "height": 844})  # stacked, each cell labelled
         state = rows.first.get_by_role("cell").nth(3)
-        assert state.evaluate("cell => getComputedStyle(cell, '::before').content") == ('"State: "')
+        label = state.evaluate("cell => getComputedStyle(cell, '::before').content")
+        assert label == '"State: "'
+        assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") == 0
         shoot(page, "phone-console-tasks")
 
 
