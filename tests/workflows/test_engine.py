@@ -12,7 +12,7 @@ import socket
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -132,6 +132,42 @@ class TestConcurrentStart:
         assert WorkflowRun.objects.count() == 1
         assert sorted(created for _, created in results) == [False, True]
         assert len({run.pk for run, _ in results}) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+class TestClaimOnItsOwn:
+    """Outside any transaction (as on a worker), the claim commits without waiting for
+    the disk: losing it in a crash only repeats the attempt, which the record's lease
+    fence and the sweep already handle."""
+
+    def test_a_claim_commits_asynchronously_in_its_one_round_trip(self, start, order_input):
+        step = start("order", order_input()).steps.get()
+
+        with CaptureQueriesContext(connection) as claiming:
+            claim = execute.claim_step(step.pk, now=timezone.now())
+
+        assert claim is not None
+        assert _statements(claiming) == ["SET", "WITH"]
+        assert _round_trips(claiming) == 1
+        assert claiming[0]["sql"].startswith("SET LOCAL synchronous_commit TO OFF")
+        # Committed, and the setting ended with the claim's own transaction.
+        assert connection.get_autocommit()
+        assert not connection.in_atomic_block
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW synchronous_commit")
+            assert cursor.fetchone() == ("on",)
+        assert StepRun.objects.get(pk=claim.step_id).state == StepState.RUNNING
+
+    def test_a_claim_inside_a_callers_transaction_commits_as_the_caller_does(
+        self, start, order_input
+    ):
+        step = start("order", order_input()).steps.get()
+
+        with transaction.atomic(), CaptureQueriesContext(connection) as claiming:
+            claim = execute.claim_step(step.pk, now=timezone.now())
+
+        assert claim is not None
+        assert _statements(claiming) == ["WITH"]
 
 
 class TestExecuteStep:
