@@ -20,7 +20,7 @@ from django.utils import timezone
 from workflows import tracing
 from workflows.activity import ActivityCancelled, ActivityContext, LeaseLost
 from workflows.dsl import Activity, Workflow
-from workflows.engine import advance, undo
+from workflows.engine import advance, prepared, undo
 from workflows.engine.nodes import map as map_node
 from workflows.engine.work import (
     LIVE_FORWARD_RUN_STATES,
@@ -364,11 +364,9 @@ def record_outcome(claim: Claim, outcome: Outcome, *, now: datetime) -> Claim | 
     """
     work = UnitOfWork(inline=True)
     with transaction.atomic():
-        step = (
-            StepRun.objects.select_related("run")
-            .select_for_update(of=("run",))
-            .get(pk=claim.step_id)
-        )
+        step = prepared.step_with_locked_run(claim.step_id)
+        if step is None:
+            raise StepRun.DoesNotExist(f"No step {claim.step_id} to record an outcome for.")
         run = step.run
         if (
             step.state != StepState.RUNNING
