@@ -77,6 +77,25 @@ class TestStartWorkflow:
 
         assert sent == [run.steps.get().pk]
 
+    def test_a_start_without_a_key_writes_its_run_step_and_event_in_one_round_trip(
+        self, order_input
+    ):
+        with CaptureQueriesContext(connection) as starting:
+            run, _ = engine.start_workflow(workflow_type="order", input=order_input())
+
+        assert _statements(starting) == ["INSERT", "INSERT", "INSERT"]
+        assert _round_trips(starting) == 1
+        run.refresh_from_db()
+        assert (run.state, run.created_at is not None) == (RunState.RUNNING, True)
+        assert list(run.events.values_list("kind", flat=True)) == [EventKind.STARTED]
+
+    def test_a_keyed_start_writes_its_run_first_in_case_the_key_is_taken(self, order_input):
+        with CaptureQueriesContext(connection) as starting:
+            engine.start_workflow(workflow_type="order", input=order_input(), idempotency_key="k")
+
+        assert _statements(starting) == ["INSERT", "INSERT", "INSERT"]
+        assert _round_trips(starting) == 2
+
     def test_invalid_input_is_refused_and_nothing_is_written(self, order_input):
         with pytest.raises(InvalidInput) as raised:
             engine.start_workflow(workflow_type="order", input=order_input(items=[]))
