@@ -256,12 +256,14 @@ class TestExecuteStep:
             engine.execute_step(step_id=remote.pk)
 
         # remote: its claim, then a record that also inserts `local` already running;
-        # local: no claim of its own, only its record (which ends the run).
+        # local: no claim of its own, only its record (which ends the run). Each
+        # record is its locking read and one write.
         assert _statements(queries) == [
             "WITH",
             *["SELECT", "INSERT", "UPDATE", "INSERT"],
             *["SELECT", "UPDATE", "UPDATE", "INSERT"],
         ]
+        assert _round_trips(queries) == 1 + 2 + 2
         local = run.steps.get(node="local")
         assert (local.state, local.attempt, local.result) == (StepState.SUCCEEDED, 1, "local")
         assert list(local.events.values_list("kind", flat=True)) == [

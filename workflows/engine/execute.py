@@ -41,12 +41,17 @@ logger = logging.getLogger("baton.engine")
 class Claim:
     """One attempt a worker holds: the step, its fencing token and what the activity gets."""
 
-    step_id: int
+    # A local step claimed inside a record learns its id when that record is written.
+    step: StepRun
     run_id: uuid.UUID
     token: uuid.UUID
     started_at: datetime
     context: ActivityContext
     function: Any
+
+    @property
+    def step_id(self) -> int:
+        return self.step.pk
 
 
 @dataclass(frozen=True)
@@ -245,8 +250,7 @@ def claim_inline(
         now=now,
         holder=worker_name(),
     )
-    work.insert(step)
-    work.flush()  # the claim names the step by its id
+    work.insert(step)  # written with the rest of the record, in its one write
     return _attempt(run, step, node, token=token, now=now)
 
 
@@ -279,7 +283,7 @@ def _attempt(
         _heartbeat=heartbeat,
     )
     return Claim(
-        step_id=step.pk,
+        step=step,
         run_id=run.pk,
         token=token,
         started_at=now,
