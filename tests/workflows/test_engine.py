@@ -12,7 +12,7 @@ import socket
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -77,6 +77,25 @@ class TestStartWorkflow:
 
         assert sent == [run.steps.get().pk]
 
+    def test_a_start_without_a_key_writes_its_run_step_and_event_in_one_round_trip(
+        self, order_input
+    ):
+        with CaptureQueriesContext(connection) as starting:
+            run, _ = engine.start_workflow(workflow_type="order", input=order_input())
+
+        assert _statements(starting) == ["INSERT", "INSERT", "INSERT"]
+        assert _round_trips(starting) == 1
+        run.refresh_from_db()
+        assert (run.state, run.created_at is not None) == (RunState.RUNNING, True)
+        assert list(run.events.values_list("kind", flat=True)) == [EventKind.STARTED]
+
+    def test_a_keyed_start_writes_its_run_first_in_case_the_key_is_taken(self, order_input):
+        with CaptureQueriesContext(connection) as starting:
+            engine.start_workflow(workflow_type="order", input=order_input(), idempotency_key="k")
+
+        assert _statements(starting) == ["INSERT", "INSERT", "INSERT"]
+        assert _round_trips(starting) == 2
+
     def test_invalid_input_is_refused_and_nothing_is_written(self, order_input):
         with pytest.raises(InvalidInput) as raised:
             engine.start_workflow(workflow_type="order", input=order_input(items=[]))
@@ -132,6 +151,42 @@ class TestConcurrentStart:
         assert WorkflowRun.objects.count() == 1
         assert sorted(created for _, created in results) == [False, True]
         assert len({run.pk for run, _ in results}) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+class TestClaimOnItsOwn:
+    """Outside any transaction (as on a worker), the claim commits without waiting for
+    the disk: losing it in a crash only repeats the attempt, which the record's lease
+    fence and the sweep already handle."""
+
+    def test_a_claim_commits_asynchronously_in_its_one_round_trip(self, start, order_input):
+        step = start("order", order_input()).steps.get()
+
+        with CaptureQueriesContext(connection) as claiming:
+            claim = execute.claim_step(step.pk, now=timezone.now())
+
+        assert claim is not None
+        assert _statements(claiming) == ["SET", "WITH"]
+        assert _round_trips(claiming) == 1
+        assert claiming[0]["sql"].startswith("SET LOCAL synchronous_commit TO OFF")
+        # Committed, and the setting ended with the claim's own transaction.
+        assert connection.get_autocommit()
+        assert not connection.in_atomic_block
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW synchronous_commit")
+            assert cursor.fetchone() == ("on",)
+        assert StepRun.objects.get(pk=claim.step_id).state == StepState.RUNNING
+
+    def test_a_claim_inside_a_callers_transaction_commits_as_the_caller_does(
+        self, start, order_input
+    ):
+        step = start("order", order_input()).steps.get()
+
+        with transaction.atomic(), CaptureQueriesContext(connection) as claiming:
+            claim = execute.claim_step(step.pk, now=timezone.now())
+
+        assert claim is not None
+        assert _statements(claiming) == ["WITH"]
 
 
 class TestExecuteStep:
@@ -201,12 +256,14 @@ class TestExecuteStep:
             engine.execute_step(step_id=remote.pk)
 
         # remote: its claim, then a record that also inserts `local` already running;
-        # local: no claim of its own, only its record (which ends the run).
+        # local: no claim of its own, only its record (which ends the run). Each
+        # record is its locking read and one write.
         assert _statements(queries) == [
             "WITH",
             *["SELECT", "INSERT", "UPDATE", "INSERT"],
             *["SELECT", "UPDATE", "UPDATE", "INSERT"],
         ]
+        assert _round_trips(queries) == 1 + 2 + 2
         local = run.steps.get(node="local")
         assert (local.state, local.attempt, local.result) == (StepState.SUCCEEDED, 1, "local")
         assert list(local.events.values_list("kind", flat=True)) == [

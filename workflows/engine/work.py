@@ -69,6 +69,7 @@ class UnitOfWork:
     batched: bool = False
     inline_claim: Claim | None = None
     events: list[StepEvent] = field(default_factory=list)
+    new_runs: list[WorkflowRun] = field(default_factory=list)
     new_steps: list[StepRun] = field(default_factory=list)
     changed: dict[int, WorkflowRun | StepRun] = field(default_factory=dict)
     to_send: list[StepRun] = field(default_factory=list)
@@ -77,8 +78,12 @@ class UnitOfWork:
     # Runs this unit of work ended, with the event that says how.
     ended: list[tuple[WorkflowRun, EventKind]] = field(default_factory=list)
 
-    def insert(self, step: StepRun) -> None:
-        self.new_steps.append(step)
+    def insert(self, row: WorkflowRun | StepRun) -> None:
+        """Write the new row at the next flush (runs first, then steps)."""
+        if isinstance(row, WorkflowRun):
+            self.new_runs.append(row)
+        else:
+            self.new_steps.append(row)
 
     def save(self, row: WorkflowRun | StepRun) -> None:
         """Write the row's changed fields at the next flush."""
@@ -178,9 +183,16 @@ class UnitOfWork:
 
     def _row_statements(self) -> list[batch.Statement]:
         statements = []
-        # A new step changed before it was written is inserted as it is now.
-        rows = [row for row in self.changed.values() if row.pk is not None]
+        # A new row changed before it was written is inserted as it is now (a run's
+        # id is chosen before its insert, so it is told apart by being new).
+        new_runs = {id(run) for run in self.new_runs}
+        rows = [
+            row for key, row in self.changed.items() if row.pk is not None and key not in new_runs
+        ]
         self.changed = {}
+        if self.new_runs:
+            statements.append(batch.insert(WorkflowRun, self.new_runs, returning_ids=False))
+            self.new_runs = []
         if self.new_steps:
             statements.append(batch.insert(StepRun, self.new_steps, returning_ids=True))
             self.new_steps = []
