@@ -46,8 +46,9 @@ def _step_with_locked_run_sql(vendor: str) -> str:
         *(f"run.{quote(name)}" for name in _columns(WorkflowRun).columns),
     ]
     lock = " FOR UPDATE OF run" if connection.features.has_select_for_update_of else ""
+    # Model metadata only (table and column names, quoted); the step id is bound.
     return (
-        f"SELECT {', '.join(columns)} FROM {quote(steps)} AS step "
+        f"SELECT {', '.join(columns)} FROM {quote(steps)} AS step "  # nosec B608
         f"JOIN {quote(runs)} AS run ON run.{quote('id')} = step.{quote('run_id')} "
         f"WHERE step.{quote('id')} = %s{lock}"
     )

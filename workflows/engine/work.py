@@ -61,11 +61,13 @@ class UnitOfWork:
 
     A worker recording a step (`inline=True`) claims the first local activity that
     follows in the same transaction and runs it next, with no broker round trip and
-    no second commit. A sweep's batch (`batched=True`) logs its routine events at
+    no second commit; with `eager=True`, the first remote activity too (eager
+    dispatch, see BATON_EAGER_STEPS). A sweep's batch (`batched=True`) logs its routine events at
     debug and sums them up in one line; the timeline keeps every one of them.
     """
 
     inline: bool = False
+    eager: bool = False
     batched: bool = False
     inline_claim: Claim | None = None
     events: list[StepEvent] = field(default_factory=list)
