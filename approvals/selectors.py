@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -204,7 +204,11 @@ def decides_in_tab(tab: str) -> bool:
 def inbox_header(*, user: Any, now: datetime) -> Header:
     """Count each tab's tasks, up to COUNT_CAP, read the saved filters and whether `user`
     manages a group (who then finds their groups' SLA dashboard here): one query."""
-    sql, params = _header(connection.vendor).bind({"user_id": user.pk, "now": now})
+    values = {"user_id": user.pk, "now": now}
+    if connection.vendor in _COMPILED_ON:
+        sql, params = _header(connection.vendor).bind(values)
+    else:
+        sql, params = _header_sql(connection.vendor, values)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
@@ -219,8 +223,12 @@ def inbox_header(*, user: Any, now: datetime) -> Header:
     )
 
 
+# Where the SQL of the inbox is compiled once (approvals.compiled_queries): PostgreSQL's
+# backend passes values to the driver as they are. Others turn them into text (SQLite's
+# times and UUIDs), where no stand-in could be told apart, and build it per call.
+_COMPILED_ON = {"postgresql"}
 # The values the SQL of a page's ids or of the counts takes as parameters: its text
-# is compiled once per _Shape (see approvals.compiled_queries).
+# is compiled once per _Shape.
 _SLOTS = {
     "user_id": int,
     "now": datetime,
@@ -269,8 +277,8 @@ def _values(
 
 def _page_ids(shape: _Shape, values: Mapping[str, Any]) -> tuple[str, tuple[Any, ...]]:
     """Return SQL and params selecting the ids of a page of `shape`: compiled once per
-    shape, but for a search off PostgreSQL, whose LIKE pattern is made from the text."""
-    if shape.search and shape.vendor != "postgresql":
+    shape on PostgreSQL (see _COMPILED_ON)."""
+    if shape.vendor not in _COMPILED_ON:
         return _page_ids_sql(shape, values)
     return _compiled_page_ids(shape).bind(values)
 
@@ -334,12 +342,12 @@ def _page_tasks(cursor: Any, task_ids: list[UUID], *, sort: str, user_id: int) -
         return []
     shape = _RowsShape(vendor=connection.vendor, sort=sort, count=len(task_ids))
     values = {"user_id": user_id, **{f"id{n}": task_id for n, task_id in enumerate(task_ids)}}
-    cursor.execute(*_compiled_rows(shape).bind(values))
+    if shape.vendor in _COMPILED_ON:
+        cursor.execute(*_compiled_rows(shape).bind(values))
+    else:
+        cursor.execute(*_rows_sql(shape, values))
     users: dict[int, Any] = {}  # one instance per person on the page: most rows name the viewer
     return [_task_of(row, users) for row in cursor.fetchall()]
-
-
-_RUN_INPUT = WorkflowRun._meta.get_field("input")
 
 
 @dataclass(frozen=True)
@@ -380,11 +388,10 @@ def _task_of(row: tuple[Any, ...], users: dict[int, Any]) -> HumanTask:
     db = connection.alias
     tasks_end = len(_TASK_COLUMNS)
     runs_end = tasks_end + len(_RUN_COLUMNS)
-    task = HumanTask.from_db(db, _TASK_COLUMNS, row[:tasks_end])
-    run = dict(zip(_RUN_COLUMNS, row[tasks_end:runs_end], strict=True))
-    run["input"] = _RUN_INPUT.from_db_value(run["input"], None, connection)
-    task.run = WorkflowRun.from_db(db, ("id", *_RUN_COLUMNS), (task.run_id, *run.values()))
-    holders = (task.assignee_id, task.owner_id, task.substitute_for_id, run["started_by_id"])
+    task = HumanTask.from_db(db, _TASK_COLUMNS, _converted(HumanTask, _TASK_COLUMNS, row))
+    run_values = _converted(WorkflowRun, _RUN_COLUMNS, row[tasks_end:runs_end])
+    task.run = WorkflowRun.from_db(db, ("id", *_RUN_COLUMNS), (task.run_id, *run_values))
+    holders = (task.assignee_id, task.owner_id, task.substitute_for_id, task.run.started_by_id)
     task.assignee, task.owner, task.substitute_for, task.run.started_by = (
         None if user_id is None else users.get(user_id) or _user(db, user_id, username, users)
         for user_id, username in zip(holders, row[runs_end:-1], strict=True)
@@ -394,6 +401,29 @@ def _task_of(row: tuple[Any, ...], users: dict[int, Any]) -> HumanTask:
             json.loads(decision) if isinstance(decision, str) else decision for decision in row[-1]
         ]
     return task
+
+
+def _converted(model: Any, attnames: tuple[str, ...], values: Sequence[Any]) -> list[Any]:
+    """The first len(attnames) `values`, turned into Python as the ORM's compiler would
+    (JSON decoded; on SQLite, times and UUIDs parsed from text)."""
+    converted = list(values[: len(attnames)])
+    for index, convert, column in _converters(model, attnames, connection.vendor):
+        converted[index] = convert(converted[index], column, connection)
+    return converted
+
+
+@functools.cache
+def _converters(model: Any, attnames: tuple[str, ...], vendor: str) -> list[tuple[int, Any, Any]]:
+    fields = {field.attname: field for field in model._meta.concrete_fields}
+    found = []
+    for index, attname in enumerate(attnames):
+        column = fields[attname].get_col(model._meta.db_table)
+        for convert in [
+            *connection.ops.get_db_converters(column),
+            *fields[attname].get_db_converters(connection),
+        ]:
+            found.append((index, convert, column))
+    return found
 
 
 def _user(db: str, user_id: int, username: str, users: dict[int, Any]) -> Any:

@@ -159,14 +159,14 @@ class TestEveryTabFilterAndSort:
             assert listed(person, filters, now) == wanted[person.username]
 
 
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="compiled once on PostgreSQL only")
 class TestCompiledOnce:
     """The SQL of a page's ids and of the counts is compiled once per shape of filters
     (approvals.compiled_queries); bound to a call's values, it is what the ORM compiles."""
 
     @pytest.mark.parametrize("tab", ["mine", "queue", "delegated"])
     @pytest.mark.parametrize("sort", ["due", "priority"])
-    @pytest.mark.parametrize("vendor", ["postgresql", "sqlite"])
-    def test_a_page_of_any_shape_binds_to_what_the_orm_compiles(self, bob, tab, sort, vendor):
+    def test_a_page_of_any_shape_binds_to_what_the_orm_compiles(self, bob, tab, sort):
         now = timezone.now()
         cursor = selectors._encode(
             [3, now.isoformat(), "6d1b8a52-0000-4000-8000-000000000001"]
@@ -177,7 +177,7 @@ class TestCompiledOnce:
         for extra, after in itertools.product(FILTERS, ["", cursor]):
             filters = selectors.InboxFilters(tab=tab, sort=sort, cursor=after, **extra)
             shape = selectors._Shape(
-                vendor=vendor,
+                vendor="postgresql",
                 tab=tab,
                 sort=sort,
                 workflow_type=bool(filters.workflow_type),
@@ -214,10 +214,11 @@ class TestPageTasks:
 
         # One task naming four different people, so that no two usernames can be mixed up.
         named = HumanTask.objects.filter(state="delegated").first()
-        HumanTask.objects.filter(pk=named.pk).update(substitute_for=people["olga"])
-        WorkflowRun.objects.filter(pk=named.run_id).update(started_by=people["eve"])
-        assert len({named.assignee_id, named.owner_id, people["olga"].pk, people["eve"].pk}) == 4
-        tasks = list(HumanTask.objects.order_by("due_at", "id"))
+        holders = (named.assignee_id, named.owner_id)
+        substitute, requester = [p for p in people.values() if p.pk not in holders][:2]
+        HumanTask.objects.filter(pk=named.pk).update(substitute_for=substitute)
+        WorkflowRun.objects.filter(pk=named.run_id).update(started_by=requester)
+        tasks = list(HumanTask.objects.order_by(*selectors._task_order("due")))
         for person in (people["bob"], carol):
             wanted = {
                 task.pk: task
@@ -248,9 +249,12 @@ class TestPageTasks:
                         assert getattr(holder, "username", None) == getattr(
                             wanted_holder, "username", None
                         )
-                    assert task.viewer_decisions == want.viewer_decisions
+                    # Off PostgreSQL neither has them: duties_on_page reads them itself.
+                    assert getattr(task, "viewer_decisions", None) == getattr(
+                        want, "viewer_decisions", None
+                    )
         # carol, last, decided the first stage of finance_task's run.
-        assert any(task.viewer_decisions for task in built)
+        assert connection.vendor != "postgresql" or any(task.viewer_decisions for task in built)
 
 
 class TestCounts:
