@@ -11,8 +11,11 @@ query); elsewhere they run one after the other.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import django_fsm as fsm
@@ -150,7 +153,21 @@ def _connection() -> Any:
     return connections[DEFAULT_DB_ALIAS]
 
 
-def _hashable(values: dict[str, Any]) -> tuple[tuple[str, str], ...]:
-    return tuple(
-        (name, json.dumps(value, sort_keys=True, default=str)) for name, value in values.items()
-    )
+def _hashable(values: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple((name, _alike(value)) for name, value in values.items())
+
+
+def _alike(value: Any) -> Any:
+    """A key equal for two values only if the database would be given the same value.
+
+    Plain values key themselves, with their type (True and 1 are equal in Python, not
+    in a JSON column); a state, a str subclass, keys as a str. Anything else is keyed
+    on its JSON text, the one costly case: most changes are states, times and ids."""
+    if isinstance(value, str):
+        return (str, str(value))
+    if value is None or type(value) in _PLAIN_TYPES:
+        return (type(value), value)
+    return (json, json.dumps(value, sort_keys=True, default=str))
+
+
+_PLAIN_TYPES = frozenset({bool, int, float, Decimal, datetime, date, timedelta, uuid.UUID})
