@@ -1,8 +1,10 @@
 """Write a unit of work's rows in as few round trips as the database allows.
 
 Each kind of row costs one statement: new rows one INSERT, changed rows one
-UPDATE per set of rows changed alike. The SQL comes from Django's own compilers,
-so fields convert exactly as `bulk_create` and `update` would convert them. On
+UPDATE per set of rows changed alike. Fields convert exactly as `bulk_create` and
+`update` would convert them: the UPDATEs come from Django's own compiler, and the
+INSERTs take the form its compiler gives them on PostgreSQL, built a column at a
+time (see `_unnest_insert`). On
 PostgreSQL the statements of one write go to the server in one round trip (the
 driver binds parameters on the client, so several statements fit in one
 query); elsewhere they run one after the other.
@@ -16,11 +18,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
+from operator import attrgetter
 from typing import Any
 
 import django_fsm as fsm
 from django.db import DEFAULT_DB_ALIAS, connections
-from django.db.models import Model, Q
+from django.db.models import DateField, DateTimeField, Field, Model, Q
 from django.db.models.sql import InsertQuery, UpdateQuery
 from django.utils import timezone
 
@@ -48,13 +51,20 @@ def insert(model: type[Model], rows: list[Model], *, returning_ids: bool) -> Sta
     fields = [field for field in meta.concrete_fields if not field.primary_key]
     for row in rows:
         row._prepare_related_fields_for_save(operation_name="bulk_create")
-    query = InsertQuery(model)
-    query.insert_values(fields, rows)
     connection = _connection()
-    compiler = query.get_compiler(connection=connection)
-    if returning_ids:
-        compiler.returning_fields = [meta.pk]
-    [(sql, params)] = compiler.as_sql()
+    unnested = _unnest_insert(model, fields, rows, connection) if len(rows) > 1 else None
+    if unnested is not None:
+        sql, params = unnested
+        if returning_ids:
+            table = connection.ops.quote_name(meta.db_table)
+            sql += f" RETURNING {table}.{connection.ops.quote_name(meta.pk.column)}"
+    else:
+        query = InsertQuery(model)
+        query.insert_values(fields, rows)
+        compiler = query.get_compiler(connection=connection)
+        if returning_ids:
+            compiler.returning_fields = [meta.pk]
+        [(sql, params)] = compiler.as_sql()
 
     def done(cursor: Any) -> None:
         ids = [row[0] for row in cursor.fetchall()] if returning_ids else []
@@ -67,6 +77,69 @@ def insert(model: type[Model], rows: list[Model], *, returning_ids: bool) -> Sta
                 row.mark_saved()
 
     return Statement(sql, params, done)
+
+
+def _unnest_insert(
+    model: type[Model], fields: list[Field], rows: list[Model], connection: Any
+) -> tuple[str, list[list[Any]]] | None:
+    """The INSERT Django's compiler writes for these rows on PostgreSQL, built a column at
+    a time: `INSERT ... SELECT * FROM UNNEST(<one array per column>)`; None where
+    Django would not use that form (another database, a field with a placeholder of
+    its own, an expression as a value), and the compiler writes the statement.
+
+    Each value is read with the field's `pre_save` and converted with its
+    `get_db_prep_save`, as the compiler does, but a column's rows repeat most of their
+    values (the same node, state and times, and many NULLs), so each distinct plain
+    value is converted once per column. Built value by value through the compiler,
+    a batch's INSERTs were a seventh of the sweep's time.
+    """
+    if connection.vendor != "postgresql" or not all(
+        _unnestable(field, connection) for field in fields
+    ):
+        return None
+    columns = []
+    for field in fields:
+        if _reads_attribute(field):
+            values = list(map(attrgetter(field.attname), rows))
+        else:
+            values = [field.pre_save(row, True) for row in rows]
+        prepared: dict[Any, Any] = {}
+        column = []
+        for value in values:
+            key = _alike(value)
+            if key[0] is not json and key in prepared:
+                column.append(prepared[key])
+                continue
+            if hasattr(value, "resolve_expression"):
+                return None
+            column.append(converted := field.get_db_prep_save(value, connection=connection))
+            prepared[key] = converted
+        columns.append(column)
+    qn = connection.ops.quote_name
+    arrays = ", ".join(f"(%s)::{field.db_type(connection).split('(')[0]}[]" for field in fields)
+    sql = (
+        f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "
+        f"SELECT * FROM UNNEST({arrays})"
+    )
+    return sql, columns
+
+
+def _unnestable(field: Field, connection: Any) -> bool:
+    # As django.db.backends.postgresql.compiler.SQLInsertCompiler.assemble_as_sql decides.
+    internal = (field.target_field if field.is_relation else field).get_internal_type()
+    return not hasattr(field, "get_placeholder") and internal in connection.data_types
+
+
+def _reads_attribute(field: Field) -> bool:
+    """Whether `field.pre_save(row, add=True)` only reads the row's attribute."""
+    pre_save = type(field).pre_save
+    if pre_save is Field.pre_save:
+        return True
+    return (
+        pre_save in (DateField.pre_save, DateTimeField.pre_save)
+        and not field.auto_now
+        and not field.auto_now_add
+    )
 
 
 def updates(model: type[SavesChanges], rows: list[SavesChanges]) -> list[Statement]:
