@@ -8,6 +8,7 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from workflows import registry
@@ -34,30 +35,53 @@ def sweep(*, now: datetime | None = None, batch: int | None = None) -> dict[str,
     """
     now = now or timezone.now()
     batch = batch or settings.BATON_SWEEP_BATCH
-    due_run_ids = (
-        StepRun.objects.filter(
-            state__in=_SWEPT_STATES, due_at__lte=now, run__state__in=_SWEPT_RUN_STATES
-        )
-        .order_by("due_at")
-        .values_list("run_id", flat=True)[:batch]
-    )
-    run_ids = list(dict.fromkeys(due_run_ids))
     counts: dict[str, int] = {"steps": 0, "failed_runs": 0}
-    for start in range(0, len(run_ids), _RUNS_PER_TRANSACTION):
-        chunk = run_ids[start : start + _RUNS_PER_TRANSACTION]
-        try:
-            counts["steps"] += _sweep_runs(chunk, now)
-        except Exception:
-            for run_id in chunk:
-                try:
-                    counts["steps"] += _sweep_runs([run_id], now)
-                except Exception:
-                    counts["failed_runs"] += 1
-                    logger.exception("sweep.run_failed", extra={"run_id": str(run_id)})
+    tried: set[uuid.UUID] = set()
+    left = batch
+    while left > 0:
+        # One transaction's worth at a time, read after the last one committed: a
+        # small LIMIT keeps PostgreSQL on the index in due order (asked for a
+        # thousand, with thousands due, it read and sorted every due step, so one
+        # sweep cost more the more was due).
+        limit = min(left, _RUNS_PER_TRANSACTION)
+        left -= limit
+        due = list(_due_run_ids(now)[:limit])
+        # A run tried already (held by another sweep, or failing) waits for the next sweep.
+        run_ids = [run_id for run_id in dict.fromkeys(due) if run_id not in tried]
+        tried.update(run_ids)
+        counts["steps"] += _sweep_batch(run_ids, now, counts)
+        if len(due) < limit or not run_ids:
+            break
     counts["pending_started"] = start_pending_runs(now=now, limit=batch)
     for extra in registry.sweepers():
         counts[extra.__name__] = extra(now=now)
     return counts
+
+
+def _due_run_ids(now: datetime) -> QuerySet[StepRun, uuid.UUID]:
+    return (
+        StepRun.objects.filter(
+            state__in=_SWEPT_STATES, due_at__lte=now, run__state__in=_SWEPT_RUN_STATES
+        )
+        .order_by("due_at")
+        .values_list("run_id", flat=True)
+    )
+
+
+def _sweep_batch(run_ids: list[uuid.UUID], now: datetime, counts: dict[str, int]) -> int:
+    if not run_ids:
+        return 0
+    try:
+        return _sweep_runs(run_ids, now)
+    except Exception:
+        handled = 0
+        for run_id in run_ids:
+            try:
+                handled += _sweep_runs([run_id], now)
+            except Exception:
+                counts["failed_runs"] += 1
+                logger.exception("sweep.run_failed", extra={"run_id": str(run_id)})
+        return handled
 
 
 # Large enough that a batch's writes amortise their statements, small enough that
