@@ -11,6 +11,7 @@ a save fail if the state changed underneath anyway.
 
 from __future__ import annotations
 
+import inspect
 import uuid
 from collections.abc import Iterable
 from datetime import date, datetime
@@ -22,7 +23,10 @@ from django.conf import settings
 from django.contrib.postgres.indexes import GinIndex
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.db.models import Q
+from django.db.models import Q, signals
+from django.db.models.base import ModelState
+from django.db.models.fields.related_descriptors import ForeignKeyDeferredAttribute
+from django.db.models.query_utils import DeferredAttribute
 
 from workflows import calendars
 from workflows.dsl import RunData
@@ -55,6 +59,31 @@ class SavesChanges(models.Model):
     def save(self, *args: Any, **kwargs: Any) -> None:
         super().save(*args, **kwargs)
         self._remember()
+
+    @classmethod
+    def from_db(cls, db: str | None, field_names: Any, values: Any) -> Any:
+        """Load a row straight into its attributes where that is all Model.__init__ does.
+
+        A sweep loads a thousand runs and steps a batch. Model.__init__ sets each field
+        through its class attribute and sends pre_init and post_init; when every field
+        was read, each of those attributes only stores the value (see
+        `_stored_as_given`) and nothing listens to the signals, the values go into the
+        row's __dict__ as they are: the same row in half the time."""
+        attnames = _stored_as_given(cls)
+        if (
+            attnames is None
+            or len(values) != len(attnames)
+            or signals.pre_init.has_listeners(cls)
+            or signals.post_init.has_listeners(cls)
+        ):
+            return super().from_db(db, field_names, values)
+        row = cls.__new__(cls)
+        row._state = ModelState()
+        row._state.adding = False
+        row._state.db = db
+        row.__dict__.update(zip(attnames, values, strict=True))
+        row.mark_saved()
+        return row
 
     def refresh_from_db(self, *args: Any, **kwargs: Any) -> None:
         super().refresh_from_db(*args, **kwargs)
@@ -92,6 +121,23 @@ class SavesChanges(models.Model):
 
 def _auto_now_fields(model: type[models.Model]) -> list[str]:
     return [f.name for f in model._meta.concrete_fields if getattr(f, "auto_now", False)]
+
+
+@cache
+def _stored_as_given(model: type[models.Model]) -> tuple[str, ...] | None:
+    """The model's column attributes if setting each one on a new row only stores the
+    value in its __dict__ (a plain field, a foreign key's id, a state without proxy
+    classes), else None."""
+    for field in model._meta.concrete_fields:
+        if field.generated:
+            return None
+        attribute = inspect.getattr_static(model, field.attname, None)
+        if type(attribute) in (DeferredAttribute, ForeignKeyDeferredAttribute):
+            continue
+        if type(attribute) is fsm.FSMFieldDescriptor and not field.state_proxy:
+            continue
+        return None
+    return _concrete_attnames(model)
 
 
 @cache
