@@ -112,10 +112,16 @@ class SavesChanges(models.Model):
         self.save(update_fields=[*changed, *_auto_now_fields(type(self))])
         return True
 
-    def mark_saved(self) -> None:
-        """The row was written in bulk: what it holds now is what the database holds."""
-        self._remember()
-        if isinstance(self, fsm.ConcurrentTransitionMixin):
+    def mark_saved(self, fields: Iterable[str] | None = None) -> None:
+        """The row was written in bulk (only `fields`, when given, the others being
+        unchanged): what it holds now is what the database holds."""
+        if fields is None:
+            self._remember()
+        else:
+            self._saved_values.update((name, self.__dict__[name]) for name in fields)
+        if isinstance(self, fsm.ConcurrentTransitionMixin) and (
+            fields is None or any(field.attname in fields for field in self.state_fields)
+        ):
             self._update_initial_state()
 
 

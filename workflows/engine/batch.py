@@ -187,7 +187,7 @@ def _update(
             )
         for row in group:
             row.__dict__.update(values)
-            row.mark_saved()
+            row.mark_saved(values)
 
     return Statement(sql, params, done)
 
