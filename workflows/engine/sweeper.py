@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 
 from django.conf import settings
@@ -72,7 +75,8 @@ def _sweep_batch(run_ids: list[uuid.UUID], now: datetime, counts: dict[str, int]
     if not run_ids:
         return 0
     try:
-        return _sweep_runs(run_ids, now)
+        with _collector_paused():
+            return _sweep_runs(run_ids, now)
     except Exception:
         handled = 0
         for run_id in run_ids:
@@ -82,6 +86,25 @@ def _sweep_batch(run_ids: list[uuid.UUID], now: datetime, counts: dict[str, int]
                 counts["failed_runs"] += 1
                 logger.exception("sweep.run_failed", extra={"run_id": str(run_id)})
         return handled
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Keep Python's cyclic garbage collector out of a batch, and let it run after.
+
+    A batch builds tens of thousands of short-lived rows, dicts and lists, freed by
+    reference counting as the batch ends. Counting them as they come, the collector
+    ran every few hundred and walked the young objects, and every so often every
+    object the process holds (all of Django): a sixth of the sweep's CPU. Anything
+    cyclic a batch leaves is collected later, as usual; a collector that was off
+    stays off."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 # Large enough that a batch's writes amortise their statements, small enough that
