@@ -3,11 +3,10 @@
 Each kind of row costs one statement: new rows one INSERT, changed rows one
 UPDATE per set of rows changed alike. Fields convert exactly as `bulk_create` and
 `update` would convert them: the UPDATEs come from Django's own compiler, and the
-INSERTs take the form its compiler gives them on PostgreSQL, built a column at a
-time (see `_unnest_insert`). On
-PostgreSQL the statements of one write go to the server in one round trip (the
-driver binds parameters on the client, so several statements fit in one
-query); elsewhere they run one after the other.
+INSERTs take the UNNEST form its compiler gives them on PostgreSQL, built a column
+at a time (see `_unnest_insert`). On PostgreSQL the statements of one write go to
+the server in one round trip (the driver binds parameters on the client, so
+several statements fit in one query); elsewhere they run one after the other.
 """
 
 from __future__ import annotations
@@ -81,17 +80,19 @@ def insert(model: type[Model], rows: list[Model], *, returning_ids: bool) -> Sta
 
 def _unnest_insert(
     model: type[Model], fields: list[Field], rows: list[Model], connection: Any
-) -> tuple[str, list[list[Any]]] | None:
-    """The INSERT Django's compiler writes for these rows on PostgreSQL, built a column at
-    a time: `INSERT ... SELECT * FROM UNNEST(<one array per column>)`; None where
+) -> tuple[str, list[Any]] | None:
+    """The INSERT Django's compiler writes for these rows on PostgreSQL, `INSERT ...
+    SELECT ... FROM UNNEST(<an array a column>)`, built a column at a time; None where
     Django would not use that form (another database, a field with a placeholder of
     its own, an expression as a value), and the compiler writes the statement.
 
     Each value is read with the field's `pre_save` and converted with its
     `get_db_prep_save`, as the compiler does, but a column's rows repeat most of their
-    values (the same node, state and times, and many NULLs), so each distinct plain
-    value is converted once per column. Built value by value through the compiler,
-    a batch's INSERTs were a seventh of the sweep's time.
+    values (the same node, state and times, and many NULLs): each distinct value is
+    converted once a column, and a column holding one value for every row is sent
+    as that one value instead of an array of copies (the driver escapes an array
+    element by element, in Python). Built value by value through the compiler, a
+    batch's INSERTs were a seventh of the sweep's time, and their arrays a sixth more.
     """
     if connection.vendor != "postgresql" or not all(
         _unnestable(field, connection) for field in fields
@@ -107,21 +108,35 @@ def _unnest_insert(
         column = []
         for value in values:
             key = _alike(value)
-            if key[0] is not json and key in prepared:
+            if key in prepared:
                 column.append(prepared[key])
                 continue
             if hasattr(value, "resolve_expression"):
                 return None
             column.append(converted := field.get_db_prep_save(value, connection=connection))
             prepared[key] = converted
-        columns.append(column)
+        columns.append((field, column, len(prepared) == 1))
+    # UNNEST needs one array, for the number of rows.
+    if all(alike for _, _, alike in columns):
+        columns[0] = (columns[0][0], columns[0][1], False)
     qn = connection.ops.quote_name
-    arrays = ", ".join(f"(%s)::{field.db_type(connection).split('(')[0]}[]" for field in fields)
+    selected, arrays, names, params, array_params = [], [], [], [], []
+    for field, column, alike in columns:
+        db_type = field.db_type(connection).split("(")[0]
+        if alike:
+            selected.append(f"(%s)::{db_type}")
+            params.append(column[0])
+        else:
+            selected.append(qn(field.column))
+            arrays.append(f"(%s)::{db_type}[]")
+            names.append(qn(field.column))
+            array_params.append(column)
     sql = (
         f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "
-        f"SELECT * FROM UNNEST({arrays})"
+        f"SELECT {', '.join(selected)} FROM UNNEST({', '.join(arrays)}) "
+        f"AS {qn('row')} ({', '.join(names)})"
     )
-    return sql, columns
+    return sql, params + array_params
 
 
 def _unnestable(field: Field, connection: Any) -> bool:
