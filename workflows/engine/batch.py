@@ -106,15 +106,18 @@ def _unnest_insert(
             values = [field.pre_save(row, True) for row in rows]
         prepared: dict[Any, Any] = {}
         column = []
+        last = converted = _NOTHING
         for value in values:
-            key = _alike(value)
-            if key in prepared:
-                column.append(prepared[key])
-                continue
-            if hasattr(value, "resolve_expression"):
-                return None
-            column.append(converted := field.get_db_prep_save(value, connection=connection))
-            prepared[key] = converted
+            if value is not last:  # most often the very same object as the row before
+                key = _alike(value)
+                if key in prepared:
+                    converted = prepared[key]
+                elif hasattr(value, "resolve_expression"):
+                    return None
+                else:
+                    converted = prepared[key] = field.get_db_prep_save(value, connection=connection)
+                last = value
+            column.append(converted)
         columns.append((field, column, len(prepared) == 1))
     # UNNEST needs one array, for the number of rows.
     if all(alike for _, _, alike in columns):
@@ -137,6 +140,9 @@ def _unnest_insert(
         f"AS {qn('row')} ({', '.join(names)})"
     )
     return sql, params + array_params
+
+
+_NOTHING = object()
 
 
 def _unnestable(field: Field, connection: Any) -> bool:
