@@ -195,6 +195,10 @@ class Driver:
         database = self.fresh(template)
         broker = self.broker_url if name == "celery" else "memory://"
         env = self.env(database=database, broker=broker, long_runs=name == "long")
+        if name != "celery":
+            # In-process figures are one step's own cost: each execute_step runs one
+            # step, not the chain that eager dispatch would run after it.
+            env["BATON_EAGER_STEPS"] = "0"
         return self.group(name, env)
 
     def retrying(self, name: str, attempt: Callable[[], T]) -> T:

@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import psycopg
@@ -126,90 +127,136 @@ def _sample(count: int, once: Callable[[], float]) -> list[float]:
 
 
 def run(*, profile: Profile, logs: Path) -> list[Result]:
-    """Measure the `celery` group's figures with two worker processes."""
+    """Measure the `celery` group's figures with two worker processes.
+
+    First with Baton's default settings (eager dispatch on: a worker claims the
+    remote step after the one it recorded itself, see BATON_EAGER_STEPS), then
+    again with two workers that send every step through the broker.
+    """
     current_app.control.purge()
     broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
-    env = {"DJANGO_SETTINGS_MODULE": "bench.settings"}
-    with (
-        processes.Children(env={**os.environ, **env}, logs=logs) as children,
-        run_notifications() as listener,
-    ):
-        for name in ("bench-worker-1", "bench-worker-2"):
-            processes.celery_worker(children, name, queue=settings.CELERY_TASK_DEFAULT_QUEUE)
+    with run_notifications() as listener:
         completion = Completion(listener, broker)
-
-        def workflow(workflow_type: str) -> float:
-            started = now_ns()
-            run_id = _start(workflow_type)
-            return (completion.run_finished({run_id}) - started) / 1e6
-
-        def raw(links: int) -> float:
-            started = now_ns()
-            token = _raw_chain(completion, links)
-            return (completion.chains_finished({token}) - started) / 1e6
-
-        def round_trip() -> float:
-            started = now_ns()
-            token = uuid.uuid4().hex
-            tasks.done.apply_async(args=[completion.key, token])
-            return (completion.chains_finished({token}) - started) / 1e6
-
-        for _ in range(min(5, profile.ten_step_samples)):  # warm both workers up
-            workflow(definitions.NOOP3)
-            raw(3)
-        results = [
-            Result(
-                "celery_round_trip_ms",
-                median(trips := _sample(profile.round_trip_samples, round_trip)),
-                samples=len(trips),
-            )
-        ]
-        ten = [
-            value / 10
-            for value in _sample(profile.ten_step_samples, lambda: workflow(definitions.NOOP10))
-        ]
-        raw_ten = [value / 10 for value in _sample(profile.ten_step_samples, lambda: raw(10))]
-        results.append(
-            Result(
-                "step_via_celery_ms",
-                median(ten),
-                median(raw_ten),
-                samples=len(ten),
-                note="runs one after another, start to succeeded ÷ 10 (start included)",
-            )
-        )
-        e2e = _sample(profile.e2e_samples, lambda: workflow(definitions.NOOP3))
-        raw_three = _sample(profile.e2e_samples, lambda: raw(3))
-        results += [
-            Result(
-                "e2e3_p50_ms",
-                median(e2e),
-                median(raw_three),
-                samples=len(e2e),
-                note="from before start_workflow to the pg_notify of its success; raw: "
-                "from before apply_async to the last task's LPUSH",
-            ),
-            Result(
-                "e2e3_p99_ms", percentile(e2e, 0.99), percentile(raw_three, 0.99), samples=len(e2e)
-            ),
-        ]
-        results.append(_throughput(profile.throughput_runs, completion))
+        with _workers(logs, eager_steps=None):
+            results, raw_ten, raw_throughput = _measure(profile, completion)
+        with _workers(logs, eager_steps=0):
+            for _ in range(min(5, profile.ten_step_samples)):  # warm both workers up
+                _workflow(completion, definitions.NOOP3)
+            ten = _ten_step_run(profile, completion)
+            results += [
+                Result(
+                    "step_via_celery_no_eager_ms",
+                    median(ten),
+                    raw_ten,
+                    samples=len(ten),
+                    note="BATON_EAGER_STEPS=0 on both workers; the raw chain's figure is "
+                    "the one above",
+                ),
+                replace(
+                    _throughput(profile.throughput_runs, completion, raw=raw_throughput),
+                    key="throughput_no_eager_per_s",
+                    note="BATON_EAGER_STEPS=0 on both workers; the raw chains' figure is "
+                    "the one above",
+                ),
+            ]
     return results
 
 
-def _throughput(count: int, completion: Completion) -> Result:
+@contextmanager
+def _workers(logs: Path, *, eager_steps: int | None) -> Iterator[None]:
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "bench.settings"}
+    if eager_steps is not None:
+        env["BATON_EAGER_STEPS"] = str(eager_steps)
+    else:
+        env.pop("BATON_EAGER_STEPS", None)  # Baton's default
+    with processes.Children(env=env, logs=logs) as children:
+        for name in ("bench-worker-1", "bench-worker-2"):
+            processes.celery_worker(children, name, queue=settings.CELERY_TASK_DEFAULT_QUEUE)
+        yield
+
+
+def _workflow(completion: Completion, workflow_type: str) -> float:
+    started = now_ns()
+    run_id = _start(workflow_type)
+    return (completion.run_finished({run_id}) - started) / 1e6
+
+
+def _ten_step_run(profile: Profile, completion: Completion) -> list[float]:
+    return [
+        value / 10
+        for value in _sample(
+            profile.ten_step_samples, lambda: _workflow(completion, definitions.NOOP10)
+        )
+    ]
+
+
+def _measure(profile: Profile, completion: Completion) -> tuple[list[Result], float, float]:
+    def raw(links: int) -> float:
+        started = now_ns()
+        token = _raw_chain(completion, links)
+        return (completion.chains_finished({token}) - started) / 1e6
+
+    def round_trip() -> float:
+        started = now_ns()
+        token = uuid.uuid4().hex
+        tasks.done.apply_async(args=[completion.key, token])
+        return (completion.chains_finished({token}) - started) / 1e6
+
+    for _ in range(min(5, profile.ten_step_samples)):  # warm both workers up
+        _workflow(completion, definitions.NOOP3)
+        raw(3)
+    results = [
+        Result(
+            "celery_round_trip_ms",
+            median(trips := _sample(profile.round_trip_samples, round_trip)),
+            samples=len(trips),
+        )
+    ]
+    ten = _ten_step_run(profile, completion)
+    raw_ten = [value / 10 for value in _sample(profile.ten_step_samples, lambda: raw(10))]
+    results.append(
+        Result(
+            "step_via_celery_ms",
+            median(ten),
+            median(raw_ten),
+            samples=len(ten),
+            note="runs one after another, start to succeeded ÷ 10 (start included); "
+            f"Baton's default eager dispatch ({settings.BATON_EAGER_STEPS} steps a message)",
+        )
+    )
+    e2e = _sample(profile.e2e_samples, lambda: _workflow(completion, definitions.NOOP3))
+    raw_three = _sample(profile.e2e_samples, lambda: raw(3))
+    results += [
+        Result(
+            "e2e3_p50_ms",
+            median(e2e),
+            median(raw_three),
+            samples=len(e2e),
+            note="from before start_workflow to the pg_notify of its success; raw: "
+            "from before apply_async to the last task's LPUSH",
+        ),
+        Result("e2e3_p99_ms", percentile(e2e, 0.99), percentile(raw_three, 0.99), samples=len(e2e)),
+    ]
+    throughput = _throughput(profile.throughput_runs, completion)
+    results.append(throughput)
+    return results, median(raw_ten), throughput.baseline
+
+
+def _throughput(count: int, completion: Completion, *, raw: float | None = None) -> Result:
+    """Workflows per second against raw chains per second (measured here unless given)."""
     started = now_ns()
     run_ids = {_start(definitions.NOOP3) for _ in range(count)}
     finished = completion.run_finished(run_ids)
     workflows_per_s = count / ((finished - started) / 1e9)
-    started = now_ns()
-    tokens = {_raw_chain(completion, 3) for _ in range(count)}
-    finished = completion.chains_finished(tokens)
-    chains_per_s = count / ((finished - started) / 1e9)
+    if raw is None:
+        started = now_ns()
+        tokens = {_raw_chain(completion, 3) for _ in range(count)}
+        finished = completion.chains_finished(tokens)
+        raw = count / ((finished - started) / 1e9)
     return Result(
         "throughput_per_s",
         workflows_per_s,
-        chains_per_s,
+        raw,
         samples=count,
         note=f"{count:,} started from one process as fast as it can, 2 worker processes; "
         "from the first start to the last success",

@@ -401,6 +401,12 @@ BATON_WORKFLOW_MODULES = env_list(
 BATON_REDISPATCH_AFTER = env_float("BATON_REDISPATCH_AFTER", 30.0)
 # How many due rows one sweep handles per kind of work.
 BATON_SWEEP_BATCH = int(env_float("BATON_SWEEP_BATCH", 1000))
+# Eager dispatch, as Temporal's eager activity execution: a worker that records a
+# step claims the activity that follows itself, in the same transaction, rather
+# than send it through the broker for a worker to claim, up to this many in a row
+# for one message (then the next is sent, so no message holds a worker for long).
+# Parallel branches past the first still go out as messages. 0 sends every step.
+BATON_EAGER_STEPS = env_int("BATON_EAGER_STEPS", 10)
 
 # ---------------------------------------------------------------------------
 # Health and operations

@@ -40,6 +40,17 @@ def fast_password_hashing(settings) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.fixture(autouse=True)
+def one_step_per_execute(settings) -> None:
+    """Let `engine.execute_step` run one step, so a test can look between steps.
+
+    Eager dispatch (BATON_EAGER_STEPS) is on by default and proven on its own
+    (tests/workflows/test_engine.py's TestEagerDispatch) and in every e2e test,
+    whose workers run with the default settings.
+    """
+    settings.BATON_EAGER_STEPS = 0
+
+
 @pytest.fixture
 def order_input() -> Callable[..., dict[str, Any]]:
     def make(**overrides: Any) -> dict[str, Any]:

@@ -12,14 +12,15 @@ import socket
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from tests.conftest import at_once, steps_by_node
+from tests.workflows.definitions import step
 from workflows import engine, registry
 from workflows.activity import ActivityCancelled
-from workflows.dsl import Activity, InvalidInput, NoCompensation, Workflow
+from workflows.dsl import Activity, InvalidInput, Join, NoCompensation, Parallel, Workflow
 from workflows.engine import batch, execute, work
 from workflows.examples.models import ServiceEffect
 from workflows.models import Signal, StepEvent, StepRun, WorkflowRun
@@ -77,6 +78,25 @@ class TestStartWorkflow:
 
         assert sent == [run.steps.get().pk]
 
+    def test_a_start_without_a_key_writes_its_run_step_and_event_in_one_round_trip(
+        self, order_input
+    ):
+        with CaptureQueriesContext(connection) as starting:
+            run, _ = engine.start_workflow(workflow_type="order", input=order_input())
+
+        assert _statements(starting) == ["INSERT", "INSERT", "INSERT"]
+        assert _round_trips(starting) == 1
+        run.refresh_from_db()
+        assert (run.state, run.created_at is not None) == (RunState.RUNNING, True)
+        assert list(run.events.values_list("kind", flat=True)) == [EventKind.STARTED]
+
+    def test_a_keyed_start_writes_its_run_first_in_case_the_key_is_taken(self, order_input):
+        with CaptureQueriesContext(connection) as starting:
+            engine.start_workflow(workflow_type="order", input=order_input(), idempotency_key="k")
+
+        assert _statements(starting) == ["INSERT", "INSERT", "INSERT"]
+        assert _round_trips(starting) == 2
+
     def test_invalid_input_is_refused_and_nothing_is_written(self, order_input):
         with pytest.raises(InvalidInput) as raised:
             engine.start_workflow(workflow_type="order", input=order_input(items=[]))
@@ -132,6 +152,151 @@ class TestConcurrentStart:
         assert WorkflowRun.objects.count() == 1
         assert sorted(created for _, created in results) == [False, True]
         assert len({run.pk for run, _ in results}) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+class TestClaimOnItsOwn:
+    """Outside any transaction (as on a worker), the claim commits without waiting for
+    the disk: losing it in a crash only repeats the attempt, which the record's lease
+    fence and the sweep already handle."""
+
+    def test_a_claim_commits_asynchronously_in_its_one_round_trip(self, start, order_input):
+        step = start("order", order_input()).steps.get()
+
+        with CaptureQueriesContext(connection) as claiming:
+            claim = execute.claim_step(step.pk, now=timezone.now())
+
+        assert claim is not None
+        assert _statements(claiming) == ["SET", "WITH"]
+        assert _round_trips(claiming) == 1
+        assert claiming[0]["sql"].startswith("SET LOCAL synchronous_commit TO OFF")
+        # Committed, and the setting ended with the claim's own transaction.
+        assert connection.get_autocommit()
+        assert not connection.in_atomic_block
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW synchronous_commit")
+            assert cursor.fetchone() == ("on",)
+        assert StepRun.objects.get(pk=claim.step_id).state == StepState.RUNNING
+
+    def test_a_claim_inside_a_callers_transaction_commits_as_the_caller_does(
+        self, start, order_input
+    ):
+        step = start("order", order_input()).steps.get()
+
+        with transaction.atomic(), CaptureQueriesContext(connection) as claiming:
+            claim = execute.claim_step(step.pk, now=timezone.now())
+
+        assert claim is not None
+        assert _statements(claiming) == ["WITH"]
+
+
+class TestEagerDispatch:
+    """A worker that records a step claims the remote activity after it itself (as
+    Temporal's eager activity execution), up to BATON_EAGER_STEPS in a row."""
+
+    def test_a_worker_runs_the_remote_steps_that_follow_without_messages(
+        self, start, settings, django_capture_on_commit_callbacks, monkeypatch
+    ):
+        settings.BATON_EAGER_STEPS = 10
+        sent = []
+        monkeypatch.setattr(work, "send_steps", sent.extend)
+        run = start("test_linear", {})
+
+        with django_capture_on_commit_callbacks(execute=True):
+            engine.execute_step(step_id=run.steps.get().pk)
+
+        run.refresh_from_db()
+        assert run.state == RunState.SUCCEEDED
+        assert sent == []
+        assert [(s.node, s.attempt) for s in run.steps.order_by("pk")] == [
+            ("first", 1),
+            ("second", 1),
+            ("third", 1),
+        ]
+        second = run.steps.get(node="second")
+        assert list(second.events.values_list("kind", flat=True)) == [
+            EventKind.STARTED,
+            EventKind.COMPLETED,
+        ]
+
+    def test_past_the_limit_the_next_step_goes_out_as_a_message(
+        self, start, settings, django_capture_on_commit_callbacks, monkeypatch
+    ):
+        settings.BATON_EAGER_STEPS = 1
+        sent = []
+        monkeypatch.setattr(work, "send_steps", sent.extend)
+        run = start("test_linear", {})
+
+        with django_capture_on_commit_callbacks(execute=True):
+            engine.execute_step(step_id=run.steps.get().pk)
+
+        steps = steps_by_node(run)
+        assert (steps["first"].state, steps["second"].state) == (StepState.SUCCEEDED,) * 2
+        assert steps["third"].state == StepState.SCHEDULED
+        assert sent == [steps["third"].pk]
+
+    def test_with_no_eager_steps_every_remote_step_goes_out_as_a_message(
+        self, start, django_capture_on_commit_callbacks, monkeypatch
+    ):
+        sent = []
+        monkeypatch.setattr(work, "send_steps", sent.extend)
+        run = start("test_linear", {})
+
+        with django_capture_on_commit_callbacks(execute=True):
+            engine.execute_step(step_id=run.steps.get().pk)
+
+        assert steps_by_node(run)["second"].state == StepState.SCHEDULED
+        assert sent == [steps_by_node(run)["second"].pk]
+
+    def test_parallel_branches_past_the_first_still_go_out_as_messages(
+        self, start, settings, django_capture_on_commit_callbacks, monkeypatch
+    ):
+        settings.BATON_EAGER_STEPS = 10
+        sent = []
+        monkeypatch.setattr(work, "send_steps", sent.extend)
+        fan_out = Workflow(
+            name="test_then_fan_out",
+            version=1,
+            start="first",
+            nodes=(
+                step("first", "fan_out"),
+                Parallel("fan_out", branches=("left", "right"), join="together"),
+                step("left", "together"),
+                step("right", "together"),
+                Join("together", wait_for="all"),
+            ),
+        )
+        registry.register(fan_out)
+        try:
+            run = start("test_then_fan_out", {})
+            with django_capture_on_commit_callbacks(execute=True):
+                engine.execute_step(step_id=run.steps.get().pk)
+        finally:
+            registry.unregister(fan_out)
+
+        steps = steps_by_node(run)
+        # One branch ran here; the other waits for a worker of its own.
+        assert sorted(steps[node].state for node in ("left", "right")) == sorted(
+            [StepState.SUCCEEDED, StepState.SCHEDULED]
+        )
+        [waiting] = [steps[node] for node in ("left", "right") if steps[node].state == "scheduled"]
+        assert sent == [waiting.pk]
+
+    def test_a_paused_run_takes_no_next_step_eagerly_or_locally(self, start, settings):
+        settings.BATON_EAGER_STEPS = 10
+        for workflow_type in ("test_linear", "remote_then_local"):
+            run = start(workflow_type, {})
+            first = run.steps.get()
+            claim = execute.claim_step(first.pk, now=timezone.now())
+            engine.pause_run(run_id=run.pk)
+
+            after = execute.record_outcome(
+                claim, execute.Outcome(result="done"), now=timezone.now(), eager=True
+            )
+
+            assert after is None
+            following = run.steps.exclude(pk=first.pk).get()
+            assert following.state == StepState.SCHEDULED
 
 
 class TestExecuteStep:
@@ -201,12 +366,14 @@ class TestExecuteStep:
             engine.execute_step(step_id=remote.pk)
 
         # remote: its claim, then a record that also inserts `local` already running;
-        # local: no claim of its own, only its record (which ends the run).
+        # local: no claim of its own, only its record (which ends the run). Each
+        # record is its locking read and one write.
         assert _statements(queries) == [
             "WITH",
             *["SELECT", "INSERT", "UPDATE", "INSERT"],
             *["SELECT", "UPDATE", "UPDATE", "INSERT"],
         ]
+        assert _round_trips(queries) == 1 + 2 + 2
         local = run.steps.get(node="local")
         assert (local.state, local.attempt, local.result) == (StepState.SUCCEEDED, 1, "local")
         assert list(local.events.values_list("kind", flat=True)) == [

@@ -47,7 +47,8 @@ class Statement:
 def insert(model: type[Model], rows: list[Model], *, returning_ids: bool) -> Statement:
     """One INSERT of `rows`; with `returning_ids`, each row learns its primary key."""
     meta = model._meta
-    fields = [field for field in meta.concrete_fields if not field.primary_key]
+    # The database numbers an auto-incremented key; any other (a run's UUID) is ours.
+    fields = [field for field in meta.concrete_fields if field is not meta.auto_field]
     for row in rows:
         row._prepare_related_fields_for_save(operation_name="bulk_create")
     connection = _connection()

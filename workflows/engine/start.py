@@ -58,13 +58,17 @@ def start_workflow(
         runnable = _has_capacity(definition)
         if runnable:
             run.start(now=now)  # inserted as running: no second write of the row
-        try:
-            # Only a keyed start can collide, so only it pays for a savepoint.
-            with transaction.atomic(savepoint=bool(idempotency_key)):
-                run.save(force_insert=True)
-        except IntegrityError:
-            # A start with the same key came first: return its run, start nothing.
-            return _run_for_key(workflow_type, idempotency_key), False  # type: ignore[return-value]
+        if idempotency_key:
+            # Only a keyed start can collide, so only it is written on its own, in a
+            # savepoint; any other is written with its first step and events.
+            try:
+                with transaction.atomic():
+                    run.save(force_insert=True)
+            except IntegrityError:
+                # A start with the same key came first: return its run, start nothing.
+                return _run_for_key(workflow_type, idempotency_key), False  # type: ignore[return-value]
+        else:
+            work.insert(run)
         work.event(run, None, EventKind.STARTED, now, detail={"version": definition.version})
         if runnable:
             advance.enter_node(

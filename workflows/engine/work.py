@@ -61,14 +61,17 @@ class UnitOfWork:
 
     A worker recording a step (`inline=True`) claims the first local activity that
     follows in the same transaction and runs it next, with no broker round trip and
-    no second commit. A sweep's batch (`batched=True`) logs its routine events at
+    no second commit; with `eager=True`, the first remote activity too (eager
+    dispatch, see BATON_EAGER_STEPS). A sweep's batch (`batched=True`) logs its routine events at
     debug and sums them up in one line; the timeline keeps every one of them.
     """
 
     inline: bool = False
+    eager: bool = False
     batched: bool = False
     inline_claim: Claim | None = None
     events: list[StepEvent] = field(default_factory=list)
+    new_runs: list[WorkflowRun] = field(default_factory=list)
     new_steps: list[StepRun] = field(default_factory=list)
     changed: dict[int, WorkflowRun | StepRun] = field(default_factory=dict)
     to_send: list[StepRun] = field(default_factory=list)
@@ -77,8 +80,12 @@ class UnitOfWork:
     # Runs this unit of work ended, with the event that says how.
     ended: list[tuple[WorkflowRun, EventKind]] = field(default_factory=list)
 
-    def insert(self, step: StepRun) -> None:
-        self.new_steps.append(step)
+    def insert(self, row: WorkflowRun | StepRun) -> None:
+        """Write the new row at the next flush (runs first, then steps)."""
+        if isinstance(row, WorkflowRun):
+            self.new_runs.append(row)
+        else:
+            self.new_steps.append(row)
 
     def save(self, row: WorkflowRun | StepRun) -> None:
         """Write the row's changed fields at the next flush."""
@@ -179,9 +186,16 @@ class UnitOfWork:
 
     def _row_statements(self) -> list[batch.Statement]:
         statements = []
-        # A new step changed before it was written is inserted as it is now.
-        rows = [row for row in self.changed.values() if row.pk is not None]
+        # A new row changed before it was written is inserted as it is now (a run's
+        # id is chosen before its insert, so it is told apart by being new).
+        new_runs = {id(run) for run in self.new_runs}
+        rows = [
+            row for key, row in self.changed.items() if row.pk is not None and key not in new_runs
+        ]
         self.changed = {}
+        if self.new_runs:
+            statements.append(batch.insert(WorkflowRun, self.new_runs, returning_ids=False))
+            self.new_runs = []
         if self.new_steps:
             statements.append(batch.insert(StepRun, self.new_steps, returning_ids=True))
             self.new_steps = []

@@ -21,8 +21,14 @@ def enter(
     now: datetime,
     work: UnitOfWork,
 ) -> None:
-    """Schedule the step for a worker, or claim a local one for the worker recording now."""
-    if node.local and work.inline and work.inline_claim is None:
+    """Schedule the step for a worker, or claim it for the worker recording now: a local
+    one always, a remote one if eager dispatch allows (neither while the run is paused)."""
+    if (
+        work.inline
+        and work.inline_claim is None
+        and (node.local or work.eager)
+        and run.state in execute.CLAIMABLE_FORWARD_RUN_STATES
+    ):
         work.inline_claim = execute.claim_inline(run, node, round, now, work)
         work.busy_runs.add(run.pk)
         return
