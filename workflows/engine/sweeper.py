@@ -39,7 +39,8 @@ def sweep(*, now: datetime | None = None, batch: int | None = None) -> dict[str,
     now = now or timezone.now()
     batch = batch or settings.BATON_SWEEP_BATCH
     counts: dict[str, int] = {"steps": 0, "failed_runs": 0}
-    tried: set[uuid.UUID] = set()
+    # Runs another sweep holds, or whose handling failed: left for the next sweep.
+    passed_over: set[uuid.UUID] = set()
     left = batch
     while left > 0:
         # One transaction's worth at a time, read after the last one committed: a
@@ -48,12 +49,14 @@ def sweep(*, now: datetime | None = None, batch: int | None = None) -> dict[str,
         # sweep cost more the more was due).
         limit = min(left, _RUNS_PER_TRANSACTION)
         left -= limit
-        due = list(_due_run_ids(now)[:limit])
-        # A run tried already (held by another sweep, or failing) waits for the next sweep.
-        run_ids = [run_id for run_id in dict.fromkeys(due) if run_id not in tried]
-        tried.update(run_ids)
-        counts["steps"] += _sweep_batch(run_ids, now, counts)
-        if len(due) < limit or not run_ids:
+        due_run_ids = _due_run_ids(now)
+        if passed_over:
+            due_run_ids = due_run_ids.exclude(run_id__in=passed_over)
+        due = list(due_run_ids[:limit])
+        run_ids = list(dict.fromkeys(due))
+        swept = _sweep_batch(run_ids, now, counts)
+        passed_over.update(run_id for run_id in run_ids if run_id not in swept)
+        if len(due) < limit:
             break
     counts["pending_started"] = start_pending_runs(now=now, limit=batch)
     for extra in registry.sweepers():
@@ -71,21 +74,26 @@ def _due_run_ids(now: datetime) -> QuerySet[StepRun, uuid.UUID]:
     )
 
 
-def _sweep_batch(run_ids: list[uuid.UUID], now: datetime, counts: dict[str, int]) -> int:
+def _sweep_batch(run_ids: list[uuid.UUID], now: datetime, counts: dict[str, int]) -> set[uuid.UUID]:
+    """Sweep the runs in one transaction, or one by one if that fails; return those swept."""
     if not run_ids:
-        return 0
+        return set()
     try:
         with _collector_paused():
-            return _sweep_runs(run_ids, now)
+            steps, swept = _sweep_runs(run_ids, now)
     except Exception:
-        handled = 0
+        steps, swept = 0, set()
         for run_id in run_ids:
             try:
-                handled += _sweep_runs([run_id], now)
+                handled, alone = _sweep_runs([run_id], now)
             except Exception:
                 counts["failed_runs"] += 1
                 logger.exception("sweep.run_failed", extra={"run_id": str(run_id)})
-        return handled
+            else:
+                steps += handled
+                swept |= alone
+    counts["steps"] += steps
+    return swept
 
 
 @contextmanager
@@ -112,7 +120,9 @@ def _collector_paused() -> Iterator[None]:
 _RUNS_PER_TRANSACTION = 500
 
 
-def _sweep_runs(run_ids: list[uuid.UUID], now: datetime) -> int:
+def _sweep_runs(run_ids: list[uuid.UUID], now: datetime) -> tuple[int, set[uuid.UUID]]:
+    """Handle the due steps of the runs no one else holds; return how many steps, and
+    the runs locked."""
     work = UnitOfWork(batched=True)
     with transaction.atomic():
         runs = list(
@@ -121,7 +131,7 @@ def _sweep_runs(run_ids: list[uuid.UUID], now: datetime) -> int:
             .order_by("pk")
         )
         if not runs:
-            return 0  # other sweeps hold them, or they moved on
+            return 0, set()  # other sweeps hold them, or they moved on
         # Locking the steps fences a concurrent heartbeat: it waits, then finds its
         # lease gone if this sweep expired it.
         due: dict[uuid.UUID, list[StepRun]] = {run.pk: [] for run in runs}
@@ -142,7 +152,7 @@ def _sweep_runs(run_ids: list[uuid.UUID], now: datetime) -> int:
                     handle_due_step(run, definition, step, now, work)
                     handled += 1
         work.finish(*runs)
-    return handled
+    return handled, {run.pk for run in runs}
 
 
 _SWEPT_STATES = (
