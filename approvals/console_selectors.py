@@ -74,13 +74,20 @@ class RunFilters:
         if state and state not in RunState.values:
             problems.append(f"There is no run state {state!r}; showing every state.")
             state = ""
-        started_from = _date(query, "from", "Started from", problems)
-        started_to = _date(query, "to", "Started until", problems)
-        finished_from = _date(query, "finished_from", "Finished from", problems)
-        finished_to = _date(query, "finished_to", "Finished until", problems)
-        requester = _text(query, "requester", "A requester", 150, problems)
-        correlation_id = _text(query, "correlation_id", "A correlation id", 200, problems)
-        search = _text(query, "q", "A search", SEARCH_MAX_LENGTH, problems)
+
+        def day(key: str, label: str) -> date | None:
+            return query_date(query, key=key, label=label, problems=problems)
+
+        def text(key: str, label: str, max_length: int) -> str:
+            return query_text(query, key=key, label=label, max_length=max_length, problems=problems)
+
+        started_from = day("from", "Started from")
+        started_to = day("to", "Started until")
+        finished_from = day("finished_from", "Finished from")
+        finished_to = day("finished_to", "Finished until")
+        requester = text("requester", "A requester", 150)
+        correlation_id = text("correlation_id", "A correlation id", 200)
+        search = text("q", "A search", SEARCH_MAX_LENGTH)
         cursor = query.get("cursor", "")
         return cls(
             workflow_type=workflow_type,
@@ -98,7 +105,11 @@ class RunFilters:
         )
 
 
-def _date(query: Mapping[str, str], key: str, label: str, problems: list[str]) -> date | None:
+def query_date(
+    query: Mapping[str, str], *, key: str, label: str, problems: list[str]
+) -> date | None:
+    """Return the date (YYYY-MM-DD) at `key`, or None; if it is not one, say so in
+    `problems`, naming it by `label`, and leave it out."""
     raw = query.get(key, "").strip()
     if not raw:
         return None
@@ -109,9 +120,11 @@ def _date(query: Mapping[str, str], key: str, label: str, problems: list[str]) -
         return None
 
 
-def _text(
-    query: Mapping[str, str], key: str, label: str, max_length: int, problems: list[str]
+def query_text(
+    query: Mapping[str, str], *, key: str, label: str, max_length: int, problems: list[str]
 ) -> str:
+    """Return the text at `key` as workflows.cleaning lets it in; if it refuses it, say
+    why in `problems`, naming it by `label`, and leave it out."""
     value = query.get(key, "").strip()
     try:
         return clean_text(value, max_length=max_length)
@@ -204,13 +217,13 @@ def filtered_runs(filters: RunFilters) -> QuerySet[WorkflowRun]:
     if filters.state:
         runs = runs.filter(state=filters.state)
     if filters.started_from:
-        runs = runs.filter(created_at__gte=_start_of(filters.started_from))
+        runs = runs.filter(created_at__gte=start_of(filters.started_from))
     if filters.started_to:
-        runs = runs.filter(created_at__lt=_start_of(filters.started_to + timedelta(days=1)))
+        runs = runs.filter(created_at__lt=start_of(filters.started_to + timedelta(days=1)))
     if filters.finished_from:
-        runs = runs.filter(finished_at__gte=_start_of(filters.finished_from))
+        runs = runs.filter(finished_at__gte=start_of(filters.finished_from))
     if filters.finished_to:
-        runs = runs.filter(finished_at__lt=_start_of(filters.finished_to + timedelta(days=1)))
+        runs = runs.filter(finished_at__lt=start_of(filters.finished_to + timedelta(days=1)))
     if filters.requester:
         runs = runs.filter(started_by__username=filters.requester)
     if filters.correlation_id:
@@ -220,7 +233,8 @@ def filtered_runs(filters: RunFilters) -> QuerySet[WorkflowRun]:
     return runs
 
 
-def _start_of(day: date) -> datetime:
+def start_of(day: date) -> datetime:
+    """Return the first moment of `day` in UTC: the console's dates are UTC days."""
     return datetime.combine(day, time.min, tzinfo=UTC)
 
 

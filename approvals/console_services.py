@@ -82,9 +82,9 @@ def console_refusal(user: Any) -> str:
     )
 
 
-def sla_scope(user: Any) -> tuple[frozenset[int] | None, str]:
-    """Return the groups whose tasks `user` may see on the SLA dashboard (None: all),
-    and why they may not see it at all, or ""."""
+def task_overview_scope(user: Any, *, page: str) -> tuple[frozenset[int] | None, str]:
+    """Return the groups whose tasks `user` may see on `page`, an overview of human tasks
+    (None: all), and why they may not see it at all, or ""."""
     refusal = console_refusal(user)
     # An operator sees everything: which groups they manage does not matter.
     managed = (
@@ -92,7 +92,9 @@ def sla_scope(user: Any) -> tuple[frozenset[int] | None, str]:
         if refusal
         else frozenset()
     )
-    return permissions.sla_dashboard_scope(console_refusal=refusal, managed_group_ids=managed)
+    return permissions.task_overview_scope(
+        console_refusal=refusal, managed_group_ids=managed, page=page
+    )
 
 
 def operate_refusal(user: Any, what: str) -> str:

@@ -9,6 +9,7 @@ app_name = "console"
 urlpatterns = [
     path("", console_views.runs, name="runs"),
     path("sla/", console_views.sla, name="sla"),
+    path("tasks/", console_views.tasks, name="tasks"),
     path("versions/", console_views.versions, name="versions"),
     path("retry-dead-letters/", console_views.retry_dead_letters, name="retry_dead_letters"),
     path("runs/<uuid:run_id>/", console_views.run_detail, name="run"),

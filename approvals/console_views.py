@@ -22,9 +22,10 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from approvals import console_selectors, console_services, sla_selectors
+from approvals import console_selectors, console_services, console_task_selectors, sla_selectors
 from approvals.console_selectors import RunFilters
 from approvals.sla_charts import sla_charts
+from approvals.states import Sla
 from approvals.throttling import client_address
 from workflows.states import RunState
 
@@ -51,13 +52,10 @@ def runs(request: HttpRequest) -> HttpResponse:
         return refused
     filters = RunFilters.from_query(request.GET)
     page = console_selectors.runs_page(filters=filters)
-    query = urlencode(
-        {key: value for key, value in request.GET.items() if key != "cursor" and value}
-    )
     context = {
         "filters": filters,
         "page": page,
-        "query": query,
+        "query": _list_query(request),
         "states": RunState.choices,
         "types": console_selectors.workflow_types(),
         "searchable": console_selectors.searchable_fields(),
@@ -70,18 +68,64 @@ def runs(request: HttpRequest) -> HttpResponse:
     return render(request, "approvals/console/runs.html", context)
 
 
+# ---------------------------------------------------------------------------
+# Human tasks: the SLA dashboard and the list behind its numbers
+# ---------------------------------------------------------------------------
+
+
 @login_required
 @require_GET
 def sla(request: HttpRequest) -> HttpResponse:
     """Open human tasks against their due times, by type, group and person; the oldest
     overdue ones; decisions and finished runs per day, failure rates and cycle times.
     Operators see everything, a group's manager the tasks of the groups they manage."""
-    group_ids, refusal = console_services.sla_scope(request.user)
+    group_ids, refusal = console_services.task_overview_scope(
+        request.user, page="The SLA dashboard"
+    )
     if refusal:
         return _problem(request, refusal, status=403)
     board = sla_selectors.dashboard(now=timezone.now(), group_ids=group_ids)
     context = {"board": board, "charts": sla_charts(board)}
     return render(request, "approvals/console/sla.html", context)
+
+
+@login_required
+@require_GET
+def tasks(request: HttpRequest) -> HttpResponse:
+    """Every human task, open or decided, newest first, filtered: the list behind each of
+    the SLA dashboard's numbers. Its viewers are the dashboard's, scoped the same way."""
+    group_ids, refusal = console_services.task_overview_scope(request.user, page="The task list")
+    if refusal:
+        return _problem(request, refusal, status=403)
+    filters = console_task_selectors.read_filters(request.GET, group_ids=group_ids)
+    page = console_task_selectors.tasks_page(
+        filters=filters, group_ids=group_ids, now=timezone.now()
+    )
+    types = console_selectors.workflow_types()
+    if filters.workflow_type and filters.workflow_type not in types:
+        # A type no longer registered still has its tasks, and the dashboard links to them.
+        types = [*types, filters.workflow_type]
+    context = {
+        "filters": filters,
+        "page": page,
+        "query": _list_query(request),
+        "states": console_task_selectors.STATES,
+        "slas": Sla.choices,
+        "types": types,
+        # A group's manager may not open runs in the console: no dead links for them.
+        "may_open_runs": group_ids is None,
+    }
+    if request.htmx and request.htmx.target == "task-list":
+        return render(request, "approvals/console/tasks.html#task-list", context)
+    return render(request, "approvals/console/tasks.html", context)
+
+
+def _list_query(request: HttpRequest) -> str:
+    """The list's query string less its cursor: where the first page is, and what the
+    next page's link adds its cursor to."""
+    return urlencode(
+        {key: value for key, value in request.GET.items() if key != "cursor" and value}
+    )
 
 
 # ---------------------------------------------------------------------------

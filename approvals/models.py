@@ -115,6 +115,14 @@ class HumanTask(fsm.ConcurrentTransitionMixin, models.Model):
                 condition=Q(state=TaskState.COMPLETED),
                 name="task_decided_at_idx",
             ),
+            # Every task newest first, and the live ones alone: the console's task list,
+            # by keyset, whose live lists cost what the live tasks do, whatever the history.
+            models.Index(fields=["created_at", "id"], name="task_created_idx"),
+            models.Index(
+                fields=["created_at", "id"],
+                condition=Q(state__in=LIVE_TASK_STATES),
+                name="task_live_created_idx",
+            ),
         ]
         permissions = [("operate_humantask", "Can act on any human task as an operator")]
 

@@ -260,10 +260,11 @@ def operate_refusal(*, may_operate_runs: bool, what: str) -> str:
     return ""
 
 
-def sla_dashboard_scope(
-    *, console_refusal: str, managed_group_ids: frozenset[int]
+def task_overview_scope(
+    *, console_refusal: str, managed_group_ids: frozenset[int], page: str
 ) -> tuple[frozenset[int] | None, str]:
-    """Return which groups' tasks someone may see on the SLA dashboard, and why not.
+    """Return which groups' tasks someone may see on an overview of human tasks (`page`:
+    the SLA dashboard, the console's task list), and why not.
 
     Whoever may open the run console (an operator) sees everything: (None, ""). A
     group's manager sees the tasks offered to the groups they manage: (their groups,
@@ -274,6 +275,6 @@ def sla_dashboard_scope(
     if managed_group_ids:
         return managed_group_ids, ""
     return frozenset(), (
-        "The SLA dashboard is for operators and for group managers: you manage no group, "
+        f"{page} is for operators and for group managers: you manage no group, "
         f"and {console_refusal[0].lower()}{console_refusal[1:]}"
     )

@@ -309,9 +309,10 @@ def _mine(user: Any, filters: RequestFilters) -> QuerySet[WorkflowRun]:
     return runs
 
 
-def encode_cursor(run: WorkflowRun) -> str:
-    """Say where a page of runs newest first ends (shared with the operators' console)."""
-    raw = json.dumps([run.created_at.isoformat(), str(run.pk)])
+def encode_cursor(row: WorkflowRun | HumanTask) -> str:
+    """Say where a page of runs (or human tasks) newest first ends, at `row`: shared with
+    the operators' console's lists."""
+    raw = json.dumps([row.created_at.isoformat(), str(row.pk)])
     return base64.urlsafe_b64encode(raw.encode()).decode()
 
 

@@ -29,11 +29,12 @@ from django.db.models.functions import Extract, TruncDate
 
 from approvals.escalation import DUE_SOON
 from approvals.models import HumanTask, InboxEntry
-from approvals.states import LIVE_TASK_STATES, InboxTab, TaskState
+from approvals.states import LIVE_TASK_STATES, InboxTab, Sla, TaskState
 from workflows.models import WorkflowRun
 from workflows.states import RunState
 
-LATENCY_WINDOW = timedelta(days=7)
+# Days of decision times, today included: whole UTC days, as the trends count them.
+LATENCY_DAYS = 7
 OVERDUE_LIST_SIZE = 10
 # Days in the trends (decisions, runs finished, failures, cycle times), today included.
 TREND_DAYS = 14
@@ -146,6 +147,8 @@ class Dashboard:
     latency: list[Latency] = field(default_factory=list)
     # The trend window: its first day and every day in it, oldest first.
     days: list[date] = field(default_factory=list)
+    # The first day of the decision times' window (the last `LATENCY_DAYS` days).
+    latency_since: date | None = None
     decisions_per_day: list[DayCount] = field(default_factory=list)
     run_trends: list[RunTrend] = field(default_factory=list)
     cycle_times: list[CycleTime] = field(default_factory=list)
@@ -165,15 +168,22 @@ class Dashboard:
         return self.days[-1]
 
 
+def sla_condition(*, sla: str, now: datetime, due: str = "due_at") -> Q:
+    """Select rows in SLA state `sla` (an `Sla` value) by the due time in column `due`
+    (NULL: no due time): `approvals.escalation.sla`'s rule, written as a query, for the
+    dashboard's counts and the lists its numbers link to alike."""
+    if sla == Sla.OVERDUE:
+        return Q(**{f"{due}__lte": now})
+    if sla == Sla.DUE_SOON:
+        return Q(**{f"{due}__gt": now, f"{due}__lte": now + DUE_SOON})
+    if sla == Sla.ON_TIME:
+        return Q(**{f"{due}__gt": now + DUE_SOON}) | Q(**{f"{due}__isnull": True})
+    raise ValueError(f"There is no SLA state {sla!r}.")
+
+
 def _sla_counts(due: str, now: datetime) -> dict[str, Count]:
-    """Count rows by SLA state from the due time in column `due` (NULL: no due time)."""
-    return {
-        "overdue": Count("pk", filter=Q(**{f"{due}__lte": now})),
-        "due_soon": Count("pk", filter=Q(**{f"{due}__gt": now, f"{due}__lte": now + DUE_SOON})),
-        "on_time": Count(
-            "pk", filter=Q(**{f"{due}__gt": now + DUE_SOON}) | Q(**{f"{due}__isnull": True})
-        ),
-    }
+    """Count rows by SLA state from the due time in column `due`."""
+    return {sla: Count("pk", filter=sla_condition(sla=sla, now=now, due=due)) for sla in Sla.values}
 
 
 def trend_days(now: datetime) -> list[date]:
@@ -182,21 +192,23 @@ def trend_days(now: datetime) -> list[date]:
     return [today - timedelta(days=back) for back in range(TREND_DAYS - 1, -1, -1)]
 
 
-def _offered_to(group_ids: Collection[int], task: str = "pk") -> Exists:
+def offered_to(*, group_ids: Collection[int], task: str = "pk") -> Exists:
     """Whether the task in column `task` is offered to one of `group_ids`."""
     through = HumanTask.candidate_groups.through
     return Exists(through.objects.filter(humantask_id=OuterRef(task), group_id__in=group_ids))
 
 
-def _scoped(tasks: QuerySet[HumanTask], group_ids: Collection[int] | None) -> QuerySet[HumanTask]:
-    return tasks if group_ids is None else tasks.filter(_offered_to(group_ids))
+def scoped(tasks: QuerySet[HumanTask], *, group_ids: Collection[int] | None) -> QuerySet[HumanTask]:
+    """Limit `tasks` to those a group manager sees (offered to one of `group_ids`);
+    None: an operator's view, everything."""
+    return tasks if group_ids is None else tasks.filter(offered_to(group_ids=group_ids))
 
 
 def dashboard(*, now: datetime, group_ids: Collection[int] | None = None) -> Dashboard:
     """Read the whole dashboard in a fixed number of queries; with `group_ids`, only
     the tasks offered to those groups (a manager's view) and no run trends."""
     scope = None if group_ids is None else frozenset(group_ids)
-    live = _scoped(HumanTask.objects.filter(state__in=LIVE_TASK_STATES), scope)
+    live = scoped(HumanTask.objects.filter(state__in=LIVE_TASK_STATES), group_ids=scope)
     by_type = [
         SlaCounts(name=row.pop("workflow_type"), **row)
         for row in live.order_by()
@@ -228,7 +240,7 @@ def dashboard(*, now: datetime, group_ids: Collection[int] | None = None) -> Das
             InboxEntry.objects.filter(user__isnull=False, tab=InboxTab.MINE)
             if scope is None
             else InboxEntry.objects.filter(
-                _offered_to(scope, "task_id"), user__isnull=False, tab=InboxTab.MINE
+                offered_to(group_ids=scope, task="task_id"), user__isnull=False, tab=InboxTab.MINE
             )
         )
         .values("user__username")
@@ -240,6 +252,9 @@ def dashboard(*, now: datetime, group_ids: Collection[int] | None = None) -> Das
         .select_related("assignee")
         .order_by("due_at", "id")[:OVERDUE_LIST_SIZE]
     )
+    days = trend_days(now)
+    since = datetime.combine(days[0], time.min, tzinfo=UTC)
+    latency_since = days[-LATENCY_DAYS]
     waited = Extract(F("decided_at") - F("created_at"), "epoch") / 3600.0
     latency = [
         Latency(
@@ -248,11 +263,12 @@ def dashboard(*, now: datetime, group_ids: Collection[int] | None = None) -> Das
             median_hours=round(row["median"] or 0.0, 1),
             p95_hours=round(row["p95"] or 0.0, 1),
         )
-        for row in _scoped(
+        for row in scoped(
             HumanTask.objects.filter(
-                state=TaskState.COMPLETED, decided_at__gte=now - LATENCY_WINDOW
+                state=TaskState.COMPLETED,
+                decided_at__gte=datetime.combine(latency_since, time.min, tzinfo=UTC),
             ),
-            scope,
+            group_ids=scope,
         )
         .order_by()
         .values("workflow_type")
@@ -263,12 +279,11 @@ def dashboard(*, now: datetime, group_ids: Collection[int] | None = None) -> Das
         )
         .order_by("workflow_type")
     ]
-    days = trend_days(now)
-    since = datetime.combine(days[0], time.min, tzinfo=UTC)
     decided = {
         row["day"]: row["count"]
-        for row in _scoped(
-            HumanTask.objects.filter(state=TaskState.COMPLETED, decided_at__gte=since), scope
+        for row in scoped(
+            HumanTask.objects.filter(state=TaskState.COMPLETED, decided_at__gte=since),
+            group_ids=scope,
         )
         .order_by()
         .values(day=TruncDate("decided_at", tzinfo=UTC))
@@ -283,6 +298,7 @@ def dashboard(*, now: datetime, group_ids: Collection[int] | None = None) -> Das
         oldest_overdue=oldest_overdue,
         latency=latency,
         days=days,
+        latency_since=latency_since,
         decisions_per_day=[DayCount(day=day, count=decided.get(day, 0)) for day in days],
         run_trends=run_trends(days=days) if scope is None else [],
         cycle_times=cycle_times(since=since) if scope is None else [],

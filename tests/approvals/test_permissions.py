@@ -25,7 +25,7 @@ from approvals.permissions import (
     may_hand_to,
     operate_refusal,
     run_requesters,
-    sla_dashboard_scope,
+    task_overview_scope,
 )
 from approvals.states import TaskState
 from workflows.dsl import Workflow
@@ -254,27 +254,30 @@ class TestTheRunConsole:
         )
 
 
-class TestTheSlaDashboard:
+class TestTheTaskOverviews:
+    """The SLA dashboard and the console's task list, seen by whom."""
+
     def test_an_operator_sees_every_group(self):
-        assert sla_dashboard_scope(console_refusal="", managed_group_ids=frozenset({3})) == (
-            None,
-            "",
-        )
+        assert task_overview_scope(
+            console_refusal="", managed_group_ids=frozenset({3}), page="The SLA dashboard"
+        ) == (None, "")
 
     def test_a_group_manager_sees_the_groups_they_manage(self):
-        assert sla_dashboard_scope(
+        assert task_overview_scope(
             console_refusal="The run console is for operators (staff) only.",
             managed_group_ids=frozenset({3, 4}),
+            page="The SLA dashboard",
         ) == (frozenset({3, 4}), "")
 
-    def test_anyone_else_is_refused_saying_why(self):
-        groups, refusal = sla_dashboard_scope(
+    def test_anyone_else_is_refused_saying_why_and_naming_the_page(self):
+        groups, refusal = task_overview_scope(
             console_refusal="The run console is for operators (staff) only.",
             managed_group_ids=frozenset(),
+            page="The task list",
         )
 
         assert groups == frozenset()
         assert refusal == (
-            "The SLA dashboard is for operators and for group managers: you manage no group, "
+            "The task list is for operators and for group managers: you manage no group, "
             "and the run console is for operators (staff) only."
         )

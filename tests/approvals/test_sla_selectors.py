@@ -4,7 +4,7 @@ cycle times; and the page, for operators and group managers, in fixed queries.""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, time, timedelta
 
 import pytest
 from django.contrib.auth.models import User
@@ -13,9 +13,10 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from approvals import sla_selectors
+from approvals import escalation, sla_selectors
+from approvals.escalation import DUE_SOON
 from approvals.models import HumanTask
-from approvals.states import TaskState
+from approvals.states import Sla, TaskState
 from workflows.models import WorkflowRun
 
 pytestmark = pytest.mark.django_db
@@ -95,6 +96,48 @@ class TestDashboard:
             3.0,
         )
         assert latency.p95_hours == pytest.approx(80.8, abs=0.1)
+
+    def test_decision_times_take_the_last_seven_whole_utc_days_today_included(
+        self, make_task, carol, now
+    ):
+        first_day = now.astimezone(UTC).date() - timedelta(days=sla_selectors.LATENCY_DAYS - 1)
+        start = datetime.combine(first_day, time.min, tzinfo=UTC)
+        for at in (start, start - timedelta(microseconds=1)):
+            make_task(state=TaskState.COMPLETED, decided_at=at, decided_by=carol)
+
+        board = sla_selectors.dashboard(now=now)
+
+        assert board.latency_since == first_day
+        assert [row.decisions for row in board.latency] == [1]
+
+
+class TestSlaCondition:
+    def test_selects_each_task_in_the_sla_state_the_escalation_rule_gives_it(self, make_task, now):
+        dues = [
+            now - timedelta(seconds=1),
+            now,
+            now + timedelta(seconds=1),
+            now + DUE_SOON,
+            now + DUE_SOON + timedelta(seconds=1),
+            None,
+        ]
+        tasks = [make_task(due_at=due, title=f"Due {n}") for n, due in enumerate(dues)]
+
+        selected = {
+            state: set(
+                HumanTask.objects.filter(
+                    sla_selectors.sla_condition(sla=state, now=now), pk__in=[t.pk for t in tasks]
+                ).values_list("pk", flat=True)
+            )
+            for state in Sla.values
+        }
+
+        assert selected == {
+            state: {
+                task.pk for task in tasks if escalation.sla(due_at=task.due_at, now=now) == state
+            }
+            for state in Sla.values
+        }
 
 
 def finished(*, workflow_type: str, state: str, at, took_hours: float = 1.0, count: int = 1):

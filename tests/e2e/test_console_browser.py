@@ -12,7 +12,7 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from approvals import inbox_entries
+from approvals import inbox_entries, services
 from tests.e2e import test_inbox_browser as inbox
 from tests.workflows.test_engine import sweep_until_quiet
 from workflows.models import WorkflowRun
@@ -141,6 +141,44 @@ class TestSlaDashboard:
         rows = page.locator("#run-list tbody tr")
         expect(rows).to_have_count(1)
         expect(rows).to_contain_text("Train to Lyon")
+
+
+class TestFollowingAGroupsCount:
+    def test_olga_clicks_finances_open_count_and_sees_that_many_tasks(
+        self, sign_in, console_operator, start_expense, carol, drive
+    ):
+        start_expense()  # carol's manager task: held by her, in no group's queue
+        for title in ("Taxi to Lyon", "Hotel in Lyon"):  # over 1,000 EUR: finance decides
+            run = start_expense(amount="1500.00", title=title)
+            services.approve_human_task(
+                task_id=run.human_tasks.get().pk, user=carol, channel="inbox"
+            )
+            drive(run)
+
+        page = sign_in("olga")
+        page.goto("/console/")
+        page.get_by_role("link", name="SLA dashboard").click()
+        finance = page.locator("section", has=page.locator("#by-group")).locator(
+            "tbody tr", has_text="finance"
+        )
+        count = finance.get_by_role("cell").nth(4)
+        expect(count).to_have_text("2")
+        count.get_by_role("link").click()
+
+        expect(page.get_by_role("heading", name="Tasks")).to_be_visible()
+        expect(page).to_have_url(re.compile(r"/console/tasks/\?state=open&group=finance$"))
+        expect(page.get_by_label("Offered to group")).to_have_value("finance")
+        rows = page.locator("#task-list tbody tr")
+        expect(rows).to_have_count(2)
+        expect(rows).to_contain_text(["Hotel in Lyon", "Taxi to Lyon"])
+        shoot(page, "console-tasks")
+
+        page.set_viewport_size({"width": 390, "height": 844})  # stacked, each cell labelled
+        state = rows.first.get_by_role("cell").nth(3)
+        label = state.evaluate("cell => getComputedStyle(cell, '::before').content")
+        assert label == '"State: "'
+        assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") == 0
+        shoot(page, "phone-console-tasks")
 
 
 class TestSkippingAStuckStep:
