@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import logging
+import threading
 from datetime import timedelta
 
 import pytest
 from celery import current_app
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from tests.conftest import steps_by_node
+from tests.conftest import at_once, steps_by_node
 from tests.workflows.test_engine import later
 from workflows import engine
 from workflows.activity import LeaseLost
@@ -63,6 +64,78 @@ class TestSweepIsolation:
         assert counts["failed_runs"] == 1
         assert drive(healthy).state == RunState.SUCCEEDED
         assert broken.steps.get(node="nap").state == StepState.WAITING
+
+    def test_more_timers_than_one_transaction_takes_all_fire_in_one_sweep(
+        self, start, drive, monkeypatch
+    ):
+        monkeypatch.setattr(sweeper, "_RUNS_PER_TRANSACTION", 2)
+        runs = [drive(start("test_sleeping", {})) for _ in range(5)]
+
+        counts = engine.sweep(now=later(60))
+
+        assert counts["steps"] == 5
+        assert all(run.steps.get(node="nap").state == StepState.SUCCEEDED for run in runs)
+
+    def test_a_sweep_stops_at_its_batch_and_leaves_the_rest_for_the_next(
+        self, start, drive, monkeypatch
+    ):
+        monkeypatch.setattr(sweeper, "_RUNS_PER_TRANSACTION", 2)
+        for _ in range(5):
+            drive(start("test_sleeping", {}))
+
+        first = engine.sweep(now=later(60), batch=3)
+        second = engine.sweep(now=later(60), batch=3)
+
+        assert (first["steps"], second["steps"]) == (3, 2)
+
+    def test_a_failing_run_is_tried_once_a_sweep_however_many_transactions_it_takes(
+        self, start, drive, monkeypatch
+    ):
+        monkeypatch.setattr(sweeper, "_RUNS_PER_TRANSACTION", 2)
+        broken = drive(start("test_sleeping", {}))
+        healthy = [drive(start("test_sleeping", {})) for _ in range(2)]
+        real = sweeper.handle_due_step
+
+        def fail_for_broken(run, *args):
+            if run.pk == broken.pk:
+                raise RuntimeError("boom")
+            return real(run, *args)
+
+        monkeypatch.setattr(sweeper, "handle_due_step", fail_for_broken)
+
+        counts = engine.sweep(now=later(60))
+
+        assert (counts["failed_runs"], counts["steps"]) == (1, 2)
+        assert [drive(run).state for run in healthy] == [RunState.SUCCEEDED] * 2
+        assert broken.steps.get(node="nap").state == StepState.WAITING
+
+    @pytest.mark.django_db(transaction=True)
+    def test_runs_another_sweep_holds_are_passed_over_for_the_next_due(
+        self, start, drive, monkeypatch
+    ):
+        monkeypatch.setattr(sweeper, "_RUNS_PER_TRANSACTION", 2)
+        runs = [drive(start("test_sleeping", {})) for _ in range(4)]
+        held, free = runs[:2], runs[2:]
+        holding, swept = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with transaction.atomic():
+                list(WorkflowRun.objects.select_for_update().filter(pk__in=[r.pk for r in held]))
+                holding.set()
+                swept.wait(timeout=30)
+
+        def sweep() -> dict[str, int]:
+            holding.wait(timeout=30)
+            try:
+                return engine.sweep(now=later(60))
+            finally:
+                swept.set()
+
+        _, counts = at_once(hold, sweep)
+
+        assert counts["steps"] == 2
+        assert [drive(run).state for run in free] == [RunState.SUCCEEDED] * 2
+        assert engine.sweep(now=later(60))["steps"] == 2
 
     def test_sweep_queries_do_not_grow_with_the_number_of_idle_runs(self, start, drive):
         def queries_for_a_sweep() -> int:

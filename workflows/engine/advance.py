@@ -15,7 +15,7 @@ from workflows.dsl import Activity, Map, Workflow
 from workflows.engine import nodes
 from workflows.engine.nodes import join
 from workflows.engine.work import LIVE_FORWARD_RUN_STATES, UnitOfWork, steps_of
-from workflows.models import StepRun, WorkflowRun
+from workflows.models import StepRun, WorkflowRun, new_row
 from workflows.states import ACTIVE_STEP_STATES, EventKind, RunState, StepKind, StepState
 
 
@@ -77,7 +77,8 @@ def new_step(
     item: int | None = None,
     item_value: Any = None,
 ) -> StepRun:
-    step = StepRun(
+    step = new_row(
+        StepRun,
         run=run,
         node=node,
         kind=kind,

@@ -1,23 +1,28 @@
 """Write a unit of work's rows in as few round trips as the database allows.
 
 Each kind of row costs one statement: new rows one INSERT, changed rows one
-UPDATE per set of rows changed alike. The SQL comes from Django's own compilers,
-so fields convert exactly as `bulk_create` and `update` would convert them. On
-PostgreSQL the statements of one write go to the server in one round trip (the
-driver binds parameters on the client, so several statements fit in one
-query); elsewhere they run one after the other.
+UPDATE per set of rows changed alike. Fields convert exactly as `bulk_create` and
+`update` would convert them: the UPDATEs come from Django's own compiler, and the
+INSERTs take the UNNEST form its compiler gives them on PostgreSQL, built a column
+at a time (see `_unnest_insert`). On PostgreSQL the statements of one write go to
+the server in one round trip (the driver binds parameters on the client, so
+several statements fit in one query); elsewhere they run one after the other.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+from operator import attrgetter
 from typing import Any
 
 import django_fsm as fsm
 from django.db import DEFAULT_DB_ALIAS, connections
-from django.db.models import Model, Q
+from django.db.models import DateField, DateTimeField, Field, Model, Q
 from django.db.models.sql import InsertQuery, UpdateQuery
 from django.utils import timezone
 
@@ -46,13 +51,20 @@ def insert(model: type[Model], rows: list[Model], *, returning_ids: bool) -> Sta
     fields = [field for field in meta.concrete_fields if field is not meta.auto_field]
     for row in rows:
         row._prepare_related_fields_for_save(operation_name="bulk_create")
-    query = InsertQuery(model)
-    query.insert_values(fields, rows)
     connection = _connection()
-    compiler = query.get_compiler(connection=connection)
-    if returning_ids:
-        compiler.returning_fields = [meta.pk]
-    [(sql, params)] = compiler.as_sql()
+    unnested = _unnest_insert(model, fields, rows, connection) if len(rows) > 1 else None
+    if unnested is not None:
+        sql, params = unnested
+        if returning_ids:
+            table = connection.ops.quote_name(meta.db_table)
+            sql += f" RETURNING {table}.{connection.ops.quote_name(meta.pk.column)}"
+    else:
+        query = InsertQuery(model)
+        query.insert_values(fields, rows)
+        compiler = query.get_compiler(connection=connection)
+        if returning_ids:
+            compiler.returning_fields = [meta.pk]
+        [(sql, params)] = compiler.as_sql()
 
     def done(cursor: Any) -> None:
         ids = [row[0] for row in cursor.fetchall()] if returning_ids else []
@@ -65,6 +77,91 @@ def insert(model: type[Model], rows: list[Model], *, returning_ids: bool) -> Sta
                 row.mark_saved()
 
     return Statement(sql, params, done)
+
+
+def _unnest_insert(
+    model: type[Model], fields: list[Field], rows: list[Model], connection: Any
+) -> tuple[str, list[Any]] | None:
+    """The INSERT Django's compiler writes for these rows on PostgreSQL, `INSERT ...
+    SELECT ... FROM UNNEST(<an array a column>)`, built a column at a time; None where
+    Django would not use that form (another database, a field with a placeholder of
+    its own, an expression as a value), and the compiler writes the statement.
+
+    Each value is read with the field's `pre_save` and converted with its
+    `get_db_prep_save`, as the compiler does, but a column's rows repeat most of their
+    values (the same node, state and times, and many NULLs): each distinct value is
+    converted once a column, and a column holding one value for every row is sent
+    as that one value instead of an array of copies (the driver escapes an array
+    element by element, in Python). Built value by value through the compiler, a
+    batch's INSERTs were a seventh of the sweep's time, and their arrays a sixth more.
+    """
+    if connection.vendor != "postgresql" or not all(
+        _unnestable(field, connection) for field in fields
+    ):
+        return None
+    columns = []
+    for field in fields:
+        if _reads_attribute(field):
+            values = list(map(attrgetter(field.attname), rows))
+        else:
+            values = [field.pre_save(row, True) for row in rows]
+        prepared: dict[Any, Any] = {}
+        column = []
+        last = converted = _NOTHING
+        for value in values:
+            if value is not last:  # most often the very same object as the row before
+                key = _alike(value)
+                if key in prepared:
+                    converted = prepared[key]
+                elif hasattr(value, "resolve_expression"):
+                    return None
+                else:
+                    converted = prepared[key] = field.get_db_prep_save(value, connection=connection)
+                last = value
+            column.append(converted)
+        columns.append((field, column, len(prepared) == 1))
+    # UNNEST needs one array, for the number of rows.
+    if all(alike for _, _, alike in columns):
+        columns[0] = (columns[0][0], columns[0][1], False)
+    qn = connection.ops.quote_name
+    selected, arrays, names, params, array_params = [], [], [], [], []
+    for field, column, alike in columns:
+        db_type = field.db_type(connection).split("(")[0]
+        if alike:
+            selected.append(f"(%s)::{db_type}")
+            params.append(column[0])
+        else:
+            selected.append(qn(field.column))
+            arrays.append(f"(%s)::{db_type}[]")
+            names.append(qn(field.column))
+            array_params.append(column)
+    sql = (
+        f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "
+        f"SELECT {', '.join(selected)} FROM UNNEST({', '.join(arrays)}) "
+        f"AS {qn('row')} ({', '.join(names)})"
+    )
+    return sql, params + array_params
+
+
+_NOTHING = object()
+
+
+def _unnestable(field: Field, connection: Any) -> bool:
+    # As django.db.backends.postgresql.compiler.SQLInsertCompiler.assemble_as_sql decides.
+    internal = (field.target_field if field.is_relation else field).get_internal_type()
+    return not hasattr(field, "get_placeholder") and internal in connection.data_types
+
+
+def _reads_attribute(field: Field) -> bool:
+    """Whether `field.pre_save(row, add=True)` only reads the row's attribute."""
+    pre_save = type(field).pre_save
+    if pre_save is Field.pre_save:
+        return True
+    return (
+        pre_save in (DateField.pre_save, DateTimeField.pre_save)
+        and not field.auto_now
+        and not field.auto_now_add
+    )
 
 
 def updates(model: type[SavesChanges], rows: list[SavesChanges]) -> list[Statement]:
@@ -112,7 +209,7 @@ def _update(
             )
         for row in group:
             row.__dict__.update(values)
-            row.mark_saved()
+            row.mark_saved(values)
 
     return Statement(sql, params, done)
 
@@ -151,7 +248,21 @@ def _connection() -> Any:
     return connections[DEFAULT_DB_ALIAS]
 
 
-def _hashable(values: dict[str, Any]) -> tuple[tuple[str, str], ...]:
-    return tuple(
-        (name, json.dumps(value, sort_keys=True, default=str)) for name, value in values.items()
-    )
+def _hashable(values: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple((name, _alike(value)) for name, value in values.items())
+
+
+def _alike(value: Any) -> Any:
+    """A key equal for two values only if the database would be given the same value.
+
+    Plain values key themselves, with their type (True and 1 are equal in Python, not
+    in a JSON column); a state, a str subclass, keys as a str. Anything else is keyed
+    on its JSON text, the one costly case: most changes are states, times and ids."""
+    if isinstance(value, str):
+        return (str, str(value))
+    if value is None or type(value) in _PLAIN_TYPES:
+        return (type(value), value)
+    return (json, json.dumps(value, sort_keys=True, default=str))
+
+
+_PLAIN_TYPES = frozenset({bool, int, float, Decimal, datetime, date, timedelta, uuid.UUID})

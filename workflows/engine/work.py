@@ -18,7 +18,7 @@ from workflows import metrics, registry, tracing
 from workflows.dsl import Workflow
 from workflows.engine import batch
 from workflows.engine.errors import RunNotFound
-from workflows.models import StepEvent, StepRun, WorkflowRun
+from workflows.models import StepEvent, StepRun, WorkflowRun, new_row
 from workflows.states import FINAL_RUN_STATES, EventKind, RunState, StepKind
 
 if TYPE_CHECKING:
@@ -111,7 +111,8 @@ class UnitOfWork:
         if step is not None and step.kind == StepKind.COMPENSATION:
             detail.setdefault("compensation", True)
         self.events.append(
-            StepEvent(
+            new_row(
+                StepEvent,
                 run=run,
                 step=step,
                 node=step.node if step else "",
