@@ -135,8 +135,10 @@ def _unnest_insert(
             arrays.append(f"(%s)::{db_type}[]")
             names.append(qn(field.column))
             array_params.append(column)
+    # Model metadata only (quoted table and column names, column types); every value
+    # is bound.
     sql = (
-        f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "
+        f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "  # nosec B608
         f"SELECT {', '.join(selected)} FROM UNNEST({', '.join(arrays)}) "
         f"AS {qn('row')} ({', '.join(names)})"
     )
