@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from approvals import console_task_selectors, inbox_entries
 from approvals.models import HumanTask, InboxEntry
+from tests.plans import explain, nodes, rows_out
 
 pytestmark = [
     pytest.mark.django_db,
@@ -129,22 +130,6 @@ def history(manager_task, groups, bob, carol):
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
     return now
-
-
-def explain(sql: str) -> dict[str, Any]:
-    with connection.cursor() as cursor:
-        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}")
-        return cursor.fetchone()[0][0]
-
-
-def nodes(plan: dict[str, Any]):
-    yield plan
-    for child in plan.get("Plans", []):
-        yield from nodes(child)
-
-
-def rows_out(node: dict[str, Any]) -> float:
-    return node["Actual Rows"] * node["Actual Loops"]
 
 
 def page_sql(query: dict[str, str], group_ids: frozenset[int] | None = None) -> str:

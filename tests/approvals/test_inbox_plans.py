@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from approvals import inbox_entries, selectors
 from approvals.models import HumanTask, InboxEntry, Snooze
+from tests.plans import explain, nodes, rows_out
 
 pytestmark = [
     pytest.mark.django_db,
@@ -102,22 +103,6 @@ def crowded(manager_task, people, groups):
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
     return bob
-
-
-def explain(sql: str) -> dict[str, Any]:
-    with connection.cursor() as cursor:
-        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}")
-        return cursor.fetchone()[0][0]
-
-
-def nodes(plan: dict[str, Any]):
-    yield plan
-    for child in plan.get("Plans", []):
-        yield from nodes(child)
-
-
-def rows_out(node: dict[str, Any]) -> float:
-    return node["Actual Rows"] * node["Actual Loops"]
 
 
 def problems(sql: str, *, most_rows_read: int, most_rows_sorted: int) -> list[str]:

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from approvals import request_selectors
 from approvals.request_selectors import RequestFilters
-from tests.approvals.test_inbox_plans import explain, nodes
+from tests.plans import explain, nodes
 from workflows.models import WorkflowRun
 
 pytestmark = [

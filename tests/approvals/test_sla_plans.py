@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from approvals import inbox_entries, sla_selectors
 from approvals.models import HumanTask, InboxEntry
+from tests.plans import nodes
 from workflows.models import WorkflowRun
 
 pytestmark = pytest.mark.django_db
@@ -104,12 +105,6 @@ def plans(**scope: Any) -> list[tuple[str, dict[str, Any]]]:
             cursor.execute(f"EXPLAIN (FORMAT JSON) {query['sql']}")
             found.append((query["sql"], cursor.fetchone()[0][0]["Plan"]))
     return found
-
-
-def nodes(plan: dict[str, Any]):
-    yield plan
-    for child in plan.get("Plans", []):
-        yield from nodes(child)
 
 
 def whole_tables(found: list[tuple[str, dict[str, Any]]]) -> dict[str, list[str]]:
