@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -37,6 +37,7 @@ from workflows import registry
 from workflows.cleaning import Refused, clean_datetime, clean_text
 from workflows.dsl import Approval
 from workflows.models import WorkflowRun
+from workflows.rows import converted
 
 TABS = dict(InboxTab.choices)
 SORTS = {"due": "Due time", "priority": "Priority"}
@@ -388,8 +389,8 @@ def _task_of(row: tuple[Any, ...], users: dict[int, Any]) -> HumanTask:
     db = connection.alias
     tasks_end = len(_TASK_COLUMNS)
     runs_end = tasks_end + len(_RUN_COLUMNS)
-    task = HumanTask.from_db(db, _TASK_COLUMNS, _converted(HumanTask, _TASK_COLUMNS, row))
-    run_values = _converted(WorkflowRun, _RUN_COLUMNS, row[tasks_end:runs_end])
+    task = HumanTask.from_db(db, _TASK_COLUMNS, converted(HumanTask, _TASK_COLUMNS, row))
+    run_values = converted(WorkflowRun, _RUN_COLUMNS, row[tasks_end:runs_end])
     task.run = WorkflowRun.from_db(db, ("id", *_RUN_COLUMNS), (task.run_id, *run_values))
     holders = (task.assignee_id, task.owner_id, task.substitute_for_id, task.run.started_by_id)
     task.assignee, task.owner, task.substitute_for, task.run.started_by = (
@@ -401,29 +402,6 @@ def _task_of(row: tuple[Any, ...], users: dict[int, Any]) -> HumanTask:
             json.loads(decision) if isinstance(decision, str) else decision for decision in row[-1]
         ]
     return task
-
-
-def _converted(model: Any, attnames: tuple[str, ...], values: Sequence[Any]) -> list[Any]:
-    """The first len(attnames) `values`, turned into Python as the ORM's compiler would
-    (JSON decoded; on SQLite, times and UUIDs parsed from text)."""
-    converted = list(values[: len(attnames)])
-    for index, convert, column in _converters(model, attnames, connection.vendor):
-        converted[index] = convert(converted[index], column, connection)
-    return converted
-
-
-@functools.cache
-def _converters(model: Any, attnames: tuple[str, ...], vendor: str) -> list[tuple[int, Any, Any]]:
-    fields = {field.attname: field for field in model._meta.concrete_fields}
-    found = []
-    for index, attname in enumerate(attnames):
-        column = fields[attname].get_col(model._meta.db_table)
-        for convert in [
-            *connection.ops.get_db_converters(column),
-            *fields[attname].get_db_converters(connection),
-        ]:
-            found.append((index, convert, column))
-    return found
 
 
 def _user(db: str, user_id: int, username: str, users: dict[int, Any]) -> Any:
