@@ -25,6 +25,7 @@ from workflows.engine.nodes import map as map_node
 from workflows.engine.work import (
     LIVE_FORWARD_RUN_STATES,
     UNDOING_RUN_STATES,
+    Claim,
     UnitOfWork,
     definition_of,
     log_fields,
@@ -35,24 +36,6 @@ from workflows.retries import is_final_error, next_attempt_at
 from workflows.states import EventKind, RunState, StepKind, StepState
 
 logger = logging.getLogger("baton.engine")
-
-
-@dataclass(frozen=True)
-class Claim:
-    """One attempt a worker holds: the step, its fencing token and what the activity gets."""
-
-    # A local step claimed inside a record learns its id when that record is written.
-    step: StepRun
-    run_id: uuid.UUID
-    token: uuid.UUID
-    started_at: datetime
-    context: ActivityContext
-    function: Any
-    local: bool = False
-
-    @property
-    def step_id(self) -> int:
-        return self.step.pk
 
 
 @dataclass(frozen=True)

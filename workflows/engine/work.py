@@ -8,21 +8,19 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from celery import current_app
 from django.db import transaction
 from django.db.models import QuerySet
 
 from workflows import metrics, registry, tracing
+from workflows.activity import ActivityContext
 from workflows.dsl import Workflow
 from workflows.engine import batch
 from workflows.engine.errors import RunNotFound
 from workflows.models import StepEvent, StepRun, WorkflowRun, new_row
 from workflows.states import FINAL_RUN_STATES, EventKind, RunState, StepKind
-
-if TYPE_CHECKING:
-    from workflows.engine.execute import Claim
 
 logger = logging.getLogger("baton.engine")
 
@@ -46,6 +44,24 @@ RUN_ENDING_EVENTS = frozenset(
 _ENDED_RUN_STATES = (*FINAL_RUN_STATES, RunState.DEAD_LETTERED)
 LIVE_FORWARD_RUN_STATES = (RunState.RUNNING, RunState.WAITING, RunState.PAUSED)
 UNDOING_RUN_STATES = (RunState.COMPENSATING, RunState.CANCELLING)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One attempt a worker holds: the step, its fencing token and what the activity gets."""
+
+    # A local step claimed inside a record learns its id when that record is written.
+    step: StepRun
+    run_id: uuid.UUID
+    token: uuid.UUID
+    started_at: datetime
+    context: ActivityContext
+    function: Any
+    local: bool = False
+
+    @property
+    def step_id(self) -> int:
+        return self.step.pk
 
 
 @dataclass
