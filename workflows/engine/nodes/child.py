@@ -24,8 +24,15 @@ from typing import Any
 from django.utils import timezone
 
 from workflows.dsl import ChildWorkflow, InvalidInput, Map, Node, RetryPolicy, Workflow
-from workflows.engine import advance, execute, start, undo
-from workflows.engine.work import LIVE_FORWARD_RUN_STATES, UnitOfWork, definition_of, lock_run
+from workflows.engine import execute, start, undo
+from workflows.engine.work import (
+    LIVE_FORWARD_RUN_STATES,
+    UnitOfWork,
+    definition_of,
+    lock_run,
+    new_step,
+    settle,
+)
 from workflows.models import StepRun, WorkflowRun
 from workflows.registry import UnknownWorkflow
 from workflows.retries import next_attempt_at
@@ -50,7 +57,7 @@ def enter(
     now: datetime,
     work: UnitOfWork,
 ) -> None:
-    step = advance.new_step(work, run, node.name, StepState.WAITING, now, round=round)
+    step = new_step(work, run, node.name, StepState.WAITING, now, round=round)
     start_child(
         run,
         definition,
@@ -209,10 +216,10 @@ def due(
             now=now,
             work=work,
         )
-        advance.settle(run, work)
+        settle(run, work)
     elif step.state == StepState.WAITING:
         take_outcome(run, definition, step, now, work)
-        advance.settle(run, work)
+        settle(run, work)
 
 
 def _workflow_of(node: ChildWorkflow | Map) -> str:
@@ -243,7 +250,7 @@ def leave(
         return  # nothing to undo: it ended cancelled at once
     # The child undoes its steps (or waits for an operator): this undo of the step ends
     # when the child does (`take_outcome`), and the parent's undo waits for it.
-    waiting = advance.new_step(
+    waiting = new_step(
         work,
         run,
         step.node,

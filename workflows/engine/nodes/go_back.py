@@ -15,7 +15,7 @@ from datetime import datetime
 
 from workflows.dsl import GoBack, Workflow
 from workflows.engine import advance, execute
-from workflows.engine.work import UnitOfWork, steps_of
+from workflows.engine.work import UnitOfWork, new_step, steps_of
 from workflows.models import StepRun, WorkflowRun
 from workflows.states import EventKind, StepKind, StepState
 
@@ -35,7 +35,7 @@ def enter(
     went_back_before = steps_of(run, work).filter(node=node.name, kind=StepKind.FORWARD).count()
     rounds_run = went_back_before + 1
     if rounds_run < node.max_rounds:
-        step = advance.new_step(
+        step = new_step(
             work,
             run,
             node.name,
@@ -50,14 +50,14 @@ def enter(
         )
         return
     if node.otherwise is None:
-        step = advance.new_step(work, run, node.name, StepState.WAITING, now, round=round)
+        step = new_step(work, run, node.name, StepState.WAITING, now, round=round)
         error = {
             "type": "RoundsExhausted",
             "message": f"went back to {node.to!r} {node.max_rounds - 1} times, the most allowed",
         }
         execute.step_failed(run, definition, step, error, now, work)
         return
-    step = advance.new_step(
+    step = new_step(
         work,
         run,
         node.name,

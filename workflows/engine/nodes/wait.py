@@ -7,7 +7,7 @@ from datetime import datetime
 from workflows import due_times, registry
 from workflows.dsl import WaitForSignal, Workflow
 from workflows.engine import advance, execute, signals
-from workflows.engine.work import UnitOfWork
+from workflows.engine.work import UnitOfWork, new_step, settle
 from workflows.models import StepRun, WorkflowRun
 from workflows.states import EventKind, StepState
 
@@ -26,9 +26,7 @@ def enter(
     due_at = None
     if node.timeout is not None:
         due_at = due_times.due_at(duration=node.timeout, start=now)
-    step = advance.new_step(
-        work, run, node.name, StepState.WAITING, now, round=round, due_at=due_at
-    )
+    step = new_step(work, run, node.name, StepState.WAITING, now, round=round, due_at=due_at)
     work.event(run, step, EventKind.WAITING, now, detail={"signals": sorted(node.signals)})
     hook = registry.node_hooks(node).enter
     if hook is not None:
@@ -61,4 +59,4 @@ def due(
     step.succeed(result={"signal": None, "timed_out": True}, now=now)
     work.save(step)
     advance.continue_to(run, definition, step, node.on_timeout, now, work)
-    advance.settle(run, work)
+    settle(run, work)
