@@ -1,6 +1,8 @@
 """Moving through the graph: entering nodes, going on from finished steps, leaving waits.
 
 Everything here runs inside a use case's transaction, with the run row locked.
+This is the dispatcher over node kinds: it imports `nodes`, and the node modules
+reach these functions only through `moves`.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from django.db.models import QuerySet
 from workflows import metrics, registry, tracing
 from workflows.activity import ActivityContext
 from workflows.dsl import Activity, Map, Workflow
-from workflows.engine import batch
+from workflows.engine import batch, moves
 from workflows.engine.errors import RunNotFound
 from workflows.models import StepEvent, StepRun, WorkflowRun, new_row
 from workflows.states import (
@@ -239,8 +239,7 @@ class UnitOfWork:
 def tell_parents(step_ids: list[int], *, now: datetime) -> None:
     """Tell each parent step that its child ended (see engine/children.py). Each is its
     own transaction; one that fails is logged and left to the sweep's next look."""
-    from workflows.engine.children import child_ended
-
+    child_ended = moves.engine().child_ended
     for step_id in step_ids:
         try:
             child_ended(step_id=step_id, now=now)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from workflows.dsl import Branch, Workflow
-from workflows.engine import advance
+from workflows.engine import moves
 from workflows.engine.work import UnitOfWork, new_step
 from workflows.models import StepRun, WorkflowRun
 from workflows.states import StepState
@@ -26,4 +26,6 @@ def enter(
     step = new_step(
         work, run, node.name, StepState.SUCCEEDED, now, round=round, result={"took": took}
     )
-    advance.continue_to(run, definition, step, node.if_true if took else node.if_false, now, work)
+    moves.engine().continue_to(
+        run, definition, step, node.if_true if took else node.if_false, now, work
+    )

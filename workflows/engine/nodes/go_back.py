@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from workflows.dsl import GoBack, Workflow
-from workflows.engine import advance, execute
+from workflows.engine import moves
 from workflows.engine.work import UnitOfWork, new_step, steps_of
 from workflows.models import StepRun, WorkflowRun
 from workflows.states import EventKind, StepKind, StepState
@@ -45,7 +45,7 @@ def enter(
             result={"went_back_to": node.to, "rounds_run": rounds_run},
         )
         work.event(run, step, EventKind.COMPLETED, now, detail={"went_back_to": node.to})
-        advance.enter_node(
+        moves.engine().enter_node(
             run, definition, node.to, came_from=step, round=round + 1, now=now, work=work
         )
         return
@@ -55,7 +55,7 @@ def enter(
             "type": "RoundsExhausted",
             "message": f"went back to {node.to!r} {node.max_rounds - 1} times, the most allowed",
         }
-        execute.step_failed(run, definition, step, error, now, work)
+        moves.engine().step_failed(run, definition, step, error, now, work)
         return
     step = new_step(
         work,
@@ -67,4 +67,4 @@ def enter(
         result={"went_back_to": None, "rounds_run": rounds_run},
     )
     work.event(run, step, EventKind.COMPLETED, now, detail={"rounds_exhausted": rounds_run})
-    advance.continue_to(run, definition, step, node.otherwise, now, work)
+    moves.engine().continue_to(run, definition, step, node.otherwise, now, work)

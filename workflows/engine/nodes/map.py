@@ -23,7 +23,7 @@ from typing import Any
 
 from workflows.cleaning import refuse_unstorable
 from workflows.dsl import Map, Workflow
-from workflows.engine import advance, execute
+from workflows.engine import moves
 from workflows.engine.nodes import activity, child
 from workflows.engine.work import UnitOfWork, new_step, redispatch_at, steps_of
 from workflows.models import StepRun, WorkflowRun
@@ -52,7 +52,7 @@ def enter(
     except Exception as error:
         step = new_step(work, run, node.name, StepState.WAITING, now, round=round)
         failure = {"type": "MapItemsUnreadable", "message": str(error)[:2000]}
-        execute.step_failed(run, definition, step, failure, now, work)
+        moves.engine().step_failed(run, definition, step, failure, now, work)
         return
     progress = {"count": len(items), "started": 0, "ended": 0, "failed": 0}
     step = new_step(work, run, node.name, StepState.WAITING, now, round=round, result=progress)
@@ -178,7 +178,7 @@ def _succeed(
     step.succeed(result=results, now=now)
     work.save(step)
     work.event(run, step, EventKind.COMPLETED, now, detail={"items": len(results)})
-    advance.continue_to(run, definition, step, node.next, now, work)
+    moves.engine().continue_to(run, definition, step, node.next, now, work)
 
 
 def _fail(
@@ -215,7 +215,7 @@ def _fail(
             for index, last_error in failed
         ],
     }
-    execute.step_failed(run, definition, step, error, now, work)
+    moves.engine().step_failed(run, definition, step, error, now, work)
 
 
 def due(

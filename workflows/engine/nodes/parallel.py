@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from workflows.dsl import Parallel, Workflow
-from workflows.engine import advance
+from workflows.engine import moves
 from workflows.engine.work import UnitOfWork, new_step
 from workflows.models import StepRun, WorkflowRun
 from workflows.states import StepState
@@ -23,4 +23,4 @@ def enter(
 ) -> None:
     step = new_step(work, run, node.name, StepState.SUCCEEDED, now, round=round, result=None)
     for branch in node.branches:
-        advance.enter_node(run, definition, branch, came_from=step, now=now, work=work)
+        moves.engine().enter_node(run, definition, branch, came_from=step, now=now, work=work)
