@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -122,6 +123,30 @@ def limit_query_string(view: Callable[..., HttpResponse]) -> Callable[..., HttpR
 
 
 api.add_decorator(limit_query_string, mode="view")
+
+
+def refuse_control_characters(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Refuse a path holding a control character (a NUL byte, a newline) with 400, before
+    authentication: no API path holds one, and PostgreSQL refuses NUL in text, so a
+    failed token's record (which keeps the path) would otherwise fail with it."""
+
+    @functools.wraps(view)
+    def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        found = _CONTROL.search(request.path_info)
+        if found:
+            return problem(
+                400,
+                "Bad request",
+                f"The path holds the control character U+{ord(found.group()):04X}, which no"
+                " API path contains. Nothing was done.",
+            )
+        return view(request, *args, **kwargs)
+
+    return checked
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+api.add_decorator(refuse_control_characters, mode="view")
 
 
 def problem(status: int, title: str, detail: str, **extra: Any) -> HttpResponse:
