@@ -3,7 +3,8 @@
 No anonymous access: a per-user Bearer token (see workflows.tokens) or the
 browser's session with its CSRF token. Every error is RFC 9457
 application/problem+json with a plain-words `detail`; nothing internal (stack
-traces, SQL) ever reaches a caller, and any 5xx is logged as a bug.
+traces, SQL) ever reaches a caller, and any 5xx is logged as a bug, except a 503
+while the database cannot be reached (config.outages), logged as a warning.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
@@ -26,6 +28,7 @@ from approvals.console.api import router as console_router
 from approvals.inbox.api import router as tasks_router
 from approvals.states import Channel
 from approvals.task_forms import document_task_forms
+from config import outages
 from workflows import tokens
 from workflows.api import ApiProblem
 from workflows.api import router as workflows_router
@@ -210,6 +213,16 @@ def on_http_error(request: HttpRequest, error: HttpError) -> HttpResponse:
 @api.exception_handler(RequestDataTooBig)
 def on_too_big(request: HttpRequest, error: RequestDataTooBig) -> HttpResponse:
     return problem(413, "Body too large", "The request body is larger than this API accepts.")
+
+
+@api.exception_handler(OperationalError)
+@api.exception_handler(InterfaceError)
+def on_database_error(request: HttpRequest, error: Exception) -> HttpResponse:
+    """503 while the database cannot be reached (config.outages); any other database
+    error (a deadlock, a serialization failure) is a bug like any other."""
+    if outages.is_unreachable(error):
+        return outages.unavailable(request, error)
+    return on_bug(request, error)
 
 
 @api.exception_handler(Exception)
