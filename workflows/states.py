@@ -55,6 +55,8 @@ class EventKind(models.TextChoices):
     REDISPATCHED = "redispatched"
     DEAD_LETTERED = "dead_lettered"
     OPERATOR = "operator"
+    # Something an operator should know that changes no state (workflows.engine.notes).
+    WARNING = "warning"
 
 
 LIVE_RUN_STATES = (
