@@ -202,6 +202,26 @@ TWO_OF_THREE = Workflow(
 )
 registry.register(TWO_OF_THREE)
 
+# Two of alice, bob and carol, one share each: a run one of them starts has one
+# share its requester may not decide (approvals' separation of duties).
+TWO_OF_THREE_PEOPLE = Workflow(
+    name="test_two_of_three_people",
+    version=1,
+    start="board",
+    nodes=(
+        Approval(
+            "board",
+            title="Board vote of three people",
+            assignees=("alice", "bob", "carol"),
+            required=2,
+            on_approve="after",
+            on_reject=None,
+        ),
+        step("after"),
+    ),
+)
+registry.register(TWO_OF_THREE_PEOPLE)
+
 
 class BoardVote(BaseModel):
     """What each board member records with their approval."""
