@@ -11,6 +11,7 @@ transport). Production sets DATABASE_URL (PostgreSQL) and CELERY_BROKER_URL
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from datetime import timedelta
@@ -71,6 +72,20 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None:
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_networks(name: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    """Read a comma-separated list of IP addresses and networks ("10.0.0.5,172.16.0.0/12")."""
+    networks = []
+    for entry in env_list(name, []):
+        try:
+            networks.append(ipaddress.ip_network(entry, strict=False))
+        except ValueError:
+            raise ImproperlyConfigured(
+                f'{name} must list IP addresses or networks, such as "10.0.0.5,172.16.0.0/12"; '
+                f"{entry!r} is neither."
+            ) from None
+    return tuple(networks)
 
 
 def env_header(name: str) -> tuple[str, str] | None:
@@ -477,7 +492,19 @@ AXES_FAILURE_LIMIT = int(env_float("BATON_LOCKOUT_FAILURES", 5))
 AXES_COOLOFF_TIME = timedelta(minutes=env_float("BATON_LOCKOUT_MINUTES", 15))
 # Per account and per address (see approvals.throttling.lockout_parameters).
 AXES_LOCKOUT_PARAMETERS = "approvals.throttling.lockout_parameters"
-AXES_CLIENT_IP_CALLABLE = "approvals.throttling.client_address"
+# Failures are counted against the client's address, which the audit also records
+# (workflows.client_address): the peer, unless a trusted proxy in front says otherwise.
+AXES_CLIENT_IP_CALLABLE = "workflows.client_address.client_address"
+# No proxy is trusted by default: X-Forwarded-For is ignored, since a client that
+# reaches the app directly writes it. Behind proxies, name them by address or network
+# (the peer must then be one of them), or say how many stand in front where nothing
+# can reach the app except through them (docker-compose.yml: 1, its Caddy).
+BATON_TRUSTED_PROXIES = env_networks("BATON_TRUSTED_PROXIES")
+BATON_TRUSTED_PROXY_COUNT = env_int("BATON_TRUSTED_PROXY_COUNT", 0)
+if BATON_TRUSTED_PROXY_COUNT < 0:
+    raise ImproperlyConfigured(
+        f"BATON_TRUSTED_PROXY_COUNT must be 0 or more, not {BATON_TRUSTED_PROXY_COUNT}."
+    )
 AXES_LOCKOUT_CALLABLE = "approvals.throttling.lockout_response"
 # A lockout lasts the cool-off from the failure that caused it: retrying while
 # locked neither extends it nor counts, so Retry-After is the truth.

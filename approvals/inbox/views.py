@@ -48,6 +48,7 @@ from approvals.notify import links
 from approvals.states import Channel, Priority, Sla, TaskKind
 from workflows import registry
 from workflows.cleaning import Refused, clean_datetime, clean_text
+from workflows.client_address import client_address
 from workflows.diagram import draw
 
 INBOX_CHANGED = "inbox-changed"
@@ -331,7 +332,7 @@ def _common(request: HttpRequest) -> dict[str, Any]:
         "user": request.user,
         "channel": Channel.INBOX,
         "expected_version": _version(request),
-        "remote_addr": throttling.client_address(request),
+        "remote_addr": client_address(request),
     }
 
 
@@ -469,7 +470,7 @@ def comment(request: HttpRequest, task_id: UUID) -> HttpResponse:
             user=request.user,
             body=body,
             channel=Channel.INBOX,
-            remote_addr=throttling.client_address(request),
+            remote_addr=client_address(request),
         ),
         "Comment added.",
     )
@@ -513,7 +514,7 @@ def bulk_approve(request: HttpRequest) -> HttpResponse:
         selection=selection,
         user=request.user,
         channel=Channel.INBOX,
-        remote_addr=throttling.client_address(request),
+        remote_addr=client_address(request),
     )
     approved = sum(1 for result in results if not result.error)
     if approved:
@@ -624,7 +625,7 @@ def email_link(request: HttpRequest, token: str) -> HttpResponse:
             outcome=outcome,
             comment=context["comment"],
             values=values,
-            remote_addr=throttling.client_address(request),
+            remote_addr=client_address(request),
         )
     except human_tasks.InvalidForm as refused:
         # The link stays unused: the decision's transaction rolled back with it.

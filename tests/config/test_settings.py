@@ -199,6 +199,46 @@ class TestHttps:
         assert message in result.stderr
 
 
+class TestTrustedProxies:
+    def test_none_is_trusted_by_default(self, tmp_path):
+        names = ("BATON_TRUSTED_PROXIES", "BATON_TRUSTED_PROXY_COUNT")
+
+        settings = loaded(bare_env(tmp_path, DJANGO_SECRET_KEY=KEY), *names)
+
+        assert settings == {"BATON_TRUSTED_PROXIES": [], "BATON_TRUSTED_PROXY_COUNT": 0}
+
+    def test_addresses_and_networks_are_read(self, tmp_path):
+        env = bare_env(
+            tmp_path, DJANGO_SECRET_KEY=KEY, BATON_TRUSTED_PROXIES="10.0.0.5, 172.16.0.0/12,::1"
+        )
+
+        settings = loaded(env, "BATON_TRUSTED_PROXIES")
+
+        assert settings == {"BATON_TRUSTED_PROXIES": ["10.0.0.5/32", "172.16.0.0/12", "::1/128"]}
+
+    @pytest.mark.parametrize(
+        ("name", "value", "message"),
+        [
+            (
+                "BATON_TRUSTED_PROXIES",
+                "10.0.0.5,caddy",
+                "BATON_TRUSTED_PROXIES must list IP addresses or networks, such as "
+                "\"10.0.0.5,172.16.0.0/12\"; 'caddy' is neither.",
+            ),
+            (
+                "BATON_TRUSTED_PROXY_COUNT",
+                "-1",
+                "BATON_TRUSTED_PROXY_COUNT must be 0 or more, not -1.",
+            ),
+        ],
+    )
+    def test_a_malformed_value_is_refused_by_name(self, tmp_path, name, value, message):
+        result = load_settings(bare_env(tmp_path, DJANGO_SECRET_KEY=KEY, **{name: value}))
+
+        assert result.returncode != 0
+        assert message in result.stderr
+
+
 class TestExpenseEscalation:
     def test_it_counts_two_business_days_unless_told_otherwise(self, tmp_path):
         settings = loaded(
