@@ -562,17 +562,19 @@ def email_link(request: HttpRequest, token: str) -> HttpResponse:
         return HttpResponse(status=405)
     if request.method == "POST" and not request.user.is_authenticated:
         return redirect_to_login(request.get_full_path())
-    username = request.user.get_username() if request.user.is_authenticated else None
-    lockout = throttling.lockout_of(request, username=username)
-    if lockout is not None:
-        return _link_lockout_page(request, lockout)
     try:
         link = links.resolve(token, now=timezone.now())
         if request.user.is_authenticated:
             links.check_recipient(link, request.user)
     except links.LinkProblem as problem:
         if problem.is_guess:
-            lockout = throttling.record_failure(request, username=username, channel=Channel.EMAIL)
+            # A signed link cannot be guessed, so a good one is never refused; a forged
+            # one, or another's, counts against this account (or address) and is
+            # refused while it is locked (approvals.throttling).
+            username = request.user.get_username() if request.user.is_authenticated else None
+            lockout = throttling.lockout_of(request, username=username) or (
+                throttling.record_failure(request, username=username, channel=Channel.EMAIL)
+            )
             if lockout is not None:
                 return _link_lockout_page(request, lockout)
         return _link_page(request, {"problem": problem}, status=_link_status(problem))
