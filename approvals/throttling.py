@@ -42,6 +42,7 @@ from axes.helpers import get_client_username, get_cool_off, get_failure_limit
 from axes.models import AccessAttempt, AccessBase
 from axes.signals import user_locked_out
 from django.contrib.auth import get_user_model
+from django.db import transaction
 from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -239,3 +240,59 @@ def _what_is_locked(*, username: str | None, ip_address: str | None) -> tuple[st
     if account is None:
         return f"an unknown username at address {ip_address}", None
     return f"account {account.username} at address {ip_address}", account
+
+
+class UnlockRefused(Exception):
+    """An unlock that names nothing, nobody responsible or no reason, or finds nothing locked."""
+
+
+def unlock(
+    *,
+    username: str | None = None,
+    address: str | None = None,
+    token: str | None = None,
+    by: str,
+    reason: str,
+    now: datetime,
+) -> int:
+    """Forget the failures counted against an account, an address (or both together), or an
+    API token, and write who lifted the lockout and why to the audit chain, in one
+    transaction. Return how many counters were cleared; refuse with UnlockRefused."""
+    reason = reason.strip()
+    if not (username or address or token):
+        raise UnlockRefused("Name what to unlock: --username, --address or both, or --token.")
+    if token and (username or address):
+        raise UnlockRefused("A token's failures are counted on their own: give --token alone.")
+    if not reason:
+        raise UnlockRefused("Say why (--reason): the audit log keeps it with the unlock.")
+    operator = get_user_model().objects.filter(username=by, is_active=True).first()
+    if operator is None:
+        raise UnlockRefused(f"--by names no active account: {by!r}. Name yourself.")
+    counted = AccessAttempt.objects.all()
+    if token:
+        counted = counted.filter(username=f"{TOKEN_IDENTITY}{token}")
+    if username:
+        counted = counted.filter(username=username)
+    if address:
+        counted = counted.filter(ip_address=address)
+    parts = [f"account {username}" if username else "", f"address {address}" if address else ""]
+    what = f"API token {token}" if token else " at ".join(part for part in parts if part)
+    with transaction.atomic():
+        rows = list(counted.select_for_update().order_by("-attempt_time"))
+        if not rows:
+            raise UnlockRefused(f"Nothing to unlock: no failures are counted for {what}.")
+        account = get_user_model().objects.filter(username=username).first() if username else None
+        if token:
+            held = ApiToken.objects.select_related("user").filter(prefix=token).first()
+            account = held.user if held else None
+        failures = sum(row.failures_since_start for row in rows)
+        audit.record_unlock(
+            subject=account or rows[0],
+            description=f"Unlocked: {what}",
+            actor=operator,
+            now=now,
+            comment=reason,
+            changes={"failures": [failures, 0]},
+        )
+        AccessAttempt.objects.filter(pk__in=[row.pk for row in rows]).delete()
+    return len(rows)

@@ -3,8 +3,11 @@ answered as problem+json 429; a right token is never refused."""
 
 from __future__ import annotations
 
+from io import StringIO
+
 import pytest
 from auditlog.models import LogEntry
+from django.core.management import call_command
 from django.test import Client
 
 from workflows.tokens import issue_token
@@ -136,3 +139,20 @@ class TestWrongTokens:
 
         responses = schema["paths"]["/api/v1/workflows"]["get"]["responses"]
         assert "application/problem+json" in responses["429"]["content"]
+
+
+class TestUnlockingAToken:
+    def test_unlocking_a_token_lets_its_wrong_secrets_be_answered_401_again(self, token_of):
+        good = token_of("alice")
+        prefix = good.split("_")[1]
+        for _ in range(LIMIT):
+            call(wrong_secret_for(good), address="10.0.0.1")
+        assert call(wrong_secret_for(good), address="10.0.0.2").status_code == 429
+
+        call_command(
+            "unlock", token=prefix, by="olga", reason="alice rotated it", stdout=StringIO()
+        )
+
+        assert call(wrong_secret_for(good), address="10.0.0.2").status_code == 401
+        entry = LogEntry.objects.get(additional_data__event="unlocked")
+        assert entry.object_repr == f"Unlocked: API token {prefix}"

@@ -4,11 +4,13 @@ lock out anyone else's good credentials."""
 from __future__ import annotations
 
 import ipaddress
+import re
+from io import StringIO
 
 import pytest
 from auditlog.models import LogEntry
 from axes.models import AccessAttempt
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -287,14 +289,80 @@ class TestEmailLinkLockout:
         assert entry.object_repr == ("Locked out: address 10.0.0.1 (credentials naming no account)")
 
 
+def unlock(**options):
+    out = StringIO()
+    call_command("unlock", stdout=out, **options)
+    return out.getvalue()
+
+
+def unlocks():
+    return LogEntry.objects.filter(additional_data__event="unlocked")
+
+
 class TestUnlock:
-    def test_resetting_the_username_restores_access(self, people):
+    def test_unlocking_an_account_restores_it_and_audits_who_and_why(self, people):
         guess("alice", address="10.0.0.1")
         assert sign_in("alice", "baton-demo", address="10.0.0.1").status_code == 429
 
-        call_command("axes_reset_username", "alice")
+        said = unlock(username="alice", by="olga", reason="Ticket 42: alice forgot her password")
+
+        assert "Unlocked" in said
+        assert sign_in("alice", "baton-demo", address="10.0.0.1").status_code == 302
+        entry = unlocks().get()
+        assert entry.actor == people["olga"]
+        assert entry.object_pk == str(people["alice"].pk)
+        assert entry.object_repr == "Unlocked: account alice"
+        assert entry.additional_data["comment"] == "Ticket 42: alice forgot her password"
+        assert entry.additional_data["channel"] == "admin"
+        assert verify_audit_chain().intact
+
+    def test_unlocking_an_address_clears_only_that_address(self, people):
+        guess("alice", address="10.0.0.1")
+        guess("alice", address="10.0.0.2")
+
+        unlock(address="10.0.0.1", by="olga", reason="The office's NAT")
 
         assert sign_in("alice", "baton-demo", address="10.0.0.1").status_code == 302
+        assert sign_in("alice", "baton-demo", address="10.0.0.2").status_code == 429
+        assert unlocks().get().object_repr == "Unlocked: address 10.0.0.1"
+
+    def test_unlocking_an_account_at_an_address_clears_that_pair_only(self, people):
+        guess("alice", address="10.0.0.1")
+        guess("alice", address="10.0.0.2")
+
+        unlock(username="alice", address="10.0.0.2", by="olga", reason="Her laptop")
+
+        assert sign_in("alice", "baton-demo", address="10.0.0.1").status_code == 429
+        assert sign_in("alice", "baton-demo", address="10.0.0.2").status_code == 302
+        assert unlocks().get().object_repr == "Unlocked: account alice at address 10.0.0.2"
+
+    @pytest.mark.parametrize(
+        ("options", "refusal"),
+        [
+            ({"username": "alice", "reason": "Ticket 42"}, "Say who you are with --by USERNAME"),
+            ({"username": "alice", "by": "olga"}, "Say why (--reason)"),
+            ({"username": "alice", "by": "olga", "reason": "   "}, "Say why (--reason)"),
+            ({"username": "alice", "by": "nobody", "reason": "x"}, "--by names no active account"),
+            ({"by": "olga", "reason": "Ticket 42"}, "Name what to unlock"),
+        ],
+    )
+    def test_a_missing_who_why_or_what_is_refused_and_nothing_is_unlocked(
+        self, people, options, refusal
+    ):
+        guess("alice", address="10.0.0.1")
+
+        with pytest.raises(CommandError, match=re.escape(refusal)) as refused:
+            unlock(**options)
+
+        assert str(refused.value).startswith("Nothing was unlocked.")
+        assert sign_in("alice", "baton-demo", address="10.0.0.1").status_code == 429
+        assert not unlocks().exists()
+
+    def test_nothing_locked_is_said_and_not_audited(self, people):
+        with pytest.raises(CommandError, match="no failures are counted for account bob"):
+            unlock(username="bob", by="olga", reason="Asked to")
+
+        assert not unlocks().exists()
 
     def test_an_admin_deleting_the_access_attempts_restores_access(self, people, admin_user):
         guess("alice", address="10.0.0.1")
