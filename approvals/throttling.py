@@ -200,16 +200,18 @@ def audit_lockout(
     until = _locked_until(request, {"username": username})
     if until is None:
         return
-    locked, account = _what_is_locked(username=username, ip_address=ip_address)
+    channel = getattr(request, "baton_channel", None) or (
+        Channel.ADMIN if request.path.startswith(reverse("admin:index")) else Channel.INBOX
+    )
+    # Only the API counts tokens; a sign-in typing a token's name is about nobody's token.
+    token = channel == Channel.API and bool(username and username.startswith(TOKEN_IDENTITY))
+    locked, account = _what_is_locked(username=username, ip_address=ip_address, token=token)
     counted = AccessAttempt.objects.filter(username=username)
-    if not (username and username.startswith(TOKEN_IDENTITY)):
+    if not token:
         counted = counted.filter(ip_address=ip_address)
     subject = account or counted.order_by("-attempt_time").first()
     if subject is None:
         return
-    channel = getattr(request, "baton_channel", None) or (
-        Channel.ADMIN if request.path.startswith(reverse("admin:index")) else Channel.INBOX
-    )
     audit.record_lockout(
         subject=subject,
         description=f"Locked out: {locked}",
@@ -225,9 +227,11 @@ def audit_lockout(
     )
 
 
-def _what_is_locked(*, username: str | None, ip_address: str | None) -> tuple[str, Any]:
+def _what_is_locked(
+    *, username: str | None, ip_address: str | None, token: bool
+) -> tuple[str, Any]:
     """Name what a lockout locks, and the account it is about (None if none)."""
-    if username and username.startswith(TOKEN_IDENTITY):
+    if username and token:
         prefix = username.removeprefix(TOKEN_IDENTITY)
         token = ApiToken.objects.select_related("user").filter(prefix=prefix).first()
         if token is None:

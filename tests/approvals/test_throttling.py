@@ -18,6 +18,7 @@ from django.utils import timezone
 from approvals.audit import verify_audit_chain
 from approvals.models import EmailLink
 from approvals.notify import links
+from workflows.tokens import issue_token
 
 pytestmark = pytest.mark.django_db
 
@@ -199,6 +200,14 @@ class TestLockoutAudit:
         assert entry.object_repr == "Locked out: an unknown username at address 10.0.0.9"
         assert "Summer2024!" not in str(entry.additional_data)
         assert "Summer2024!" not in entry.object_repr
+
+    def test_a_sign_in_typing_a_tokens_counter_name_is_not_recorded_as_that_token(self, people):
+        _, secret = issue_token(user=people["alice"])
+        guess(f"api-token:{secret.split('_')[1]}", address="10.0.0.9")
+
+        entry = LogEntry.objects.get(additional_data__event="locked_out")
+        assert entry.object_repr == "Locked out: an unknown username at address 10.0.0.9"
+        assert entry.content_type.model == "accessattempt"
 
     def test_an_admin_lockout_is_recorded_with_the_admin_channel(self, people):
         guess("olga", address="10.0.0.1", path=ADMIN_LOGIN)
