@@ -50,6 +50,8 @@ chromium:
 		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
 	}
 
+# The unit tests run in a random order (pytest-randomly prints its seed; rerun one
+# with PYTEST_ARGS=--randomly-seed=N); tests/e2e keeps the order it needs.
 test: $(STAMP) chromium
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
 		$(BIN)/pytest $(PYTEST_ARGS)

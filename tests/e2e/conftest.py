@@ -8,7 +8,8 @@ show the outcome, as an operator would.
 
 The browser tests drive runs in the test process and must run before the first
 test that starts the cluster, whose workers would claim their steps:
-`pytest_collection_modifyitems` below runs every test using the cluster last.
+`pytest_collection_modifyitems` below runs every test using the cluster last,
+and keeps these tests in file order when pytest-randomly shuffles the others.
 
 Every process a test starts is ended by the time its teardown begins: stopping
 one sends SIGTERM, then SIGKILL after a grace, and a test whose process
@@ -240,16 +241,27 @@ class Cluster:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Run the tests that use the cluster after all others (a stable sort keeps each order).
+    """Run these tests after the others, in file order, and those using the cluster last.
 
-    Each of these tests gets pytest-timeout's limit times BATON_TEST_SLOWDOWN.
+    pytest-randomly shuffles the items before this hook: the others keep its order,
+    which `-p randomly --randomly-seed=N` (N printed atop each run) reproduces; these
+    real-process tests keep the order they need. Each of these tests gets
+    pytest-timeout's limit times BATON_TEST_SLOWDOWN.
     """
-    items.sort(key=lambda item: "cluster" in getattr(item, "fixturenames", ()))
+    mine = [item for item in items if item.path.is_relative_to(HERE)]
+    others = [item for item in items if not item.path.is_relative_to(HERE)]
+    mine.sort(
+        key=lambda item: (
+            "cluster" in getattr(item, "fixturenames", ()),
+            str(item.path),
+            item.location[1] or 0,
+        )
+    )
+    items[:] = [*others, *mine]
     limit = float(config.getini("timeout") or 0)
     if limit and slowdown() != 1:
-        for item in items:
-            if item.path.is_relative_to(HERE):
-                item.add_marker(pytest.mark.timeout(scaled(limit)))
+        for item in mine:
+            item.add_marker(pytest.mark.timeout(scaled(limit)))
 
 
 @pytest.hookimpl(wrapper=True)
