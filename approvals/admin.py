@@ -1,4 +1,4 @@
-"""Operators' admin for human tasks: read-only rows; transitions go through the services.
+"""Operators' admin for human tasks: read-only rows; transitions go through the human_tasks.
 
 django-fsm-2's admin offers the legal transitions of a task (release, reassign,
 decide); each is carried out by the same use case as the inbox, with channel
@@ -14,7 +14,7 @@ from django.contrib import admin, messages
 from django.http import HttpRequest
 from django_fsm.admin import FSMAdminMixin
 
-from approvals import services
+from approvals import human_tasks
 from approvals.models import (
     Comment,
     EmailLink,
@@ -114,33 +114,33 @@ class HumanTaskAdmin(FSMAdminMixin, admin.ModelAdmin):
         }
         try:
             if transition_name == "release":
-                services.release_human_task(**common)
+                human_tasks.release_human_task(**common)
             elif transition_name == "reassign":
-                services.reassign_human_task(
+                human_tasks.reassign_human_task(
                     to_username=kwargs["to"], comment=kwargs.get("comment", ""), **common
                 )
             elif transition_name == "complete" and kwargs.get("outcome") == Outcome.APPROVED:
                 values = kwargs.get("form_values") or None
                 if values is not None and not isinstance(values, dict):
-                    raise services.InvalidRequest(
+                    raise human_tasks.InvalidRequest(
                         'Form values must be a JSON object, e.g. {"cost_centre": "FIN-1200"}.'
                     )
-                services.approve_human_task(
+                human_tasks.approve_human_task(
                     comment=kwargs.get("comment", ""),
                     values=values,
                     **common,
                 )
             elif transition_name == "complete" and kwargs.get("outcome") == Outcome.REJECTED:
-                services.reject_human_task(reason=kwargs.get("comment", ""), **common)
+                human_tasks.reject_human_task(reason=kwargs.get("comment", ""), **common)
             elif transition_name == "complete" and (
                 kwargs.get("outcome") == Outcome.CHANGES_REQUESTED
             ):
-                services.request_changes(reason=kwargs.get("comment", ""), **common)
+                human_tasks.request_changes(reason=kwargs.get("comment", ""), **common)
             elif transition_name == "complete":
-                raise services.InvalidRequest("Choose approve, reject or request changes.")
+                raise human_tasks.InvalidRequest("Choose approve, reject or request changes.")
             else:
-                raise services.NotAllowed(f"“{transition_name}” is made by the engine only.")
-        except services.TaskError as error:
+                raise human_tasks.NotAllowed(f"“{transition_name}” is made by the engine only.")
+        except human_tasks.TaskError as error:
             self.message_user(request, str(error), messages.ERROR)
             return False
         self.message_user(

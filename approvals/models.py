@@ -1,6 +1,6 @@
 """Human tasks and what surrounds them: comments, substitutes, reporting lines, email links.
 
-Transitions change only their own row; `approvals.services` locks, transitions,
+Transitions change only their own row; `approvals.human_tasks` locks, transitions,
 saves, audits and signals the run. Every transition bumps `version`, so a stale
 form or email link (made for an older version) is refused.
 """
@@ -41,7 +41,7 @@ class HumanTask(fsm.ConcurrentTransitionMixin, models.Model):
     run = models.ForeignKey(WorkflowRun, on_delete=models.CASCADE, related_name="human_tasks")
     step = models.ForeignKey(StepRun, on_delete=models.CASCADE, related_name="human_tasks")
     node = models.CharField(max_length=100)
-    # A reviewer's approval, or a revision its requesters answer (approvals.revisions).
+    # A reviewer's approval, or a revision its requesters answer (approvals.human_tasks.revisions).
     kind = models.CharField(max_length=20, choices=TaskKind.choices, default=TaskKind.APPROVAL)
     workflow_type = models.CharField(max_length=100)
     title = models.CharField(max_length=200)
@@ -246,7 +246,7 @@ class HumanTask(fsm.ConcurrentTransitionMixin, models.Model):
 class InboxEntry(models.Model):
     """One line of someone's inbox: a live task, the tab it shows in, and whose tab.
 
-    A read model with one writer, `approvals.inbox_entries.refresh`, which the
+    A read model with one writer, `approvals.human_tasks.inbox_entries.refresh`, which the
     services call whenever a task's state, holders, candidates, priority or due
     time change. A user's row is theirs alone; a group's row (queue only) shows
     to each of its members. It carries the task's sort keys, so each tab is read

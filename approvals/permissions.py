@@ -204,7 +204,7 @@ def may_hand_to(giver: Person, receiver: Person) -> bool:
     someone in one of their groups or the groups they manage, their manager, or one
     of their reports; an operator, anyone. Nobody else's name is theirs to learn.
 
-    approvals.selectors.people_to_hand_to is the same rule as a query.
+    approvals.inbox.selectors.people_to_hand_to is the same rule as a query.
     """
     return (
         giver.is_operator

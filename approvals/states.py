@@ -19,7 +19,8 @@ class Outcome(models.TextChoices):
     REJECTED = "rejected"
     # A reviewer sent the request back to its requester (Approval.on_changes_requested).
     CHANGES_REQUESTED = "changes_requested", "changes requested"
-    # The requester answered a revision task with the input changed (see approvals.revisions).
+    # The requester answered a revision task with the input changed
+    # (see approvals.human_tasks.revisions).
     RESUBMITTED = "resubmitted"
 
 

@@ -104,3 +104,44 @@ def drawing_problems(workflow: Workflow) -> list[str]:
                 f"{', '.join(missing)} (use text, numbers, dates, choices or a mapping)"
             )
     return problems
+
+
+def document_task_forms(schema: dict[str, Any]) -> dict[str, Any]:
+    """Document, in the OpenAPI document `schema`, the form of every approval of every
+    registered workflow type: one component each, and the decision's `form` as any one
+    of them (or no values, for an approval without a form)."""
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    decision = components.get("DecisionIn", {}).get("properties", {})
+    choices: list[dict[str, Any]] = []
+    by_type: dict[str, dict[str, dict[str, str]]] = {}
+    for workflow in sorted(registry.all_definitions(), key=lambda w: (w.name, w.version)):
+        for node in workflow.nodes:
+            if not isinstance(node, Approval) or node.form is None:
+                continue
+            name = f"TaskForm_{workflow.name}_v{workflow.version}_{node.name}"
+            document = node.form.model_json_schema(ref_template="#/components/schemas/{model}")
+            for definition, part in document.pop("$defs", {}).items():
+                components.setdefault(definition, part)
+            document["title"] = f"{workflow.name} v{workflow.version}: {node.name}"
+            document["description"] = (
+                f"The form of approval {node.name!r} in workflow type {workflow.name!r} "
+                f"(version {workflow.version}). " + (node.form.__doc__ or "").strip()
+            ).strip()
+            components[name] = document
+            reference = {"$ref": f"#/components/schemas/{name}"}
+            choices.append(reference)
+            by_type.setdefault(workflow.name, {})[node.name] = reference
+    if "form" in decision:
+        nothing = {"type": "object", "maxProperties": 0, "title": "No values"}
+        listed = "; ".join(
+            f"{kind}: {', '.join(sorted(nodes))}" for kind, nodes in sorted(by_type.items())
+        )
+        decision["form"] = {
+            "title": "Form",
+            "description": decision["form"].get("description", "")
+            + (f". Approvals with a form, by workflow type: {listed}." if listed else "."),
+            "anyOf": [*choices, nothing, {"type": "null"}],
+            "default": None,
+            "x-baton-task-forms": by_type,
+        }
+    return schema

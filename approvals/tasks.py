@@ -5,7 +5,8 @@ from __future__ import annotations
 from celery import shared_task
 from django.utils import timezone
 
-from approvals import audit, notifications
+from approvals import audit
+from approvals.notify import notifications
 
 
 @shared_task(name="baton.audit_checkpoint", ignore_result=True)

@@ -13,7 +13,7 @@ from typing import Any
 from django.contrib.auth.models import Group, User
 from django.db import connection
 
-from approvals import services
+from approvals import human_tasks
 from approvals.states import Channel
 from bench import definitions
 from bench.measure import median, now_ns
@@ -48,10 +48,10 @@ def one_round(*, people: list[User]) -> tuple[list[float], int, list[str]]:
         barrier.wait()
         started = now_ns()
         try:
-            outcomes[index] = services.approve_human_task(
+            outcomes[index] = human_tasks.approve_human_task(
                 task_id=task_id, user=person, channel=Channel.INBOX
             )
-        except services.TaskError as error:
+        except human_tasks.TaskError as error:
             outcomes[index] = error
         finally:
             latencies[index] = (now_ns() - started) / 1e6
@@ -63,7 +63,7 @@ def one_round(*, people: list[User]) -> tuple[list[float], int, list[str]]:
     for thread in threads:
         thread.join()
     won = sum(1 for outcome in outcomes if not isinstance(outcome, Exception))
-    refusals = [str(outcome) for outcome in outcomes if isinstance(outcome, services.TaskError)]
+    refusals = [str(outcome) for outcome in outcomes if isinstance(outcome, human_tasks.TaskError)]
     return latencies, won, [message for message in refusals if message]
 
 
@@ -88,7 +88,7 @@ def run(*, profile: Profile) -> list[Result]:
             median(latencies),
             samples=len(latencies),
             note=f"{rounds} rounds of {REVIEWERS} threads released by a barrier into "
-            "approvals.services.approve_human_task",
+            "approvals.human_tasks.decide.approve_human_task",
         ),
         Result("decide_max_ms", max(latencies)),
         Result("decide_winners", worst_won, note=f"winners per round: {winners}"),

@@ -28,7 +28,7 @@ from typing import Any
 from django.contrib.auth.models import Group, User
 from django.db import connection, models, transaction
 
-from approvals import services
+from approvals import human_tasks
 from approvals.models import HumanTask
 from approvals.states import Channel
 from bench import definitions
@@ -166,7 +166,7 @@ def make_templates(people: dict[str, Any]) -> dict[str, Any]:
         templates.update(
             {f"{kind}_run": str(run.pk), f"{kind}_step": task.step_id, f"{kind}_task": str(task.pk)}
         )
-    services.approve_human_task(
+    human_tasks.approve_human_task(
         task_id=templates["other_done_task"], user=other, channel=Channel.INBOX
     )
     return templates

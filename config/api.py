@@ -21,10 +21,10 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer, SessionAuth
 
 from approvals import throttling
-from approvals.api import document_task_forms
-from approvals.api import router as tasks_router
-from approvals.console_api import router as console_router
+from approvals.console.api import router as console_router
+from approvals.inbox.api import router as tasks_router
 from approvals.states import Channel
+from approvals.task_forms import document_task_forms
 from workflows import tokens
 from workflows.api import ApiProblem
 from workflows.api import router as workflows_router
@@ -68,7 +68,7 @@ class BrowserSession(SessionAuth):
 class BatonAPI(NinjaAPI):
     def get_openapi_schema(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """Document error bodies as application/problem+json, as they are sent, and each
-        workflow type's task forms (approvals.api.document_task_forms)."""
+        workflow type's task forms (approvals.task_forms.document_task_forms)."""
         schema = document_task_forms(super().get_openapi_schema(*args, **kwargs))
         for operations in schema.get("paths", {}).values():
             for operation in operations.values():

@@ -7,7 +7,7 @@ characters, and any new field or template could show them, so rather than a
 filter every template must remember, each HTML answer passes through
 workflows.cleaning.neutralise_bidi on its way out, which shows each one as its
 code point ("invoice[U+202E]gpj.exe"). Baton's templates hold none themselves.
-Emails do the same in approvals.emails; the JSON API returns data as stored.
+Emails do the same in approvals.notify.emails; the JSON API returns data as stored.
 """
 
 from __future__ import annotations

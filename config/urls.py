@@ -9,7 +9,7 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", api.urls),
-    path("requests/", include("approvals.request_urls")),
-    path("console/", include("approvals.console_urls")),
-    path("", include("approvals.urls")),
+    path("requests/", include("approvals.requests.urls")),
+    path("console/", include("approvals.console.urls")),
+    path("", include("approvals.inbox.urls")),
 ]

@@ -23,7 +23,7 @@ from workflows.models import StepRun, WorkflowRun
 from workflows.states import StepState
 
 # The test kit for workflow authors (the `workflow_env` fixture), used as they would.
-pytest_plugins = ["workflows.testing"]
+pytest_plugins = ["approvals.testing"]
 
 ORDER_INPUT = {
     "order_id": "A-1001",
@@ -213,10 +213,10 @@ def manager_task(start_expense) -> HumanTask:
 def finance_task(start_expense, carol, drive) -> HumanTask:
     """The finance group's approval of alice's 1,500 EUR expense, after carol approved;
     its form asks for a cost centre."""
-    from approvals import services
+    from approvals import human_tasks
 
     run = start_expense(amount="1500.00")
-    services.approve_human_task(task_id=run.human_tasks.get().pk, user=carol, channel="inbox")
+    human_tasks.approve_human_task(task_id=run.human_tasks.get().pk, user=carol, channel="inbox")
     return drive(run).human_tasks.get(node="finance_approval")
 
 

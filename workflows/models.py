@@ -328,7 +328,7 @@ class WorkflowRun(FencedTransitions, SavesChanges, models.Model):
     @property
     def results(self) -> RunResults:
         """Finished steps' results by node, read from their rows when asked."""
-        return RunResults(self.pk)
+        return RunResults(self.pk, steps=StepRun.objects)
 
     @property
     def data(self) -> RunData:

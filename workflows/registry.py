@@ -45,6 +45,8 @@ _run_action_hooks: list[Callable[..., None]] = []
 _run_end_hooks: list[Callable[..., None]] = []
 # Told when a run moves to another version of its type (see register_run_migration_hook).
 _run_migration_hooks: list[Callable[..., None]] = []
+# Other apps' rows that go with a run when it is pruned, counted by a dry run: name -> model.
+_run_rows: dict[str, str] = {}
 
 
 def register(workflow: Workflow) -> Workflow:
@@ -192,3 +194,13 @@ def register_run_migration_hook(hook: Callable[..., None]) -> None:
 
 def run_migration_hooks() -> list[Callable[..., None]]:
     return list(_run_migration_hooks)
+
+
+def register_run_rows(name: str, model: str) -> None:
+    """Count `model`'s rows (an "app_label.Model" with a cascading `run` key) as `name` when
+    runs are pruned: the human tasks, for example, which the engine does not know by name."""
+    _run_rows[name] = model
+
+
+def run_rows() -> dict[str, str]:
+    return dict(_run_rows)

@@ -6,6 +6,10 @@ with the run. Reading one result is one indexed query (the unique key on run,
 node, kind and round), remembered for the life of the mapping. A node run in
 several rounds of a loop shows its latest round's result; earlier rounds keep
 theirs on their own rows (`of_round`).
+
+The rows are read through the manager it is given (`StepRun.objects`, handed in by
+`WorkflowRun.results`), so this module needs nothing from `workflows.models`, which
+builds on it.
 """
 
 from __future__ import annotations
@@ -16,9 +20,7 @@ from typing import TYPE_CHECKING, Any
 from workflows.states import StepKind, StepState
 
 if TYPE_CHECKING:
-    from django.db.models import QuerySet
-
-    from workflows.models import StepRun
+    from django.db.models import Manager, QuerySet
 
 _MISSING = object()
 # A step's result stays part of the run's data after the step is undone; a step an
@@ -29,16 +31,15 @@ RESULT_STEP_STATES = (StepState.SUCCEEDED, StepState.COMPENSATED, StepState.SKIP
 class RunResults(Mapping[str, Any]):
     """The results of a run's finished forward steps, by node name (lazy, read-only)."""
 
-    def __init__(self, run_id: Any) -> None:
+    def __init__(self, run_id: Any, *, steps: Manager[Any]) -> None:
         self._run_id = run_id
+        self._step_rows = steps
         self._known: dict[str, Any] = {}
         self._complete = False
 
-    def _steps(self) -> QuerySet[StepRun]:
-        from workflows.models import StepRun
-
+    def _steps(self) -> QuerySet[Any]:
         # A map's items keep their results on their own rows; its node's result lists them.
-        return StepRun.objects.filter(
+        return self._step_rows.filter(
             run_id=self._run_id,
             kind=StepKind.FORWARD,
             state__in=RESULT_STEP_STATES,
@@ -65,9 +66,7 @@ class RunResults(Mapping[str, Any]):
     def of_round(self, node: str, round: int, item: int | None = None) -> Any:
         """Return the result of `node` in `round` (of a map's `item`, if given; None if it
         has none): what an undo undoes."""
-        from workflows.models import StepRun
-
-        steps = StepRun.objects.filter(
+        steps = self._step_rows.filter(
             run_id=self._run_id, kind=StepKind.FORWARD, state__in=RESULT_STEP_STATES
         )
         found = steps.filter(node=node, round=round, item=item).values_list("result", flat=True)[:1]

@@ -20,22 +20,30 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from django.apps import apps
 from django.db import transaction
 from django.db.models import Q, QuerySet
 
+from workflows import registry
 from workflows.models import Signal, StepEvent, StepRun, WorkflowRun
 from workflows.states import FINAL_RUN_STATES
 
 logger = logging.getLogger("baton.retention")
 
-# What a dry run counts, and a real one reports, by the model label Django deletes under.
+# What a dry run counts, and a real one reports, by the model label Django deletes under:
+# the engine's own rows, and those other apps register (`registry.register_run_rows`).
 COUNTED = {
     "runs": "workflows.WorkflowRun",
     "steps": "workflows.StepRun",
     "events": "workflows.StepEvent",
     "signals": "workflows.Signal",
-    "human tasks": "approvals.HumanTask",
 }
+
+
+def counted() -> dict[str, str]:
+    """Return every kind of row a prune counts, by name, with its model's label."""
+    return {**COUNTED, **registry.run_rows()}
+
 
 _AGE = re.compile(r"^\s*(\d+)\s*([dhms])\s*$")
 _UNITS = {"d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
@@ -84,8 +92,6 @@ def prunable_runs(*, finished_before: datetime) -> QuerySet[WorkflowRun]:
 
 def count_prunable(*, finished_before: datetime) -> PruneReport:
     """Count what `prune_runs` would delete, deleting nothing."""
-    from approvals.models import HumanTask  # approvals builds on workflows, not the reverse
-
     top = prunable_runs(finished_before=finished_before)
     # Their children go in the same delete (grandchildren are counted with them too
     # only as far as one level: a rough count is enough for a dry run).
@@ -97,7 +103,10 @@ def count_prunable(*, finished_before: datetime) -> PruneReport:
             "steps": StepRun.objects.filter(run__in=runs).count(),
             "events": StepEvent.objects.filter(run__in=runs).count(),
             "signals": Signal.objects.filter(run__in=runs).count(),
-            "human tasks": HumanTask.objects.filter(run__in=runs).count(),
+            **{
+                name: apps.get_model(label).objects.filter(run__in=runs).count()
+                for name, label in registry.run_rows().items()
+            },
         },
     )
 
@@ -111,7 +120,7 @@ def prune_runs(
     bound, so one pass never runs for long).
     """
     report = PruneReport(finished_before=finished_before)
-    labels = {label: what for what, label in COUNTED.items()}
+    labels = {label: what for what, label in counted().items()}
     while max_batches is None or report.batches < max_batches:
         with transaction.atomic():
             run_ids = list(

@@ -1,16 +1,17 @@
 """A test kit for workflow authors: run a definition in-process on the real engine, with a
 clock the test moves.
 
-Everything goes through the engine's and the approvals' public use cases against the
-test database: `start_workflow`, `execute_step` (what a worker does), `signal_run`,
-`cancel_run`, the human-task services and the real `sweep`, which fires timers,
+Everything goes through the engine's public use cases against the test database:
+`start_workflow`, `execute_step` (what a worker does), `signal_run`, `cancel_run` and the
+real `sweep`, which fires timers,
 retries, lost leases, escalations and deadlines from the due times stored in the
 database. Nothing is mocked but the broker: the kit runs every scheduled step itself,
 so no message leaves the process. The clock is the kit's `now`, passed to every use
 case; `advance(days=3)` moves it and lets the sweep fire whatever fell due meanwhile,
 each at its own due time (as a sweep running every few seconds would), in one call.
 
-Enable the fixture in a conftest.py with `pytest_plugins = ["workflows.testing"]`, then:
+Enable the fixture in a conftest.py with `pytest_plugins = ["workflows.testing"]` (or
+`["approvals.testing"]`, the same kit that also decides human tasks), then:
 
     def test_expense_escalates_after_the_weekend(workflow_env, carol, bob):
         env = workflow_env.travel_to(datetime(2026, 1, 9, 16, tzinfo=UTC))  # a Friday
@@ -143,7 +144,7 @@ class WorkflowEnvironment:
             .values_list("due_at", flat=True)
             .first()
         ]
-        due += [source(self.now) for source in _due_time_sources]
+        due += [source(self.now) for source in due_time_sources]
         return min((moment for moment in due if moment is not None), default=None)
 
     # -- driving runs --------------------------------------------------------------
@@ -159,7 +160,7 @@ class WorkflowEnvironment:
     ) -> WorkflowRun:
         """Start a run of the latest version and settle; return the run as it stands."""
         self._moved = True
-        with _as_if_committed():
+        with as_if_committed():
             run, _ = engine.start_workflow(
                 workflow_type=workflow_type,
                 input=input,
@@ -184,7 +185,7 @@ class WorkflowEnvironment:
             scheduled = StepRun.objects.filter(state=StepState.SCHEDULED).order_by("id")
             for step_id in scheduled.values_list("id", flat=True):
                 moved |= self._execute(step_id)
-            with _as_if_committed():
+            with as_if_committed():
                 counts = engine.sweep(now=self.now)
             if counts.get("failed_runs"):
                 raise AssertionError(
@@ -198,7 +199,7 @@ class WorkflowEnvironment:
 
     def _execute(self, step_id: int) -> bool:
         before = StepRun.objects.values_list("state", "attempt").get(pk=step_id)
-        with _as_if_committed():
+        with as_if_committed():
             engine.execute_step(step_id=step_id, now=self.now)
         return StepRun.objects.values_list("state", "attempt").get(pk=step_id) != before
 
@@ -211,7 +212,7 @@ class WorkflowEnvironment:
         signal_id: str | None = None,
     ) -> WorkflowRun:
         """Send a signal to the run, as the API would, and settle."""
-        with _as_if_committed():
+        with as_if_committed():
             engine.signal_run(
                 run_id=run.pk, name=name, payload=payload, signal_id=signal_id, now=self.now
             )
@@ -220,122 +221,8 @@ class WorkflowEnvironment:
 
     def cancel(self, run: WorkflowRun) -> WorkflowRun:
         """Cancel the run (its completed steps are undone) and settle."""
-        with _as_if_committed():
+        with as_if_committed():
             engine.cancel_run(run_id=run.pk, now=self.now)
-        self.settle()
-        return self.refresh(run)
-
-    # -- human tasks ---------------------------------------------------------------
-
-    def task(self, run: WorkflowRun, node: str, *, for_user: Any = None) -> Any:
-        """The live human task of approval `node` (the one `for_user` may act on, if several)."""
-        from approvals.states import LIVE_TASK_STATES  # approvals builds on workflows
-
-        tasks = list(run.human_tasks.filter(node=node, state__in=LIVE_TASK_STATES).order_by("id"))
-        if for_user is not None and len(tasks) > 1:
-            tasks = [task for task in tasks if _is_candidate(task, for_user)] or tasks
-        if not tasks:
-            live = sorted(
-                run.human_tasks.filter(state__in=LIVE_TASK_STATES).values_list("node", flat=True)
-            )
-            raise AssertionError(
-                f"no live human task on {node!r}; the run is {self.refresh(run).state} "
-                f"and has live tasks on {live or 'no node'}"
-            )
-        return tasks[0]
-
-    def approve(
-        self,
-        run: WorkflowRun,
-        node: str,
-        *,
-        as_user: Any,
-        comment: str = "",
-        values: dict[str, Any] | None = None,
-        channel: str = "",
-    ) -> WorkflowRun:
-        """Approve the task of `node` as `as_user`, through the same service as the inbox;
-        `values` fill in the approval's form, if it has one."""
-        from approvals import services
-        from approvals.states import Channel
-
-        task = self.task(run, node, for_user=as_user)
-        with _as_if_committed():
-            services.approve_human_task(
-                task_id=task.pk,
-                user=as_user,
-                channel=channel or Channel.INBOX,
-                comment=comment,
-                values=values,
-                now=self.now,
-            )
-        self.settle()
-        return self.refresh(run)
-
-    def reject(
-        self, run: WorkflowRun, node: str, *, as_user: Any, reason: str, channel: str = ""
-    ) -> WorkflowRun:
-        """Reject the task of `node` as `as_user` (a reason is required, as in the inbox)."""
-        from approvals import services
-        from approvals.states import Channel
-
-        task = self.task(run, node, for_user=as_user)
-        with _as_if_committed():
-            services.reject_human_task(
-                task_id=task.pk,
-                user=as_user,
-                channel=channel or Channel.INBOX,
-                reason=reason,
-                now=self.now,
-            )
-        self.settle()
-        return self.refresh(run)
-
-    def request_changes(
-        self, run: WorkflowRun, node: str, *, as_user: Any, reason: str, channel: str = ""
-    ) -> WorkflowRun:
-        """Send the request back from approval `node` as `as_user`, with the reason its
-        requester reads (the approval must allow it: `on_changes_requested`)."""
-        from approvals import services
-        from approvals.states import Channel
-
-        task = self.task(run, node, for_user=as_user)
-        with _as_if_committed():
-            services.request_changes(
-                task_id=task.pk,
-                user=as_user,
-                channel=channel or Channel.INBOX,
-                reason=reason,
-                now=self.now,
-            )
-        self.settle()
-        return self.refresh(run)
-
-    def resubmit(
-        self,
-        run: WorkflowRun,
-        node: str,
-        *,
-        as_user: Any,
-        input: dict[str, Any],
-        comment: str = "",
-        channel: str = "",
-    ) -> WorkflowRun:
-        """Answer the revision task of `Revise` node `node` as `as_user` (a requester) with
-        the request's changed `input`, through the same service as the request page."""
-        from approvals import revisions
-        from approvals.states import Channel
-
-        task = self.task(run, node, for_user=as_user)
-        with _as_if_committed():
-            revisions.resubmit_request(
-                task_id=task.pk,
-                user=as_user,
-                input=input,
-                comment=comment,
-                channel=channel or Channel.INBOX,
-                now=self.now,
-            )
         self.settle()
         return self.refresh(run)
 
@@ -420,22 +307,9 @@ class WorkflowEnvironment:
         return current
 
 
-def _next_human_task_due(now: datetime) -> datetime | None:
-    from approvals.models import HumanTask  # approvals builds on workflows
-    from approvals.states import LIVE_TASK_STATES
-
-    live = HumanTask.objects.filter(state__in=LIVE_TASK_STATES)
-    times = [
-        live.filter(**{f"{column}__gt": now})
-        .order_by(column)
-        .values_list(column, flat=True)
-        .first()
-        for column in ("escalate_at", "due_at")
-    ]
-    return min((moment for moment in times if moment is not None), default=None)
-
-
-_due_time_sources: list[Callable[[datetime], datetime | None]] = [_next_human_task_due]
+# Other due times the kit walks the clock through, besides the steps' own: each returns
+# the earliest one after `now`, or None. `approvals.testing` adds the human tasks'.
+due_time_sources: list[Callable[[datetime], datetime | None]] = []
 
 
 def _recorded(
@@ -449,16 +323,8 @@ def _recorded(
     return activity
 
 
-def _is_candidate(task: Any, user: Any) -> bool:
-    return (
-        task.assignee_id == user.pk
-        or task.candidate_users.filter(pk=user.pk).exists()
-        or task.candidate_groups.filter(user=user).exists()
-    )
-
-
 @contextmanager
-def _as_if_committed() -> Iterator[None]:
+def as_if_committed() -> Iterator[None]:
     """Run the on-commit work of what the block did, as its commit would have.
 
     Under pytest-django's `db` fixture the test's transaction never commits, so the
@@ -486,6 +352,17 @@ def _as_if_committed() -> Iterator[None]:
                     logger.exception("testing.on_commit_failed")
 
 
+@contextmanager
+def kept_in_process(environment: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch):
+    """Yield `environment` with its steps run by the kit, never sent to a broker; activities
+    replaced in the test are put back at its end."""
+    monkeypatch.setattr(work, "send_steps", _kept_in_process)
+    try:
+        yield environment
+    finally:
+        environment.close()
+
+
 @pytest.fixture
 def workflow_env(db: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[WorkflowEnvironment]:
     """A WorkflowEnvironment on the test database, its clock at DEFAULT_START.
@@ -493,12 +370,8 @@ def workflow_env(db: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workflow
     Steps are run by the kit, never sent to a broker; activities replaced in the
     test are put back at its end.
     """
-    monkeypatch.setattr(work, "send_steps", _kept_in_process)
-    env = WorkflowEnvironment()
-    try:
+    with kept_in_process(WorkflowEnvironment(), monkeypatch) as env:
         yield env
-    finally:
-        env.close()
 
 
 def _kept_in_process(step_ids: list[int]) -> None:

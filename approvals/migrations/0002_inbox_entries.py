@@ -6,13 +6,13 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
-# Frozen copies of approvals.inbox_entries' rules, as they were when this ran.
+# Frozen copies of approvals.human_tasks.inbox_entries' rules, as they were when this ran.
 FAR_FUTURE = datetime(9999, 1, 1, tzinfo=UTC)
 BATCH = 5000
 
 
 def fill_inbox_entries(apps, schema_editor):
-    """Give every live task the inbox entries approvals.inbox_entries.refresh would."""
+    """Give every live task the inbox entries approvals.human_tasks.inbox_entries.refresh would."""
     HumanTask = apps.get_model("approvals", "HumanTask")
     InboxEntry = apps.get_model("approvals", "InboxEntry")
     CandidateUser = HumanTask.candidate_users.through

@@ -9,7 +9,7 @@ from django.contrib.auth.models import Permission
 from django.urls import reverse
 from django.utils import timezone
 
-from approvals import inbox_entries
+from approvals.human_tasks import inbox_entries
 from approvals.models import HumanTask
 
 

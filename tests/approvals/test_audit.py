@@ -12,8 +12,8 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
-from approvals import audit, services, tasks
-from approvals.audit import GENESIS, SYSTEM_USERNAME, verify_audit_chain
+from approvals import audit, human_tasks, tasks
+from approvals.audit import GENESIS, SYSTEM_USERNAME, chain, verify_audit_chain
 from approvals.checks import check_audit_key
 from approvals.models import AuditCheckpoint
 from approvals.states import Channel
@@ -29,14 +29,14 @@ def verify() -> str:
 
 @pytest.fixture
 def decided(manager_task, carol):
-    services.comment_on_human_task(
+    human_tasks.comment_on_human_task(
         task_id=manager_task.pk,
         user=carol,
         body="Receipt?",
         channel=Channel.INBOX,
         remote_addr="10.0.0.7",
     )
-    services.approve_human_task(
+    human_tasks.approve_human_task(
         task_id=manager_task.pk,
         user=carol,
         channel=Channel.API,
@@ -90,7 +90,7 @@ def recompute_unkeyed(entries) -> None:
         data = entry.additional_data
         data["chain"] = {
             "previous": previous,
-            "hash": audit._unkeyed_hash(previous, audit._content_of(entry)),
+            "hash": chain._unkeyed_hash(previous, chain._content_of(entry)),
         }
         LogEntry.objects.filter(pk=entry.pk).update(additional_data=data)
         previous = data["chain"]["hash"]
@@ -106,7 +106,7 @@ def recompute_keyed(entries) -> None:
     previous = GENESIS
     for entry in entries.order_by("id"):
         data = entry.additional_data
-        new_hash = audit._hash(previous, audit._content_of(entry), key=audit.chain_key())
+        new_hash = chain._hash(previous, chain._content_of(entry), key=audit.chain_key())
         data["chain"] = {"previous": previous, "hash": new_hash}
         LogEntry.objects.filter(pk=entry.pk).update(additional_data=data)
         previous = new_hash
@@ -128,7 +128,7 @@ class TestKeyedChain:
     def test_the_chain_is_keyed_with_baton_audit_key(
         self, first_key, settings, manager_task, carol
     ):
-        services.comment_on_human_task(
+        human_tasks.comment_on_human_task(
             task_id=manager_task.pk, user=carol, body="Receipt?", channel=Channel.INBOX
         )
         assert verify_audit_chain().intact
@@ -188,7 +188,7 @@ class TestRekeyingAtUpgrade:
         recompute_unkeyed(LogEntry.objects.all())
         audit.rekey_unkeyed_chain(log_entries=LogEntry, now=timezone.now())
 
-        services.comment_on_human_task(
+        human_tasks.comment_on_human_task(
             task_id=manager_task.pk, user=carol, body="After", channel=Channel.INBOX
         )
 
@@ -213,7 +213,7 @@ def checkpoint(**options) -> audit.Checkpoint:
 
 
 def comment(task, user, body: str) -> None:
-    services.comment_on_human_task(task_id=task.pk, user=user, body=body, channel=Channel.INBOX)
+    human_tasks.comment_on_human_task(task_id=task.pk, user=user, body=body, channel=Channel.INBOX)
 
 
 class TestCheckpoints:

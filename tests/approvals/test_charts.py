@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from approvals import charts
+from approvals.console import charts
 
 SVG = "{http://www.w3.org/2000/svg}"
 

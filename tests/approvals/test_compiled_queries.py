@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from django.db import connection
 from django.utils import timezone
 
-from approvals.compiled_queries import NotCompilable, compile_once
+from approvals.inbox.compiled_queries import NotCompilable, compile_once
 from approvals.models import InboxEntry, Snooze
 
 pytestmark = [

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 from django.db import connection
 
-from approvals.console_selectors import RunFilters, business_keys, filtered_runs, runs_page
+from approvals.console.selectors import RunFilters, business_keys, filtered_runs, runs_page
 from workflows.models import WorkflowRun
 
 pytestmark = pytest.mark.django_db

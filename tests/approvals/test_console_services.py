@@ -9,12 +9,18 @@ import pytest
 from auditlog.models import LogEntry
 from django.contrib.auth.models import Permission, User
 
-from approvals import console_services
+from approvals.act import Act
+from approvals.console import services as console_services
 from tests.workflows.test_engine import sweep_until_quiet
 from workflows.models import WorkflowRun
 from workflows.states import RunState, StepState
 
 pytestmark = pytest.mark.django_db
+
+
+def by(user, *, reason: str = "") -> Act:
+    """Who acts, as the console's pages build it."""
+    return Act(user=user, channel=console_services.CHANNEL, reason=reason)
 
 
 @pytest.fixture
@@ -58,7 +64,8 @@ class TestRetryDeadLetter:
         self, dead_letter, console_operator
     ):
         done = console_services.retry_dead_letter(
-            run_id=dead_letter.pk, user=console_operator, reason="refund service is back"
+            run_id=dead_letter.pk,
+            act=by(console_operator, reason="refund service is back"),
         )
 
         assert done.changed
@@ -72,7 +79,7 @@ class TestRetryDeadLetter:
 
     def test_an_outsider_is_refused_saying_who_may(self, dead_letter, eve):
         with pytest.raises(console_services.NotOperator, match="Only operators may retry a"):
-            console_services.retry_dead_letter(run_id=dead_letter.pk, user=eve)
+            console_services.retry_dead_letter(run_id=dead_letter.pk, act=by(eve))
 
         dead_letter.refresh_from_db()
         assert dead_letter.state == RunState.DEAD_LETTERED
@@ -80,7 +87,7 @@ class TestRetryDeadLetter:
 
     def test_staff_who_may_only_view_runs_are_refused(self, dead_letter, viewer):
         with pytest.raises(console_services.NotOperator) as refused:
-            console_services.retry_dead_letter(run_id=dead_letter.pk, user=viewer)
+            console_services.retry_dead_letter(run_id=dead_letter.pk, act=by(viewer))
 
         assert refused.value.status == 403
         assert "permission to operate workflow runs" in str(refused.value)
@@ -91,7 +98,7 @@ class TestRetryDeadLetter:
         run = start("order", order_input())
 
         with pytest.raises(console_services.NotPossibleNow) as refused:
-            console_services.retry_dead_letter(run_id=run.pk, user=console_operator)
+            console_services.retry_dead_letter(run_id=run.pk, act=by(console_operator))
 
         assert refused.value.status == 409
         assert "Only a dead-lettered run can be retried or resumed; this one is running" in str(
@@ -103,7 +110,7 @@ class TestRetryDeadLetter:
 class TestResumeDeadLetter:
     def test_moves_past_the_failed_undo_and_audits_it(self, dead_letter, console_operator, drive):
         done = console_services.resume_dead_letter(
-            run_id=dead_letter.pk, user=console_operator, reason="refunded by hand"
+            run_id=dead_letter.pk, act=by(console_operator, reason="refunded by hand")
         )
 
         run = drive(done.run)
@@ -119,7 +126,7 @@ class TestRetryFailedRun:
     def test_sends_the_run_back_to_its_failed_step_and_audits_it(
         self, failed_run, console_operator, drive
     ):
-        console_services.retry_failed_run(run_id=failed_run.pk, user=console_operator)
+        console_services.retry_failed_run(run_id=failed_run.pk, act=by(console_operator))
 
         run = drive(failed_run)
         assert run.state == RunState.SUCCEEDED
@@ -132,15 +139,15 @@ class TestRetryFailedRun:
         run = sweep_until_quiet(run, drive)
 
         with pytest.raises(console_services.NotPossibleNow, match="this one is compensated"):
-            console_services.retry_failed_run(run_id=run.pk, user=console_operator)
+            console_services.retry_failed_run(run_id=run.pk, act=by(console_operator))
 
 
 class TestPauseAndResume:
     def test_pause_then_resume_are_each_audited(self, start, console_operator):
         run = start("test_linear", {})
 
-        console_services.pause_run(run_id=run.pk, user=console_operator)
-        console_services.resume_run(run_id=run.pk, user=console_operator)
+        console_services.pause_run(run_id=run.pk, act=by(console_operator))
+        console_services.resume_run(run_id=run.pk, act=by(console_operator))
 
         run.refresh_from_db()
         assert run.state == RunState.RUNNING
@@ -151,9 +158,9 @@ class TestPauseAndResume:
 
     def test_a_second_pause_is_a_no_op_audited_once(self, start, console_operator):
         run = start("test_linear", {})
-        console_services.pause_run(run_id=run.pk, user=console_operator)
+        console_services.pause_run(run_id=run.pk, act=by(console_operator))
 
-        again = console_services.pause_run(run_id=run.pk, user=console_operator)
+        again = console_services.pause_run(run_id=run.pk, act=by(console_operator))
 
         assert not again.changed
         assert len(entries(run)) == 1
@@ -162,20 +169,20 @@ class TestPauseAndResume:
         run = start("test_linear", {})
 
         with pytest.raises(console_services.NotPossibleNow, match="Only a paused run"):
-            console_services.resume_run(run_id=run.pk, user=console_operator)
+            console_services.resume_run(run_id=run.pk, act=by(console_operator))
 
     def test_an_outsider_cannot_pause(self, start, eve):
         run = start("test_linear", {})
 
         with pytest.raises(console_services.NotOperator, match="Only operators may pause a run"):
-            console_services.pause_run(run_id=run.pk, user=eve)
+            console_services.pause_run(run_id=run.pk, act=by(eve))
 
 
 class TestCancel:
     def test_cancels_and_audits(self, start, drive, console_operator):
         run = start("test_linear", {})
 
-        done = console_services.cancel_run(run_id=run.pk, user=console_operator, reason="dup")
+        done = console_services.cancel_run(run_id=run.pk, act=by(console_operator, reason="dup"))
 
         assert done.run.state in (RunState.CANCELLING, RunState.CANCELLED)
         [entry] = entries(run)
@@ -185,7 +192,7 @@ class TestCancel:
         run = drive(start("test_linear", {}))
 
         with pytest.raises(console_services.NotPossibleNow, match="succeeded"):
-            console_services.cancel_run(run_id=run.pk, user=console_operator)
+            console_services.cancel_run(run_id=run.pk, act=by(console_operator))
 
 
 class TestSkipStep:
@@ -196,8 +203,7 @@ class TestSkipStep:
             run_id=failed_run.pk,
             node="first",
             result='{"effect_id": 0, "by": "hand"}',
-            user=console_operator,
-            reason="done in the back office",
+            act=by(console_operator, reason="done in the back office"),
         )
 
         run = drive(failed_run)
@@ -224,7 +230,10 @@ class TestSkipStep:
     ):
         with pytest.raises(console_services.InvalidInput, match=says) as refused:
             console_services.skip_step(
-                run_id=failed_run.pk, node="first", result=text, user=console_operator
+                run_id=failed_run.pk,
+                node="first",
+                result=text,
+                act=by(console_operator),
             )
 
         assert refused.value.status == 422
@@ -237,12 +246,20 @@ class TestSkipStep:
 
         with pytest.raises(console_services.NotPossibleNow, match="first is succeeded"):
             console_services.skip_step(
-                run_id=run.pk, node="first", result="null", user=console_operator
+                run_id=run.pk,
+                node="first",
+                result="null",
+                act=by(console_operator),
             )
 
     def test_an_outsider_is_refused(self, failed_run, eve):
         with pytest.raises(console_services.NotOperator, match="Only operators may skip a step"):
-            console_services.skip_step(run_id=failed_run.pk, node="first", result="1", user=eve)
+            console_services.skip_step(
+                run_id=failed_run.pk,
+                node="first",
+                result="1",
+                act=by(eve),
+            )
 
 
 class TestActionsFor:
@@ -262,7 +279,7 @@ class TestActionsFor:
                 return sweep_until_quiet(drive(start("test_linear", failing)), drive)
             run = start("test_linear", {})
             if make == "paused":
-                console_services.pause_run(run_id=run.pk, user=console_operator)
+                console_services.pause_run(run_id=run.pk, act=by(console_operator))
                 run.refresh_from_db()
             return run
 
@@ -272,7 +289,7 @@ class TestActionsFor:
         assert offered
         for action in offered:
             run = fresh() if run.state not in action.offered_in else run
-            done = console_services.USE_CASES[action.name](run_id=run.pk, user=console_operator)
+            done = console_services.USE_CASES[action.name](run_id=run.pk, act=by(console_operator))
             assert done.changed, action.name
             run = WorkflowRun.objects.get(pk=run.pk)
 
@@ -294,7 +311,8 @@ class TestRetryDeadLetters:
         running = start("test_linear", {})
 
         outcomes = console_services.retry_dead_letters(
-            run_ids=[dead_letter.pk, other.pk, running.pk], user=console_operator
+            run_ids=[dead_letter.pk, other.pk, running.pk],
+            act=by(console_operator),
         )
 
         assert outcomes[dead_letter.pk].run.state == RunState.COMPENSATING
@@ -304,7 +322,7 @@ class TestRetryDeadLetters:
 
     def test_an_outsider_is_refused_before_anything_changes(self, dead_letter, eve):
         with pytest.raises(console_services.NotOperator):
-            console_services.retry_dead_letters(run_ids=[dead_letter.pk], user=eve)
+            console_services.retry_dead_letters(run_ids=[dead_letter.pk], act=by(eve))
 
         dead_letter.refresh_from_db()
         assert dead_letter.state == RunState.DEAD_LETTERED
@@ -313,4 +331,4 @@ class TestRetryDeadLetters:
         too_many = [uuid.uuid4() for _ in range(console_services.BULK_MAX + 1)]
 
         with pytest.raises(console_services.InvalidInput, match="at most 100 runs"):
-            console_services.retry_dead_letters(run_ids=too_many, user=console_operator)
+            console_services.retry_dead_letters(run_ids=too_many, act=by(console_operator))

@@ -15,7 +15,8 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from approvals import console_task_selectors, sla_selectors
+from approvals.console import sla as sla_selectors
+from approvals.console import task_selectors as console_task_selectors
 from approvals.models import HumanTask
 from approvals.states import Outcome, TaskState
 from tests.approvals.test_sla_selectors import finished

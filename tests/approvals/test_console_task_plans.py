@@ -22,7 +22,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from approvals import console_task_selectors, inbox_entries
+from approvals.console import task_selectors as console_task_selectors
+from approvals.human_tasks import inbox_entries
 from approvals.models import HumanTask, InboxEntry
 from tests.plans import explain, nodes, rows_out
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from approvals import emails, services
+from approvals import human_tasks
+from approvals.notify import emails
 from approvals.states import Channel
 
 pytestmark = pytest.mark.django_db
@@ -37,12 +38,12 @@ class TestDelegationDoneEmail:
     ):
         manager_task.title = TITLE
         manager_task.save()
-        services.delegate_human_task(
+        human_tasks.delegate_human_task(
             task_id=manager_task.pk, user=carol, to_username="bob", channel=Channel.INBOX
         )
 
         with django_capture_on_commit_callbacks(execute=True):
-            services.approve_human_task(
+            human_tasks.approve_human_task(
                 task_id=manager_task.pk, user=bob, channel=Channel.INBOX, comment="Fine & dandy"
             )
 
@@ -72,12 +73,12 @@ class TestBidiControls:
     def test_a_delegates_comment_is_neutralised_in_the_owners_notice(
         self, manager_task, carol, bob, mailoutbox, django_capture_on_commit_callbacks
     ):
-        services.delegate_human_task(
+        human_tasks.delegate_human_task(
             task_id=manager_task.pk, user=carol, to_username="bob", channel=Channel.INBOX
         )
 
         with django_capture_on_commit_callbacks(execute=True):
-            services.approve_human_task(
+            human_tasks.approve_human_task(
                 task_id=manager_task.pk, user=bob, channel=Channel.INBOX, comment="fine \u202e!"
             )
 

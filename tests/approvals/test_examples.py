@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from approvals import services
+from approvals import human_tasks
 from approvals.states import Channel, TaskState
 from workflows.examples.models import ServiceEffect
 from workflows.states import RunState
@@ -24,13 +24,13 @@ def reviewed_vendor(people, start, drive):
         run = drive(start("vendor_onboarding", VENDOR))
         legal = run.human_tasks.get(node="legal_review")
         security = run.human_tasks.get(node="security_review")
-        services.approve_human_task(
+        human_tasks.approve_human_task(
             task_id=legal.pk,
             user=people["alice"],
             channel=INBOX,
             values={"contract_id": "LEG-2026-014", "risk_level": risk_level},
         )
-        services.approve_human_task(task_id=security.pk, user=people["bob"], channel=INBOX)
+        human_tasks.approve_human_task(task_id=security.pk, user=people["bob"], channel=INBOX)
         return drive(run)
 
     return review
@@ -53,7 +53,7 @@ class TestVendorOnboarding:
         run = reviewed_vendor("high")
         sign_off = run.human_tasks.get(node="security_sign_off")
 
-        services.approve_human_task(task_id=sign_off.pk, user=people["bob"], channel=INBOX)
+        human_tasks.approve_human_task(task_id=sign_off.pk, user=people["bob"], channel=INBOX)
 
         run = drive(run)
         assert run.state == RunState.SUCCEEDED
@@ -72,7 +72,7 @@ class TestVendorOnboarding:
         run = reviewed_vendor("high")
         sign_off = run.human_tasks.get(node="security_sign_off")
 
-        services.reject_human_task(
+        human_tasks.reject_human_task(
             task_id=sign_off.pk, user=people["bob"], channel=INBOX, reason="Pen test failed"
         )
 
@@ -87,10 +87,10 @@ class TestExpense:
         self, start_expense, carol, bob, drive
     ):
         run = start_expense(amount="1500.00")
-        services.approve_human_task(task_id=run.human_tasks.get().pk, user=carol, channel=INBOX)
+        human_tasks.approve_human_task(task_id=run.human_tasks.get().pk, user=carol, channel=INBOX)
         finance = drive(run).human_tasks.get(node="finance_approval")
 
-        services.approve_human_task(
+        human_tasks.approve_human_task(
             task_id=finance.pk, user=bob, channel=INBOX, values={"cost_centre": "FIN-1200"}
         )
 

@@ -2,7 +2,7 @@
 the tabs and people the rules give, with the task's current sort keys.
 
 The rules are written out again here, from the task row and its candidates, so that
-a mistake in `approvals.inbox_entries` cannot confirm itself.
+a mistake in `approvals.human_tasks.inbox_entries` cannot confirm itself.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from django.apps import apps as django_apps
 from django.db import connection
 
-from approvals import services
+from approvals import human_tasks
 from approvals.models import HumanTask, InboxEntry
 from approvals.states import Channel, TaskState
 from workflows import engine
@@ -63,7 +63,7 @@ class TestOpening:
 
     def test_a_task_for_a_group_is_in_the_groups_queue(self, bob, carol, start_expense, drive):
         run = start_expense(amount="5000.00")
-        services.approve_human_task(task_id=run.human_tasks.get().pk, user=carol, channel=INBOX)
+        human_tasks.approve_human_task(task_id=run.human_tasks.get().pk, user=carol, channel=INBOX)
 
         drive(run)
 
@@ -86,14 +86,14 @@ class TestChanges:
         self, bob, carol, start_expense, drive
     ):
         run = start_expense(amount="5000.00")
-        services.approve_human_task(task_id=run.human_tasks.get().pk, user=carol, channel=INBOX)
+        human_tasks.approve_human_task(task_id=run.human_tasks.get().pk, user=carol, channel=INBOX)
         drive(run)
         task = run.human_tasks.get(node="finance_approval")
 
-        services.claim_human_task(task_id=task.pk, user=bob, channel=INBOX)
+        human_tasks.claim_human_task(task_id=task.pk, user=bob, channel=INBOX)
         claimed = tabs_of(task)
         assert_in_step()
-        services.release_human_task(task_id=task.pk, user=bob, channel=INBOX)
+        human_tasks.release_human_task(task_id=task.pk, user=bob, channel=INBOX)
 
         assert claimed == {("mine", bob.pk, None)}
         assert {tab for tab, *_ in tabs_of(task)} == {"queue"}
@@ -102,7 +102,7 @@ class TestChanges:
     def test_delegation_shows_in_the_delegates_tab_and_the_owners_delegated_tab(
         self, manager_task, carol, bob
     ):
-        services.delegate_human_task(
+        human_tasks.delegate_human_task(
             task_id=manager_task.pk, user=carol, to_username="bob", channel=INBOX
         )
 
@@ -110,11 +110,11 @@ class TestChanges:
         assert_in_step()
 
     def test_reassignment_leaves_only_the_new_assignee(self, manager_task, carol, olga, bob):
-        services.delegate_human_task(
+        human_tasks.delegate_human_task(
             task_id=manager_task.pk, user=carol, to_username="bob", channel=INBOX
         )
 
-        services.reassign_human_task(
+        human_tasks.reassign_human_task(
             task_id=manager_task.pk, user=olga, to_username="carol", channel=INBOX
         )
 
@@ -147,13 +147,13 @@ class TestChanges:
 
 class TestEnding:
     def test_a_decision_empties_the_tasks_entries(self, manager_task, carol):
-        services.approve_human_task(task_id=manager_task.pk, user=carol, channel=INBOX)
+        human_tasks.approve_human_task(task_id=manager_task.pk, user=carol, channel=INBOX)
 
         assert stored_entries(manager_task) == set()
         assert_in_step()
 
     def test_a_rejection_empties_them_too(self, manager_task, carol):
-        services.reject_human_task(
+        human_tasks.reject_human_task(
             task_id=manager_task.pk, user=carol, channel=INBOX, reason="No receipt."
         )
 
@@ -192,9 +192,9 @@ class TestMigration:
         self, manager_task, carol, start_expense, drive
     ):
         run = start_expense(amount="5000.00")
-        services.approve_human_task(task_id=run.human_tasks.get().pk, user=carol, channel=INBOX)
+        human_tasks.approve_human_task(task_id=run.human_tasks.get().pk, user=carol, channel=INBOX)
         drive(run)
-        services.delegate_human_task(
+        human_tasks.delegate_human_task(
             task_id=manager_task.pk, user=carol, to_username="bob", channel=INBOX
         )
         InboxEntry.objects.all().delete()

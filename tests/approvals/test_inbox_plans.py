@@ -18,7 +18,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from approvals import inbox_entries, selectors
+from approvals.human_tasks import inbox_entries
+from approvals.inbox import selectors
 from approvals.models import HumanTask, InboxEntry, Snooze
 from tests.plans import explain, nodes, rows_out
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from approvals import services
+from approvals import human_tasks
 from approvals.states import Channel
 
 pytestmark = pytest.mark.django_db
@@ -24,7 +24,7 @@ def htmx_target(target: str) -> dict[str, str]:
 @pytest.fixture
 def delegated_to_bob(carol, manager_task):
     """carol's approval, which she delegated to bob: he decides it now, she owns it."""
-    return services.delegate_human_task(
+    return human_tasks.delegate_human_task(
         task_id=manager_task.pk, user=carol, to_username="bob", channel=Channel.INBOX
     )
 

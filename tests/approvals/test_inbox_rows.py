@@ -17,8 +17,8 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from approvals import inbox_rows
-from approvals.inbox_rows import InboxRow
+from approvals.inbox import rows as inbox_rows
+from approvals.inbox.rows import InboxRow
 from approvals.models import HumanTask
 from approvals.states import Sla
 

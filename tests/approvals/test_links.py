@@ -11,8 +11,9 @@ from auditlog.models import LogEntry
 from django.urls import reverse
 from django.utils import timezone
 
-from approvals import links, services
+from approvals import human_tasks
 from approvals.models import EmailLink
+from approvals.notify import links
 from approvals.states import Channel, TaskState
 from workflows import engine
 
@@ -159,7 +160,7 @@ class TestRefusedLinks:
         self, client, manager_task, link_for, carol
     ):
         url = link_for(carol)
-        services.reassign_human_task(
+        human_tasks.reassign_human_task(
             task_id=manager_task.pk, user=carol, to_username="bob", channel=Channel.INBOX
         )
         client.force_login(carol)

@@ -9,8 +9,9 @@ from django.core import mail
 from django.urls import reverse
 from django.utils import timezone
 
-from approvals import notifications, services
+from approvals import human_tasks
 from approvals.models import Notification, NotificationSettings
+from approvals.notify import notifications
 from approvals.states import Channel, EmailMode, NoticeKind
 
 pytestmark = pytest.mark.django_db
@@ -59,7 +60,7 @@ class TestTaskOpened:
         run = alices_expense(amount="5000.00")
         manager_task = run.human_tasks.get(node="manager_approval")
 
-        services.approve_human_task(task_id=manager_task.pk, user=carol, channel=Channel.INBOX)
+        human_tasks.approve_human_task(task_id=manager_task.pk, user=carol, channel=Channel.INBOX)
 
         queued = Notification.objects.filter(kind=NoticeKind.TASK_QUEUED)
         # carol approved as manager; she is in finance and still hears of the queue.
@@ -70,7 +71,7 @@ class TestHandingOver:
     def test_a_delegate_is_told_who_delegated_the_task(self, alices_expense, bob, carol):
         task = alices_expense().human_tasks.get(node="manager_approval")
 
-        services.delegate_human_task(
+        human_tasks.delegate_human_task(
             task_id=task.pk, user=carol, to_username="bob", channel=Channel.INBOX
         )
 
@@ -81,7 +82,7 @@ class TestHandingOver:
     def test_a_new_assignee_is_told_who_reassigned_the_task(self, alices_expense, bob, olga):
         task = alices_expense().human_tasks.get(node="manager_approval")
 
-        services.reassign_human_task(
+        human_tasks.reassign_human_task(
             task_id=task.pk, user=olga, to_username="bob", channel=Channel.INBOX
         )
 
@@ -92,7 +93,7 @@ class TestTheRequesterHears:
     def test_a_decision_names_the_decider_and_the_outcome(self, alices_expense, alice, carol):
         task = alices_expense().human_tasks.get(node="manager_approval")
 
-        services.reject_human_task(
+        human_tasks.reject_human_task(
             task_id=task.pk, user=carol, channel=Channel.INBOX, reason="Take the bus"
         )
 
@@ -106,7 +107,7 @@ class TestTheRequesterHears:
         run = alices_expense()
         task = run.human_tasks.get(node="manager_approval")
 
-        services.approve_human_task(task_id=task.pk, user=carol, channel=Channel.INBOX)
+        human_tasks.approve_human_task(task_id=task.pk, user=carol, channel=Channel.INBOX)
         drive(run)
 
         [ended] = Notification.objects.filter(user=alice, kind=NoticeKind.REQUEST_ENDED)
@@ -126,7 +127,7 @@ class TestTheRequesterHears:
         run = start_expense()
         task = run.human_tasks.get(node="manager_approval")
 
-        services.approve_human_task(task_id=task.pk, user=carol, channel=Channel.INBOX)
+        human_tasks.approve_human_task(task_id=task.pk, user=carol, channel=Channel.INBOX)
 
         assert Notification.objects.filter(kind__startswith="request_").count() == 0
 
@@ -265,11 +266,11 @@ class TestReminders:
         task = alices_expense().human_tasks.get(node="manager_approval")
         assert task.remind_at == task.due_at - timedelta(days=1)
 
-        early = services.remind_human_task(
+        early = human_tasks.remind_human_task(
             task_id=task.pk, now=task.remind_at - timedelta(seconds=1)
         )
-        first = services.remind_human_task(task_id=task.pk, now=task.remind_at)
-        again = services.remind_human_task(task_id=task.pk, now=task.remind_at)
+        first = human_tasks.remind_human_task(task_id=task.pk, now=task.remind_at)
+        again = human_tasks.remind_human_task(task_id=task.pk, now=task.remind_at)
 
         assert (early, first, again) == (False, True, False)
         [reminder] = told(carol, NoticeKind.TASK_DUE_SOON)
@@ -278,15 +279,15 @@ class TestReminders:
     def test_the_sweep_fires_reminders_that_are_due(self, alices_expense, carol):
         task = alices_expense().human_tasks.get(node="manager_approval")
 
-        services.fire_due_human_tasks(now=task.remind_at)
+        human_tasks.fire_due_human_tasks(now=task.remind_at)
 
         assert len(told(carol, NoticeKind.TASK_DUE_SOON)) == 1
 
     def test_a_decided_task_is_not_reminded(self, alices_expense, carol):
         task = alices_expense().human_tasks.get(node="manager_approval")
-        services.approve_human_task(task_id=task.pk, user=carol, channel=Channel.INBOX)
+        human_tasks.approve_human_task(task_id=task.pk, user=carol, channel=Channel.INBOX)
 
-        reminded = services.remind_human_task(task_id=task.pk, now=task.remind_at)
+        reminded = human_tasks.remind_human_task(task_id=task.pk, now=task.remind_at)
 
         assert reminded is False
         assert told(carol, NoticeKind.TASK_DUE_SOON) == []

@@ -33,8 +33,9 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from approvals import links, services
+from approvals import human_tasks
 from approvals.models import HumanTask, ReportingLine
+from approvals.notify import links
 from approvals.states import LIVE_TASK_STATES, Channel, TaskState
 from workflows import engine
 from workflows.models import StepRun, WorkflowRun
@@ -104,10 +105,10 @@ class SeparationOfDutiesMachine(RuleBasedStateMachine):
         before = snapshot(task.pk)
         try:
             action()
-        except services.ConflictOfDuty:
+        except human_tasks.ConflictOfDuty:
             assert snapshot(task.pk) == before
             event("refused: separation of duties")
-        except (services.TaskError, links.LinkProblem):
+        except (human_tasks.TaskError, links.LinkProblem):
             event("refused: other reason")
         else:
             event("done")
@@ -186,7 +187,7 @@ class SeparationOfDutiesMachine(RuleBasedStateMachine):
         task = self.pick(index)
         self.attempt(
             task,
-            lambda: services.claim_human_task(
+            lambda: human_tasks.claim_human_task(
                 task_id=task.pk, user=self.people[person], channel=channel
             ),
         )
@@ -196,7 +197,7 @@ class SeparationOfDutiesMachine(RuleBasedStateMachine):
         task = self.pick(index)
         self.attempt(
             task,
-            lambda: services.release_human_task(
+            lambda: human_tasks.release_human_task(
                 task_id=task.pk, user=self.people[person], channel=Channel.INBOX
             ),
         )
@@ -208,12 +209,12 @@ class SeparationOfDutiesMachine(RuleBasedStateMachine):
         if approve:
             self.attempt(
                 task,
-                lambda: services.approve_human_task(task_id=task.pk, user=user, channel=channel),
+                lambda: human_tasks.approve_human_task(task_id=task.pk, user=user, channel=channel),
             )
         else:
             self.attempt(
                 task,
-                lambda: services.reject_human_task(
+                lambda: human_tasks.reject_human_task(
                     task_id=task.pk, user=user, channel=channel, reason="no"
                 ),
             )
@@ -223,7 +224,7 @@ class SeparationOfDutiesMachine(RuleBasedStateMachine):
         task = self.pick(index)
         self.attempt(
             task,
-            lambda: services.delegate_human_task(
+            lambda: human_tasks.delegate_human_task(
                 task_id=task.pk, user=self.people[person], to_username=to, channel=Channel.INBOX
             ),
         )
@@ -233,7 +234,7 @@ class SeparationOfDutiesMachine(RuleBasedStateMachine):
         task = self.pick(index)
         self.attempt(
             task,
-            lambda: services.reassign_human_task(
+            lambda: human_tasks.reassign_human_task(
                 task_id=task.pk, user=self.people[person], to_username=to, channel=channel
             ),
         )
@@ -243,7 +244,7 @@ class SeparationOfDutiesMachine(RuleBasedStateMachine):
         live = self.tasks(state__in=LIVE_TASK_STATES)
         before = {task.pk: snapshot(task.pk) for task in live}
 
-        results = services.bulk_approve(
+        results = human_tasks.bulk_approve(
             selection=[(task.pk, task.version) for task in live],
             user=self.people[person],
             channel=Channel.INBOX,
@@ -263,7 +264,7 @@ class SeparationOfDutiesMachine(RuleBasedStateMachine):
         _, token = links.create_link(task=task, recipient=user, now=timezone.now())
         self.attempt(
             task,
-            lambda: services.decide_by_link(
+            lambda: human_tasks.decide_by_link(
                 token=token,
                 user=user,
                 outcome="approved" if approve else "rejected",

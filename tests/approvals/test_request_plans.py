@@ -17,8 +17,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from approvals import request_selectors
-from approvals.request_selectors import RequestFilters
+from approvals import request_pages
+from approvals.request_pages import RequestFilters
 from tests.plans import explain, nodes
 from workflows.models import WorkflowRun
 
@@ -65,7 +65,7 @@ def crowded(alice) -> User:
 def page_sql(user: Any, filters: RequestFilters) -> tuple[str, str]:
     """The SQL of a page's first query (its runs), and the cursor of the next page."""
     with CaptureQueriesContext(connection) as queries:
-        page = request_selectors.my_requests(user=user, filters=filters)
+        page = request_pages.my_requests(user=user, filters=filters)
     return queries.captured_queries[0]["sql"], page.next_cursor
 
 
@@ -94,7 +94,7 @@ FILTERS = [{}, {"state": "active"}, {"state": "succeeded"}, {"workflow_type": "o
 
 class TestPlans:
     def test_every_page_reads_the_persons_range_of_the_index_backwards_unsorted(self, crowded):
-        limit = request_selectors.PAGE_SIZE + 1
+        limit = request_pages.PAGE_SIZE + 1
         found = {}
 
         for extra in FILTERS:
@@ -114,4 +114,4 @@ class TestPlans:
 
         sql, _ = page_sql(crowded, RequestFilters(cursor=cursor))
 
-        assert problems(sql, most_rows_read=request_selectors.PAGE_SIZE + 1) == []
+        assert problems(sql, most_rows_read=request_pages.PAGE_SIZE + 1) == []

@@ -6,8 +6,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from approvals import request_selectors
-from approvals.request_selectors import RequestFilters
+from approvals import request_pages
+from approvals.request_pages import RequestFilters
 from tests.conftest import ORDER_INPUT
 from workflows.starting import start_for
 
@@ -31,7 +31,7 @@ def send_expense(employees, drive):
 
 
 def page_of(user, limit: int = 25, **filters):
-    return request_selectors.my_requests(user=user, filters=RequestFilters(**filters), limit=limit)
+    return request_pages.my_requests(user=user, filters=RequestFilters(**filters), limit=limit)
 
 
 class TestMyRequests:
@@ -102,7 +102,7 @@ class TestMyRequests:
     ):
         run = send_expense(alice)
 
-        page = request_selectors.my_requests(
+        page = request_pages.my_requests(
             user=alice, filters=RequestFilters.from_query({"cursor": cursor})
         )
 
@@ -137,10 +137,10 @@ class TestWhereNow:
         ]
 
     def test_a_delegated_task_says_who_holds_it_and_who_delegated(self, alice, carol, send_expense):
-        from approvals import services
+        from approvals import human_tasks
 
         run = send_expense(alice)
-        services.delegate_human_task(
+        human_tasks.delegate_human_task(
             task_id=run.human_tasks.get().pk, user=carol, to_username="bob", channel="inbox"
         )
 
@@ -178,10 +178,10 @@ class TestWhereNow:
         assert (where.stage, where.since) == ("ended", run.finished_at)
 
     def test_an_ended_request_says_how_it_was_last_decided(self, alice, carol, send_expense, drive):
-        from approvals import services
+        from approvals import human_tasks
 
         run = send_expense(alice)
-        services.reject_human_task(
+        human_tasks.reject_human_task(
             task_id=run.human_tasks.get().pk, user=carol, channel="inbox", reason="Too dear"
         )
         drive(run)

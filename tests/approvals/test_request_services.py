@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from auditlog.models import LogEntry
 
-from approvals import request_services, services
+from approvals import human_tasks
 from approvals.models import Comment
-from approvals.request_selectors import RequestNotFound
+from approvals.request_pages import RequestNotFound
+from approvals.requests import services as request_services
 from approvals.states import TaskState
 from workflows.starting import start_for
 from workflows.states import RunState
@@ -66,7 +67,7 @@ class TestWithdrawRequest:
         assert LogEntry.objects.get_for_object(expense).count() == 1
 
     def test_a_decided_and_paid_request_cannot_be_withdrawn(self, expense, alice, carol, drive):
-        services.approve_human_task(
+        human_tasks.approve_human_task(
             task_id=expense.human_tasks.get().pk, user=carol, channel="inbox"
         )
         drive(expense)
@@ -88,7 +89,7 @@ class TestCommentOnRequest:
 
     def test_after_the_decision_it_goes_to_the_last_task(self, expense, alice, carol):
         task = expense.human_tasks.get()
-        services.reject_human_task(task_id=task.pk, user=carol, channel="inbox", reason="No")
+        human_tasks.reject_human_task(task_id=task.pk, user=carol, channel="inbox", reason="No")
 
         (comment,) = request_services.comment_on_request(
             run_id=expense.pk, user=alice, body="Why not?", channel="inbox"

@@ -277,10 +277,10 @@ class TestRequestPage:
         assert "Withdraw this request…" in page
 
     def test_decisions_show_who_when_and_the_comment(self, browser, alices_expense, carol):
-        from approvals import services
+        from approvals import human_tasks
 
         task = alices_expense.human_tasks.get()
-        services.approve_human_task(
+        human_tasks.approve_human_task(
             task_id=task.pk, user=carol, channel="inbox", comment="Fine by me."
         )
 
@@ -422,9 +422,9 @@ class TestDecisionValues:
     def test_the_request_page_shows_the_cost_centre_finance_recorded(
         self, browser, finance_task, bob
     ):
-        from approvals import services
+        from approvals import human_tasks
 
-        services.approve_human_task(
+        human_tasks.approve_human_task(
             task_id=finance_task.pk, user=bob, channel="inbox", values={"cost_centre": "FIN-1200"}
         )
 

@@ -10,8 +10,9 @@ import pytest
 from auditlog.models import LogEntry
 from django.urls import reverse
 
-from approvals import links, services
+from approvals import human_tasks
 from approvals.audit import verify_audit_chain
+from approvals.notify import links
 from approvals.states import Channel, TaskState
 from workflows import engine
 from workflows.tokens import issue_token
@@ -72,10 +73,12 @@ class TestNOfMIsNPeople:
         run = drive(start("test_two_of_three", {}))
         bobs_own, finance_share = run.human_tasks.get(assignee=people["bob"]), None
         finance_share = run.human_tasks.filter(state=TaskState.OPEN).get()
-        services.approve_human_task(task_id=bobs_own.pk, user=people["bob"], channel=INBOX)
+        human_tasks.approve_human_task(task_id=bobs_own.pk, user=people["bob"], channel=INBOX)
 
-        with pytest.raises(services.TaskConflict, match="another share"):
-            services.approve_human_task(task_id=finance_share.pk, user=people["bob"], channel=INBOX)
+        with pytest.raises(human_tasks.TaskConflict, match="another share"):
+            human_tasks.approve_human_task(
+                task_id=finance_share.pk, user=people["bob"], channel=INBOX
+            )
 
         assert drive(run).steps.get(node="board").state == "waiting"
 
@@ -87,7 +90,7 @@ class TestKeepWaiting:
         run = drive(start("test_deadline_waits", {}))
         task = run.human_tasks.get()
         engine.sweep(now=task.created_at + timedelta(hours=2))  # level 1: opens to finance
-        services.claim_human_task(task_id=task.pk, user=people["bob"], channel=INBOX)
+        human_tasks.claim_human_task(task_id=task.pk, user=people["bob"], channel=INBOX)
         mailoutbox.clear()
 
         with django_capture_on_commit_callbacks(execute=True):
@@ -125,8 +128,10 @@ class TestOddInputs:
         assert client.get(reverse("approvals:inbox"), {"cursor": cursor}).status_code == 200
 
     def test_an_outsider_rejecting_without_a_reason_gets_404(self, manager_task, eve):
-        with pytest.raises(services.TaskNotFound):
-            services.reject_human_task(task_id=manager_task.pk, user=eve, channel=INBOX, reason="")
+        with pytest.raises(human_tasks.TaskNotFound):
+            human_tasks.reject_human_task(
+                task_id=manager_task.pk, user=eve, channel=INBOX, reason=""
+            )
 
     def test_bulk_approve_never_redirects_off_site(self, client, carol):
         client.force_login(carol)

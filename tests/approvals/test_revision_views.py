@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from approvals import revisions
+from approvals.human_tasks import revisions
 from approvals.states import Outcome, TaskKind, TaskState
 from workflows.models import WorkflowRun
 

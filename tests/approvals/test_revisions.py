@@ -9,8 +9,10 @@ import pytest
 from auditlog.models import LogEntry
 from django.utils import timezone
 
-from approvals import request_services, revisions, services
+from approvals import human_tasks
+from approvals.human_tasks import revisions
 from approvals.models import HumanTask, Notification
+from approvals.requests import services as request_services
 from approvals.states import NoticeKind, Outcome, TaskKind, TaskState
 from workflows import engine
 from workflows.examples.models import ServiceEffect
@@ -21,7 +23,7 @@ pytestmark = pytest.mark.django_db
 
 
 def ask_changes(task, user, reason="Attach the receipt and split the taxi.", **options):
-    return services.request_changes(
+    return human_tasks.request_changes(
         task_id=task.pk, user=user, channel="inbox", reason=reason, **options
     )
 
@@ -43,7 +45,7 @@ def sent_back(manager_task, carol, drive):
 
 class TestRequestChanges:
     def test_needs_a_reason_and_changes_nothing_without_one(self, manager_task, carol):
-        with pytest.raises(services.InvalidRequest, match="a reason is required") as refused:
+        with pytest.raises(human_tasks.InvalidRequest, match="a reason is required") as refused:
             ask_changes(manager_task, carol, reason="  ")
 
         manager_task.refresh_from_db()
@@ -54,15 +56,15 @@ class TestRequestChanges:
     def test_only_a_reviewer_of_the_task_may_ask(self, manager_task, bob, eve):
         manager_task.candidate_users.add(bob)  # sees it, but carol holds it
 
-        with pytest.raises(services.NotAllowed, match="not a reviewer"):
+        with pytest.raises(human_tasks.NotAllowed, match="not a reviewer"):
             ask_changes(manager_task, bob)
-        with pytest.raises(services.TaskNotFound):
+        with pytest.raises(human_tasks.TaskNotFound):
             ask_changes(manager_task, eve)
 
     def test_the_requester_may_not_ask_on_their_own_request(self, manager_task, alice):
         manager_task.candidate_users.add(alice)
 
-        with pytest.raises(services.ConflictOfDuty, match="You requested this expense"):
+        with pytest.raises(human_tasks.ConflictOfDuty, match="You requested this expense"):
             ask_changes(manager_task, alice)
 
     def test_an_approval_that_does_not_allow_it_refuses_saying_so(self, start, drive, people, bob):
@@ -70,7 +72,7 @@ class TestRequestChanges:
         legal = run.human_tasks.get(node="legal_review")
         legal.candidate_users.add(bob)
 
-        with pytest.raises(services.NotAllowed, match="cannot send the request back"):
+        with pytest.raises(human_tasks.NotAllowed, match="cannot send the request back"):
             ask_changes(legal, bob)
 
     def test_ends_the_approval_and_gives_the_requester_a_revision_task(self, sent_back, carol):
@@ -95,7 +97,7 @@ class TestRequestChanges:
 
 class TestWhoAnswersTheRevision:
     def test_the_reviewer_is_refused_with_the_reason(self, sent_back, carol):
-        with pytest.raises(services.NotAllowed) as refused:
+        with pytest.raises(human_tasks.NotAllowed) as refused:
             resubmit(sent_back, carol, amount="95.00")
 
         assert refused.value.status == 403
@@ -106,14 +108,14 @@ class TestWhoAnswersTheRevision:
         assert revisions.open_revision(sent_back).is_live
 
     def test_someone_who_may_not_see_the_request_finds_no_task(self, sent_back, eve):
-        with pytest.raises(services.TaskNotFound):
+        with pytest.raises(human_tasks.TaskNotFound):
             resubmit(sent_back, eve, amount="95.00")
 
     def test_the_reviewer_cannot_claim_or_decide_it_either(self, sent_back, carol, operator):
         revision = revisions.open_revision(sent_back)
 
-        with pytest.raises(services.NotAllowed, match="answered by resubmitting"):
-            services.approve_human_task(task_id=revision.pk, user=operator, channel="inbox")
+        with pytest.raises(human_tasks.NotAllowed, match="answered by resubmitting"):
+            human_tasks.approve_human_task(task_id=revision.pk, user=operator, channel="inbox")
 
     def test_an_operator_may_answer_for_the_requester_and_is_audited_as_such(
         self, sent_back, operator
@@ -191,7 +193,7 @@ class TestResubmit:
     def test_a_second_resubmission_is_refused_naming_the_first(self, sent_back, alice):
         task = resubmit(sent_back, alice, amount="95.00")
 
-        with pytest.raises(services.AlreadyDecided, match="already resubmitted by"):
+        with pytest.raises(human_tasks.AlreadyDecided, match="already resubmitted by"):
             revisions.resubmit_request(
                 task_id=task.pk, user=alice, input=dict(sent_back.input), channel="inbox"
             )
@@ -200,7 +202,7 @@ class TestResubmit:
         resubmit(sent_back, alice, amount="95.00")
         again = sent_back.human_tasks.get(kind=TaskKind.APPROVAL, state=TaskState.CLAIMED)
 
-        services.approve_human_task(task_id=again.pk, user=carol, channel="inbox")
+        human_tasks.approve_human_task(task_id=again.pk, user=carol, channel="inbox")
         run = drive(sent_back)
 
         paid = ServiceEffect.objects.get(run_id=run.pk, action="pay")
@@ -219,7 +221,7 @@ class TestRounds:
         resubmit(drive(sent_back), alice, amount="90.00")
         third = sent_back.human_tasks.get(kind=TaskKind.APPROVAL, state=TaskState.CLAIMED)
 
-        with pytest.raises(services.NotAllowed) as refused:
+        with pytest.raises(human_tasks.NotAllowed) as refused:
             ask_changes(third, carol, reason="Once more")
 
         assert str(refused.value) == (
@@ -227,7 +229,7 @@ class TestRounds:
             "allows: approve or reject it."
         )
         assert third.step.round == 2
-        services.reject_human_task(task_id=third.pk, user=carol, channel="inbox", reason="No")
+        human_tasks.reject_human_task(task_id=third.pk, user=carol, channel="inbox", reason="No")
         assert drive(sent_back).state == RunState.SUCCEEDED  # notified of the rejection
         assert "pay" not in sent_back.results
 

@@ -17,7 +17,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from approvals import selectors
+from approvals.inbox import selectors
 from approvals.models import HumanTask, Snooze
 from approvals.states import Sla, TaskState
 
@@ -162,7 +162,7 @@ class TestEveryTabFilterAndSort:
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="compiled once on PostgreSQL only")
 class TestCompiledOnce:
     """The SQL of a page's ids and of the counts is compiled once per shape of filters
-    (approvals.compiled_queries); bound to a call's values, it is what the ORM compiles."""
+    (approvals.inbox.compiled_queries); bound to a call's values, it is what the ORM compiles."""
 
     @pytest.mark.parametrize("tab", ["mine", "queue", "delegated"])
     @pytest.mark.parametrize("sort", ["due", "priority"])

@@ -15,10 +15,11 @@ from auditlog.models import LogEntry
 from django.urls import reverse
 from django.utils import timezone
 
-from approvals import links, services
+from approvals import human_tasks
+from approvals.inbox.views import _confirmation
 from approvals.models import EmailLink, HumanTask, ReportingLine, Substitution
+from approvals.notify import links
 from approvals.states import Channel, TaskState
-from approvals.views import _confirmation
 from workflows import engine
 
 pytestmark = pytest.mark.django_db
@@ -48,7 +49,7 @@ def finance_task_of(start_expense, carol, drive):
 
     def make(requester: str) -> HumanTask:
         run = start_expense(amount="5000.00", requester=requester)
-        services.approve_human_task(task_id=run.human_tasks.get().pk, user=carol, channel=INBOX)
+        human_tasks.approve_human_task(task_id=run.human_tasks.get().pk, user=carol, channel=INBOX)
         return drive(run).human_tasks.get(node="finance_approval")
 
     return make
@@ -71,8 +72,8 @@ class TestTheRequesterNeverDecides:
     def test_claiming_their_own_expense_from_the_queue_is_refused(self, bobs_finance_task, bob):
         before = snapshot(bobs_finance_task)
 
-        with pytest.raises(services.ConflictOfDuty) as refused:
-            services.claim_human_task(task_id=bobs_finance_task.pk, user=bob, channel=INBOX)
+        with pytest.raises(human_tasks.ConflictOfDuty) as refused:
+            human_tasks.claim_human_task(task_id=bobs_finance_task.pk, user=bob, channel=INBOX)
 
         assert str(refused.value) == "You requested this expense, so you cannot claim it."
         assert refused.value.status == 403
@@ -81,8 +82,8 @@ class TestTheRequesterNeverDecides:
     def test_approving_their_own_expense_is_refused(self, bobs_finance_task, bob):
         before = snapshot(bobs_finance_task)
 
-        with pytest.raises(services.ConflictOfDuty) as refused:
-            services.approve_human_task(
+        with pytest.raises(human_tasks.ConflictOfDuty) as refused:
+            human_tasks.approve_human_task(
                 task_id=bobs_finance_task.pk, user=bob, channel=INBOX, comment="fine by me"
             )
 
@@ -92,8 +93,8 @@ class TestTheRequesterNeverDecides:
     def test_rejecting_their_own_expense_is_refused(self, bobs_finance_task, bob):
         before = snapshot(bobs_finance_task)
 
-        with pytest.raises(services.ConflictOfDuty, match="You requested this expense"):
-            services.reject_human_task(
+        with pytest.raises(human_tasks.ConflictOfDuty, match="You requested this expense"):
+            human_tasks.reject_human_task(
                 task_id=bobs_finance_task.pk, user=bob, channel=INBOX, reason="changed my mind"
             )
 
@@ -110,8 +111,8 @@ class TestTheRequesterNeverDecides:
         task = run.human_tasks.get()
         before = snapshot(task)
 
-        with pytest.raises(services.ConflictOfDuty, match="You requested this expense"):
-            services.approve_human_task(task_id=task.pk, user=carol, channel=INBOX)
+        with pytest.raises(human_tasks.ConflictOfDuty, match="You requested this expense"):
+            human_tasks.approve_human_task(task_id=task.pk, user=carol, channel=INBOX)
 
         assert task.assignee == carol  # still hers to see, and to give away
         assert snapshot(task) == before
@@ -119,15 +120,15 @@ class TestTheRequesterNeverDecides:
     def test_an_operator_is_refused_their_own_request(self, olgas_manager_task, olga):
         before = snapshot(olgas_manager_task)
 
-        with pytest.raises(services.ConflictOfDuty, match="You requested this expense"):
-            services.approve_human_task(
+        with pytest.raises(human_tasks.ConflictOfDuty, match="You requested this expense"):
+            human_tasks.approve_human_task(
                 task_id=olgas_manager_task.pk, user=olga, channel=Channel.ADMIN
             )
 
         assert snapshot(olgas_manager_task) == before
 
     def test_an_operator_may_still_decide_someone_elses_request(self, manager_task, olga):
-        task = services.approve_human_task(
+        task = human_tasks.approve_human_task(
             task_id=manager_task.pk, user=olga, channel=Channel.ADMIN
         )
 
@@ -138,8 +139,8 @@ class TestTheRequesterNeverDecides:
     ):
         before = snapshot(olgas_manager_task)
 
-        with pytest.raises(services.ConflictOfDuty) as refused:
-            services.reassign_human_task(
+        with pytest.raises(human_tasks.ConflictOfDuty) as refused:
+            human_tasks.reassign_human_task(
                 task_id=olgas_manager_task.pk, user=olga, to_username="bob", channel=INBOX
             )
 
@@ -153,8 +154,8 @@ class TestNobodyHandsATaskToItsRequester:
     def test_delegating_to_the_requester_is_refused(self, manager_task, carol):
         before = snapshot(manager_task)
 
-        with pytest.raises(services.ConflictOfDuty) as refused:
-            services.delegate_human_task(
+        with pytest.raises(human_tasks.ConflictOfDuty) as refused:
+            human_tasks.delegate_human_task(
                 task_id=manager_task.pk, user=carol, to_username="alice", channel=INBOX
             )
 
@@ -167,20 +168,20 @@ class TestNobodyHandsATaskToItsRequester:
     def test_reassigning_to_the_requester_is_refused(self, manager_task, carol, alice):
         before = snapshot(manager_task)
 
-        with pytest.raises(services.ConflictOfDuty, match="cannot be reassigned to Alice"):
-            services.reassign_human_task(
+        with pytest.raises(human_tasks.ConflictOfDuty, match="cannot be reassigned to Alice"):
+            human_tasks.reassign_human_task(
                 task_id=manager_task.pk, user=carol, to_username="alice", channel=INBOX
             )
 
         assert snapshot(manager_task) == before
-        with pytest.raises(services.TaskNotFound):  # so alice still cannot approve it
-            services.approve_human_task(task_id=manager_task.pk, user=alice, channel=INBOX)
+        with pytest.raises(human_tasks.TaskNotFound):  # so alice still cannot approve it
+            human_tasks.approve_human_task(task_id=manager_task.pk, user=alice, channel=INBOX)
 
     def test_an_operator_cannot_reassign_to_the_requester(self, manager_task, olga):
         before = snapshot(manager_task)
 
-        with pytest.raises(services.ConflictOfDuty, match="Alice requested this expense"):
-            services.reassign_human_task(
+        with pytest.raises(human_tasks.ConflictOfDuty, match="Alice requested this expense"):
+            human_tasks.reassign_human_task(
                 task_id=manager_task.pk, user=olga, to_username="alice", channel=Channel.ADMIN
             )
 
@@ -193,8 +194,8 @@ class TestAnExpenseNeedsTwoApprovers:
         manager = finance.run.human_tasks.get(node="manager_approval")
         before = snapshot(finance)
 
-        with pytest.raises(services.ConflictOfDuty) as refused:
-            services.approve_human_task(task_id=finance.pk, user=carol, channel=INBOX)
+        with pytest.raises(human_tasks.ConflictOfDuty) as refused:
+            human_tasks.approve_human_task(task_id=finance.pk, user=carol, channel=INBOX)
 
         when = re.escape(f"{timezone.localtime(manager.decided_at):%Y-%m-%d %H:%M}")
         assert re.fullmatch(
@@ -207,16 +208,16 @@ class TestAnExpenseNeedsTwoApprovers:
     def test_nor_claim_it_from_the_finance_queue(self, finance_task_of, carol):
         finance = finance_task_of("alice")
 
-        with pytest.raises(services.ConflictOfDuty, match="You already approved this expense"):
-            services.claim_human_task(task_id=finance.pk, user=carol, channel=INBOX)
+        with pytest.raises(human_tasks.ConflictOfDuty, match="You already approved this expense"):
+            human_tasks.claim_human_task(task_id=finance.pk, user=carol, channel=INBOX)
 
     def test_nor_be_delegated_it(self, finance_task_of, bob):
         finance = finance_task_of("alice")
-        services.claim_human_task(task_id=finance.pk, user=bob, channel=INBOX)
+        human_tasks.claim_human_task(task_id=finance.pk, user=bob, channel=INBOX)
         before = snapshot(finance)
 
-        with pytest.raises(services.ConflictOfDuty, match="Carol already approved this expense"):
-            services.delegate_human_task(
+        with pytest.raises(human_tasks.ConflictOfDuty, match="Carol already approved this expense"):
+            human_tasks.delegate_human_task(
                 task_id=finance.pk, user=bob, to_username="carol", channel=INBOX
             )
 
@@ -225,7 +226,7 @@ class TestAnExpenseNeedsTwoApprovers:
     def test_another_finance_member_approves_and_it_is_paid(self, finance_task_of, bob, drive):
         finance = finance_task_of("alice")
 
-        services.approve_human_task(
+        human_tasks.approve_human_task(
             task_id=finance.pk, user=bob, channel=INBOX, values={"cost_centre": "FIN-1200"}
         )
 
@@ -242,7 +243,9 @@ class TestAnExpenseNeedsTwoApprovers:
         legal = {"contract_id": "LEG-1", "risk_level": "low"}
         for node, values in (("legal_review", legal), ("security_review", None)):
             task = run.human_tasks.get(node=node)
-            services.approve_human_task(task_id=task.pk, user=alice, channel=INBOX, values=values)
+            human_tasks.approve_human_task(
+                task_id=task.pk, user=alice, channel=INBOX, values=values
+            )
 
         assert drive(run).results["create_account"]
 
@@ -261,7 +264,7 @@ class TestEveryChannelObeys:
         ).human_tasks.get()
         before = snapshot(own)
 
-        results = services.bulk_approve(
+        results = human_tasks.bulk_approve(
             selection=[(task.pk, task.version) for task in [others[0], own, others[1]]],
             user=carol,
             channel=INBOX,
@@ -283,8 +286,8 @@ class TestEveryChannelObeys:
         )
         before = snapshot(bobs_finance_task)
 
-        with pytest.raises(services.ConflictOfDuty, match="you cannot decide it"):
-            services.decide_by_link(token=token, user=bob, outcome="approved")
+        with pytest.raises(human_tasks.ConflictOfDuty, match="you cannot decide it"):
+            human_tasks.decide_by_link(token=token, user=bob, outcome="approved")
 
         assert snapshot(bobs_finance_task) == before
         assert EmailLink.objects.get().used_at is None

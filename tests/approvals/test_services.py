@@ -8,7 +8,7 @@ import pytest
 from auditlog.models import LogEntry
 from django.utils import timezone
 
-from approvals import services
+from approvals import human_tasks
 from approvals.audit import verify_audit_chain
 from approvals.models import Comment, HumanTask, ReportingLine, Substitution
 from approvals.states import Channel, Outcome, TaskState
@@ -58,7 +58,7 @@ class TestOpeningTasks:
 
 class TestApprove:
     def test_approving_moves_the_run_on_and_pays_once(self, manager_task, carol, drive):
-        task = services.approve_human_task(
+        task = human_tasks.approve_human_task(
             task_id=manager_task.pk, user=carol, channel=INBOX, comment="Fine"
         )
 
@@ -70,10 +70,10 @@ class TestApprove:
         assert Comment.objects.get(task=task).body == "Fine"
 
     def test_a_second_decision_is_refused_and_names_the_first(self, manager_task, carol, olga):
-        services.approve_human_task(task_id=manager_task.pk, user=carol, channel=INBOX)
+        human_tasks.approve_human_task(task_id=manager_task.pk, user=carol, channel=INBOX)
 
-        with pytest.raises(services.AlreadyDecided, match="already approved by Carol at"):
-            services.reject_human_task(
+        with pytest.raises(human_tasks.AlreadyDecided, match="already approved by Carol at"):
+            human_tasks.reject_human_task(
                 task_id=manager_task.pk, user=olga, channel=INBOX, reason="no"
             )
 
@@ -82,8 +82,8 @@ class TestApprove:
         assert events(manager_task) == ["created", "approved"]
 
     def test_a_stale_version_is_refused(self, manager_task, carol):
-        with pytest.raises(services.StaleTask, match="changed since you opened it"):
-            services.approve_human_task(
+        with pytest.raises(human_tasks.StaleTask, match="changed since you opened it"):
+            human_tasks.approve_human_task(
                 task_id=manager_task.pk,
                 user=carol,
                 channel=INBOX,
@@ -91,23 +91,23 @@ class TestApprove:
             )
 
     def test_someone_who_may_see_but_not_decide_gets_403(self, manager_task, olga, carol, alice):
-        services.delegate_human_task(
+        human_tasks.delegate_human_task(
             task_id=manager_task.pk, user=carol, to_username="bob", channel=INBOX
         )
 
-        with pytest.raises(services.NotAllowed) as refused:
-            services.approve_human_task(task_id=manager_task.pk, user=carol, channel=INBOX)
+        with pytest.raises(human_tasks.NotAllowed) as refused:
+            human_tasks.approve_human_task(task_id=manager_task.pk, user=carol, channel=INBOX)
 
         assert refused.value.status == 403
 
     def test_an_outsider_gets_404(self, manager_task, eve):
-        with pytest.raises(services.TaskNotFound) as refused:
-            services.approve_human_task(task_id=manager_task.pk, user=eve, channel=INBOX)
+        with pytest.raises(human_tasks.TaskNotFound) as refused:
+            human_tasks.approve_human_task(task_id=manager_task.pk, user=eve, channel=INBOX)
 
         assert refused.value.status == 404
 
     def test_an_operator_may_decide_any_task(self, manager_task, olga):
-        task = services.approve_human_task(
+        task = human_tasks.approve_human_task(
             task_id=manager_task.pk, user=olga, channel=Channel.ADMIN
         )
 
@@ -116,8 +116,8 @@ class TestApprove:
 
 class TestReject:
     def test_a_reason_is_required(self, manager_task, carol):
-        with pytest.raises(services.InvalidRequest, match="a reason is required"):
-            services.reject_human_task(
+        with pytest.raises(human_tasks.InvalidRequest, match="a reason is required"):
+            human_tasks.reject_human_task(
                 task_id=manager_task.pk, user=carol, channel=INBOX, reason="  "
             )
 
@@ -125,7 +125,7 @@ class TestReject:
         assert manager_task.state == TaskState.CLAIMED
 
     def test_rejecting_ends_the_expense_unpaid(self, manager_task, carol, drive):
-        services.reject_human_task(
+        human_tasks.reject_human_task(
             task_id=manager_task.pk, user=carol, channel=INBOX, reason="Not in budget"
         )
 
@@ -140,12 +140,12 @@ class TestReject:
 class TestClaimAndRelease:
     def test_a_group_member_claims_then_releases(self, start_expense, carol, bob, drive):
         run = start_expense(amount="5000.00")
-        services.approve_human_task(task_id=run.human_tasks.get().pk, user=carol, channel=INBOX)
+        human_tasks.approve_human_task(task_id=run.human_tasks.get().pk, user=carol, channel=INBOX)
         finance = drive(run).human_tasks.get(node="finance_approval")
         assert finance.state == TaskState.OPEN
 
-        claimed = services.claim_human_task(task_id=finance.pk, user=bob, channel=INBOX)
-        released = services.release_human_task(task_id=finance.pk, user=bob, channel=INBOX)
+        claimed = human_tasks.claim_human_task(task_id=finance.pk, user=bob, channel=INBOX)
+        released = human_tasks.release_human_task(task_id=finance.pk, user=bob, channel=INBOX)
 
         assert claimed.assignee == bob
         assert (released.state, released.assignee) == (TaskState.OPEN, None)
@@ -153,24 +153,24 @@ class TestClaimAndRelease:
 
     def test_only_a_candidate_may_claim(self, start_expense, carol, alice, drive):
         run = start_expense(amount="5000.00")
-        services.approve_human_task(task_id=run.human_tasks.get().pk, user=carol, channel=INBOX)
+        human_tasks.approve_human_task(task_id=run.human_tasks.get().pk, user=carol, channel=INBOX)
         finance = drive(run).human_tasks.get(node="finance_approval")
 
-        with pytest.raises(services.TaskNotFound):
-            services.claim_human_task(task_id=finance.pk, user=alice, channel=INBOX)
+        with pytest.raises(human_tasks.TaskNotFound):
+            human_tasks.claim_human_task(task_id=finance.pk, user=alice, channel=INBOX)
 
     def test_a_directly_assigned_task_cannot_be_released(self, manager_task, carol):
-        with pytest.raises(services.NotAllowed):
-            services.release_human_task(task_id=manager_task.pk, user=carol, channel=INBOX)
+        with pytest.raises(human_tasks.NotAllowed):
+            human_tasks.release_human_task(task_id=manager_task.pk, user=carol, channel=INBOX)
 
 
 class TestDelegateAndReassign:
     def test_a_task_cannot_be_handed_to_a_stranger_and_the_refusal_says_whom_one_may(
         self, manager_task, carol
     ):
-        for hand_over in (services.delegate_human_task, services.reassign_human_task):
+        for hand_over in (human_tasks.delegate_human_task, human_tasks.reassign_human_task):
             with pytest.raises(
-                services.NotAllowed, match="only to people in your groups"
+                human_tasks.NotAllowed, match="only to people in your groups"
             ) as refusal:
                 hand_over(task_id=manager_task.pk, user=carol, to_username="eve", channel=INBOX)
 
@@ -179,7 +179,7 @@ class TestDelegateAndReassign:
         assert (manager_task.state, manager_task.assignee.username) == (TaskState.CLAIMED, "carol")
 
     def test_an_operator_may_hand_a_task_to_anyone(self, manager_task, olga):
-        services.reassign_human_task(
+        human_tasks.reassign_human_task(
             task_id=manager_task.pk, user=olga, to_username="eve", channel=INBOX
         )
 
@@ -189,7 +189,7 @@ class TestDelegateAndReassign:
     def test_the_delegate_decides_and_the_owner_is_told(
         self, manager_task, carol, bob, mailoutbox, django_capture_on_commit_callbacks
     ):
-        services.delegate_human_task(
+        human_tasks.delegate_human_task(
             task_id=manager_task.pk,
             user=carol,
             to_username="bob",
@@ -198,55 +198,57 @@ class TestDelegateAndReassign:
         )
 
         with django_capture_on_commit_callbacks(execute=True):
-            task = services.approve_human_task(task_id=manager_task.pk, user=bob, channel=INBOX)
+            task = human_tasks.approve_human_task(task_id=manager_task.pk, user=bob, channel=INBOX)
 
         assert (task.owner, task.decided_by) == (carol, bob)
         assert [message.to for message in mailoutbox] == [["carol@example.com"]]
         assert events(task) == ["created", "delegated", "approved"]
 
     def test_delegating_to_an_unknown_user_is_refused_clearly(self, manager_task, carol):
-        with pytest.raises(services.InvalidRequest, match="no active user called 'zed'"):
-            services.delegate_human_task(
+        with pytest.raises(human_tasks.InvalidRequest, match="no active user called 'zed'"):
+            human_tasks.delegate_human_task(
                 task_id=manager_task.pk, user=carol, to_username="zed", channel=INBOX
             )
 
     def test_the_owner_reassigns_for_good(self, manager_task, carol, bob):
-        task = services.reassign_human_task(
+        task = human_tasks.reassign_human_task(
             task_id=manager_task.pk, user=carol, to_username="bob", channel=INBOX
         )
 
         assert (task.state, task.assignee, task.owner) == (TaskState.CLAIMED, bob, None)
-        with pytest.raises(services.NotAllowed):
-            services.approve_human_task(task_id=task.pk, user=carol, channel=INBOX)
+        with pytest.raises(human_tasks.NotAllowed):
+            human_tasks.approve_human_task(task_id=task.pk, user=carol, channel=INBOX)
 
     def test_the_groups_manager_reassigns_a_group_task(self, start_expense, carol, bob, eve, drive):
         run = start_expense(amount="5000.00")
-        services.approve_human_task(task_id=run.human_tasks.get().pk, user=carol, channel=INBOX)
+        human_tasks.approve_human_task(task_id=run.human_tasks.get().pk, user=carol, channel=INBOX)
         finance = drive(run).human_tasks.get(node="finance_approval")
-        services.claim_human_task(task_id=finance.pk, user=bob, channel=INBOX)
+        human_tasks.claim_human_task(task_id=finance.pk, user=bob, channel=INBOX)
         ReportingLine.objects.create(user=eve, manager=carol)  # someone carol may hand it to
 
         # To eve: alice requested this expense, so it may not go to her.
-        task = services.reassign_human_task(
+        task = human_tasks.reassign_human_task(
             task_id=finance.pk, user=carol, to_username="eve", channel=INBOX
         )
 
         assert task.assignee.username == "eve"
 
     def test_a_reviewer_who_is_not_the_owner_cannot_reassign(self, manager_task, carol, bob):
-        services.delegate_human_task(
+        human_tasks.delegate_human_task(
             task_id=manager_task.pk, user=carol, to_username="bob", channel=INBOX
         )
 
-        with pytest.raises(services.NotAllowed, match="owner, its group's manager or an operator"):
-            services.reassign_human_task(
+        with pytest.raises(
+            human_tasks.NotAllowed, match="owner, its group's manager or an operator"
+        ):
+            human_tasks.reassign_human_task(
                 task_id=manager_task.pk, user=bob, to_username="alice", channel=INBOX
             )
 
 
 class TestComments:
     def test_a_comment_is_kept_and_audited(self, manager_task, carol):
-        services.comment_on_human_task(
+        human_tasks.comment_on_human_task(
             task_id=manager_task.pk, user=carol, body="Receipt?", channel=INBOX
         )
 
@@ -257,9 +259,9 @@ class TestComments:
 class TestBulkApprove:
     def test_each_task_is_decided_and_audited_on_its_own(self, start_expense, carol):
         tasks = [start_expense(title=f"Trip {n}").human_tasks.get() for n in range(3)]
-        services.approve_human_task(task_id=tasks[1].pk, user=carol, channel=INBOX)
+        human_tasks.approve_human_task(task_id=tasks[1].pk, user=carol, channel=INBOX)
 
-        results = services.bulk_approve(
+        results = human_tasks.bulk_approve(
             selection=[(t.pk, t.version) for t in tasks], user=carol, channel=INBOX
         )
 
@@ -284,7 +286,7 @@ class TestMultipleApprovers:
         assert len(tasks) == 3
 
         for task, user in zip(tasks[:2], ("alice", "bob"), strict=True):
-            services.approve_human_task(task_id=task.pk, user=people[user], channel=INBOX)
+            human_tasks.approve_human_task(task_id=task.pk, user=people[user], channel=INBOX)
 
         run = drive(run)
         assert run.state == RunState.SUCCEEDED
@@ -297,10 +299,10 @@ class TestMultipleApprovers:
         run = drive(start("test_two_of_three", {}))
         tasks = shares(run, people)
 
-        services.reject_human_task(
+        human_tasks.reject_human_task(
             task_id=tasks[0].pk, user=people["alice"], channel=INBOX, reason="no"
         )
-        services.reject_human_task(
+        human_tasks.reject_human_task(
             task_id=tasks[1].pk, user=people["bob"], channel=INBOX, reason="no"
         )
 
@@ -316,14 +318,16 @@ class TestRaceOfTwoDecisions:
         task = run.human_tasks.get(state=TaskState.OPEN)  # the finance group's share
 
         outcomes = at_once(
-            lambda: services.approve_human_task(task_id=task.pk, user=people["bob"], channel=INBOX),
-            lambda: services.reject_human_task(
+            lambda: human_tasks.approve_human_task(
+                task_id=task.pk, user=people["bob"], channel=INBOX
+            ),
+            lambda: human_tasks.reject_human_task(
                 task_id=task.pk, user=people["carol"], channel=INBOX, reason="no"
             ),
         )
 
         task.refresh_from_db()
-        refused = [o for o in outcomes if isinstance(o, services.AlreadyDecided)]
+        refused = [o for o in outcomes if isinstance(o, human_tasks.AlreadyDecided)]
         decided = [o for o in outcomes if isinstance(o, HumanTask)]
         assert (len(decided), len(refused)) == (1, 1)
         assert str(refused[0]).startswith("This task was already")
@@ -336,10 +340,10 @@ class TestText:
     ):
         for channel in (Channel.INBOX, Channel.API, Channel.EMAIL, Channel.ADMIN):
             with pytest.raises(
-                services.InvalidRequest,
+                human_tasks.InvalidRequest,
                 match=r"The comment must be at most 4000 characters \(this has 4001\)",
             ):
-                services.approve_human_task(
+                human_tasks.approve_human_task(
                     task_id=manager_task.pk, user=carol, channel=channel, comment="x" * 4001
                 )
 
@@ -347,15 +351,17 @@ class TestText:
         assert manager_task.state == TaskState.CLAIMED
 
     def test_a_comment_at_the_limit_is_kept_whole(self, manager_task, carol):
-        services.comment_on_human_task(
+        human_tasks.comment_on_human_task(
             task_id=manager_task.pk, user=carol, body="x" * 4000, channel=INBOX
         )
 
         assert len(Comment.objects.get().body) == 4000
 
     def test_a_comment_with_a_nul_character_is_refused(self, manager_task, carol):
-        with pytest.raises(services.InvalidRequest, match="control characters \\(found U\\+0000"):
-            services.approve_human_task(
+        with pytest.raises(
+            human_tasks.InvalidRequest, match="control characters \\(found U\\+0000"
+        ):
+            human_tasks.approve_human_task(
                 task_id=manager_task.pk, user=carol, channel=INBOX, comment="ok\x00"
             )
 
@@ -367,7 +373,7 @@ class TestTaskForms:
     def test_the_values_are_kept_on_the_decision_in_the_run_data_and_in_the_audit(
         self, finance_task, bob, drive
     ):
-        task = services.approve_human_task(
+        task = human_tasks.approve_human_task(
             task_id=finance_task.pk, user=bob, channel=INBOX, values={"cost_centre": "FIN-1200"}
         )
 
@@ -383,7 +389,7 @@ class TestTaskForms:
         assert entry.changes["form_values"] == [{}, {"cost_centre": "FIN-1200"}]
 
     def test_the_audit_chain_covers_the_values(self, finance_task, bob):
-        services.approve_human_task(
+        human_tasks.approve_human_task(
             task_id=finance_task.pk, user=bob, channel=INBOX, values={"cost_centre": "FIN-1200"}
         )
         entry = LogEntry.objects.get_for_object(finance_task).order_by("id").last()
@@ -396,8 +402,8 @@ class TestTaskForms:
     def test_approving_without_the_required_values_is_refused_and_nothing_is_decided(
         self, finance_task, bob
     ):
-        with pytest.raises(services.InvalidForm) as refused:
-            services.approve_human_task(task_id=finance_task.pk, user=bob, channel=INBOX)
+        with pytest.raises(human_tasks.InvalidForm) as refused:
+            human_tasks.approve_human_task(task_id=finance_task.pk, user=bob, channel=INBOX)
 
         assert refused.value.status == 422
         assert refused.value.errors == [{"field": "cost_centre", "message": "Field required"}]
@@ -414,8 +420,8 @@ class TestTaskForms:
         assert not finance_task.run.signals.filter(name__startswith="finance_approval").exists()
 
     def test_values_that_do_not_fit_are_refused_naming_the_field_in_words(self, finance_task, bob):
-        with pytest.raises(services.InvalidForm) as refused:
-            services.approve_human_task(
+        with pytest.raises(human_tasks.InvalidForm) as refused:
+            human_tasks.approve_human_task(
                 task_id=finance_task.pk, user=bob, channel=INBOX, values={"cost_centre": "12"}
             )
 
@@ -425,8 +431,8 @@ class TestTaskForms:
         assert finance_task.state == TaskState.OPEN
 
     def test_a_field_the_form_does_not_have_is_refused(self, finance_task, bob):
-        with pytest.raises(services.InvalidForm) as refused:
-            services.approve_human_task(
+        with pytest.raises(human_tasks.InvalidForm) as refused:
+            human_tasks.approve_human_task(
                 task_id=finance_task.pk,
                 user=bob,
                 channel=INBOX,
@@ -438,7 +444,7 @@ class TestTaskForms:
         ]
 
     def test_rejecting_needs_a_reason_but_no_form(self, finance_task, bob, drive):
-        task = services.reject_human_task(
+        task = human_tasks.reject_human_task(
             task_id=finance_task.pk, user=bob, channel=INBOX, reason="Not in budget"
         )
 
@@ -448,24 +454,24 @@ class TestTaskForms:
         assert "pay" not in run.results
 
     def test_an_approval_without_a_form_refuses_values(self, manager_task, carol):
-        with pytest.raises(services.InvalidForm, match="This decision has no form"):
-            services.approve_human_task(
+        with pytest.raises(human_tasks.InvalidForm, match="This decision has no form"):
+            human_tasks.approve_human_task(
                 task_id=manager_task.pk, user=carol, channel=INBOX, values={"x": "1"}
             )
 
     def test_an_already_decided_task_is_refused_as_such_whatever_the_values(
         self, finance_task, bob, carol
     ):
-        services.approve_human_task(
+        human_tasks.approve_human_task(
             task_id=finance_task.pk, user=bob, channel=INBOX, values={"cost_centre": "FIN-1200"}
         )
 
-        with pytest.raises(services.AlreadyDecided):
-            services.approve_human_task(task_id=finance_task.pk, user=carol, channel=INBOX)
+        with pytest.raises(human_tasks.AlreadyDecided):
+            human_tasks.approve_human_task(task_id=finance_task.pk, user=carol, channel=INBOX)
 
     def test_a_stale_view_is_refused_before_the_form_is_read(self, finance_task, bob):
-        with pytest.raises(services.StaleTask):
-            services.approve_human_task(
+        with pytest.raises(human_tasks.StaleTask):
+            human_tasks.approve_human_task(
                 task_id=finance_task.pk,
                 user=bob,
                 channel=INBOX,
@@ -474,7 +480,7 @@ class TestTaskForms:
             )
 
     def test_bulk_approval_refuses_a_task_whose_form_is_empty(self, finance_task, bob):
-        results = services.bulk_approve(
+        results = human_tasks.bulk_approve(
             selection=[(finance_task.pk, finance_task.version)], user=bob, channel=INBOX
         )
 
@@ -487,13 +493,13 @@ class TestTaskForms:
         alice_share = run.human_tasks.get(assignee=people["alice"])
         bob_share = run.human_tasks.get(assignee=people["bob"])
 
-        services.approve_human_task(
+        human_tasks.approve_human_task(
             task_id=alice_share.pk,
             user=people["alice"],
             channel=INBOX,
             values={"budget_line": "R&D-1"},
         )
-        services.approve_human_task(
+        human_tasks.approve_human_task(
             task_id=bob_share.pk,
             user=people["bob"],
             channel=INBOX,

@@ -17,7 +17,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from approvals import inbox_entries, sla_selectors
+from approvals.console import sla as sla_selectors
+from approvals.human_tasks import inbox_entries
 from approvals.models import HumanTask, InboxEntry
 from tests.plans import nodes
 from workflows.models import WorkflowRun

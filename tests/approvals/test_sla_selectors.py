@@ -13,7 +13,8 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from approvals import escalation, sla_selectors
+from approvals import escalation
+from approvals.console import sla as sla_selectors
 from approvals.escalation import DUE_SOON
 from approvals.models import HumanTask
 from approvals.states import Sla, TaskState

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from approvals import services
+from approvals import human_tasks
 from approvals.models import HumanTask
 from approvals.states import Channel, Outcome, TaskState
 from workflows.states import RunState, StepKind, StepState
@@ -34,7 +34,7 @@ class TestAnApprovalEnteredAgain:
     ):
         first = task_of(revised, 0)
 
-        services.reject_human_task(
+        human_tasks.reject_human_task(
             task_id=first.pk, user=carol, channel=Channel.INBOX, reason="Fix"
         )
         run = drive(revised)
@@ -50,12 +50,12 @@ class TestAnApprovalEnteredAgain:
         assert [s.round for s in run.steps.filter(node="revise").order_by("round")] == [0, 1]
 
     def test_approving_the_second_round_finishes_the_run(self, revised, carol, drive, effects):
-        services.reject_human_task(
+        human_tasks.reject_human_task(
             task_id=task_of(revised, 0).pk, user=carol, channel=Channel.INBOX, reason="Fix"
         )
         drive(revised)
 
-        services.approve_human_task(
+        human_tasks.approve_human_task(
             task_id=task_of(revised, 1).pk, user=carol, channel=Channel.INBOX
         )
         run = drive(revised)
@@ -69,7 +69,7 @@ class TestAnApprovalEnteredAgain:
         self, revised, carol, drive, effects
     ):
         for round in (0, 1):
-            services.reject_human_task(
+            human_tasks.reject_human_task(
                 task_id=task_of(revised, round).pk, user=carol, channel=Channel.INBOX, reason="No"
             )
             drive(revised)
@@ -81,7 +81,7 @@ class TestAnApprovalEnteredAgain:
         assert HumanTask.objects.filter(run=revised, state=TaskState.COMPLETED).count() == 2
 
     def test_the_task_page_timeline_names_the_second_round(self, revised, carol, drive, client):
-        services.reject_human_task(
+        human_tasks.reject_human_task(
             task_id=task_of(revised, 0).pk, user=carol, channel=Channel.INBOX, reason="Fix"
         )
         drive(revised)

@@ -10,9 +10,9 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from approvals import links
 from approvals.audit import verify_audit_chain
 from approvals.models import EmailLink
+from approvals.notify import links
 
 pytestmark = pytest.mark.django_db
 

@@ -13,7 +13,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from approvals import permissions, selectors, services
+from approvals import human_tasks, permissions
+from approvals.inbox import selectors
 from approvals.models import GroupManager, HumanTask, SavedFilter, Substitution
 from approvals.states import TaskState
 
@@ -289,12 +290,14 @@ class TestSavedFiltersAndPicker:
         GroupManager.objects.create(group=groups["security"], manager=people["eve"])
 
         for giver in people.values():
-            offered = set(selectors.people_to_hand_to(giver=services.person_for(giver)))
+            offered = set(selectors.people_to_hand_to(giver=human_tasks.person_for(giver)))
             allowed = {
                 person
                 for person in people.values()
                 if person != giver
-                and permissions.may_hand_to(services.person_for(giver), services.person_for(person))
+                and permissions.may_hand_to(
+                    human_tasks.person_for(giver), human_tasks.person_for(person)
+                )
             }
             assert offered == allowed, giver.username
 
@@ -554,7 +557,7 @@ class TestTaskForm:
         assert finance_task.form_values == {"cost_centre": "FIN-1200"}
 
     def test_the_audit_trail_shows_the_values(self, client, bob, finance_task):
-        services.approve_human_task(
+        human_tasks.approve_human_task(
             task_id=finance_task.pk, user=bob, channel="inbox", values={"cost_centre": "FIN-1200"}
         )
         client.force_login(bob)
@@ -568,7 +571,7 @@ class TestTaskForm:
     ):
         client.force_login(bob)
         seen = finance_task.version
-        services.claim_human_task(task_id=finance_task.pk, user=bob, channel="inbox")
+        human_tasks.claim_human_task(task_id=finance_task.pk, user=bob, channel="inbox")
 
         response = client.post(
             reverse("approvals:approve", args=[finance_task.pk]),

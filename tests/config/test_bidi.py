@@ -6,8 +6,8 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from approvals import links
 from approvals.models import Comment
+from approvals.notify import links
 from workflows.tokens import issue_token
 
 pytestmark = pytest.mark.django_db

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from django.test import Client
 
-from approvals import selectors
+from approvals.inbox import selectors
 from config.request_ids import HEADER
 from workflows import api as workflows_api
 from workflows.tokens import issue_token

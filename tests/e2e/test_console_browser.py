@@ -12,7 +12,8 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from approvals import inbox_entries, services
+from approvals import human_tasks
+from approvals.human_tasks import inbox_entries
 from tests.e2e import test_inbox_browser as inbox
 from tests.workflows.test_engine import sweep_until_quiet
 from workflows.models import WorkflowRun
@@ -150,7 +151,7 @@ class TestFollowingAGroupsCount:
         start_expense()  # carol's manager task: held by her, in no group's queue
         for title in ("Taxi to Lyon", "Hotel in Lyon"):  # over 1,000 EUR: finance decides
             run = start_expense(amount="1500.00", title=title)
-            services.approve_human_task(
+            human_tasks.approve_human_task(
                 task_id=run.human_tasks.get().pk, user=carol, channel="inbox"
             )
             drive(run)

@@ -113,7 +113,7 @@ class TestOnAPhone:
     def test_a_reviewer_sends_a_request_back_and_later_approves_it_on_a_phone(
         self, sign_in, start_expense, drive
     ):
-        from approvals import revisions
+        from approvals.human_tasks import revisions
 
         run = start_expense()
         task = run.human_tasks.get(node="manager_approval")

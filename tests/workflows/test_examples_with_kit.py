@@ -6,7 +6,7 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from approvals.services import ConflictOfDuty
+from approvals.human_tasks import ConflictOfDuty
 from approvals.states import Outcome, TaskState
 from workflows import registry
 from workflows.activity import NonRetryableError

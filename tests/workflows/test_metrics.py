@@ -11,7 +11,8 @@ from django.db import transaction
 from django.utils import timezone
 from prometheus_client import REGISTRY
 
-from approvals import links, services
+from approvals import human_tasks
+from approvals.notify import links
 from approvals.states import Channel
 from workflows import engine
 from workflows.engine import sweep, work
@@ -184,7 +185,7 @@ class TestDecisions:
         before.update(hour=bucket("3600.0"), four_hours=bucket("14400.0"))
 
         committed(
-            services.approve_human_task,
+            human_tasks.approve_human_task,
             task_id=manager_task.pk,
             user=carol,
             channel=Channel.INBOX,

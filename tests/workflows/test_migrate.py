@@ -14,7 +14,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from approvals import services
+from approvals import human_tasks
 from approvals.states import Outcome
 from tests.workflows.definitions import VERSIONED_RENAMES, VERSIONED_V2
 from workflows import engine, registry
@@ -223,7 +223,7 @@ class TestMigrateRuns:
         open_task = waiting.human_tasks.get()
         decided = start_v1("approve", amount=5)
         decided_task = decided.human_tasks.get()
-        services.approve_human_task(
+        human_tasks.approve_human_task(
             task_id=decided_task.pk, user=carol, channel="inbox", comment="fine"
         )
         deploy_v2()
@@ -241,7 +241,7 @@ class TestMigrateRuns:
         )
         assert decided_task.comment == "fine"
         # The open task is decided as before, now against v2's node.
-        services.approve_human_task(task_id=open_task.pk, user=carol, channel="inbox")
+        human_tasks.approve_human_task(task_id=open_task.pk, user=carol, channel="inbox")
         waiting = drive(waiting)
         assert waiting.steps.get(node="review").state == StepState.SUCCEEDED
         assert waiting.steps.get(state=StepState.WAITING).node == "await_signal"

@@ -6,6 +6,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from workflows.models import StepRun
 from workflows.results import RunResults
 from workflows.states import RunState
 
@@ -52,7 +53,7 @@ class TestRunResults:
 
     def test_one_lookup_is_one_query_and_is_remembered(self, start, drive, order_input):
         run = drive(start("order", order_input()))
-        results = RunResults(run.pk)
+        results = RunResults(run.pk, steps=StepRun.objects)
 
         with CaptureQueriesContext(connection) as queries:
             assert results["ship"] == results["ship"]

@@ -10,7 +10,7 @@ from auditlog.models import LogEntry
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from approvals import services
+from approvals import human_tasks
 from approvals.models import HumanTask
 from approvals.states import Channel
 from tests.workflows.test_engine import sweep_until_quiet
@@ -40,7 +40,7 @@ def age(run: WorkflowRun, days: float) -> WorkflowRun:
 @pytest.fixture
 def approved_expense(manager_task, carol, drive) -> WorkflowRun:
     """alice's expense, approved by carol through the API, paid and finished."""
-    services.approve_human_task(
+    human_tasks.approve_human_task(
         task_id=manager_task.pk, user=carol, channel=Channel.API, comment="ok"
     )
     run = drive(manager_task.run)

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from approvals.services import TaskConflict
+from approvals.human_tasks import TaskConflict
 from workflows import registry
 from workflows.activity import NonRetryableError
 from workflows.engine import work

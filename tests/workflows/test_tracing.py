@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from approvals import services
+from approvals import human_tasks
 from approvals.states import Channel
 from workflows import tasks, tracing
 from workflows.engine import work
@@ -173,7 +173,7 @@ class TestOneTracePerRun:
 
         committed(
             django_capture_on_commit_callbacks,
-            services.approve_human_task,
+            human_tasks.approve_human_task,
             task_id=task.pk,
             user=carol,
             channel=Channel.INBOX,

@@ -15,10 +15,16 @@ another version), `sweeper`; `advance` moves a
 run through its graph for all of them, asking `nodes` (one module per node kind)
 what entering a node or a due step does; `work` gathers what one use case writes
 and `batch` writes it. This package's face is the few functions below.
+
+Imports go one way: `nodes` build on the small core (`work`, `batch`, `errors`)
+and never import the modules above them; when a node kind must go on to the next
+node, fail a step or start a child run, it asks through `moves`, which this
+package fills below once every use case is imported.
 """
 
 from __future__ import annotations
 
+from workflows.engine import advance, children, execute, moves, signals, start, undo
 from workflows.engine.errors import EngineError, IllegalRunOperation, RunAlreadyEnded, RunNotFound
 from workflows.engine.execute import execute_step
 from workflows.engine.migrate import MigrationReport, RunMove, migrate_runs, preview_migration
@@ -29,6 +35,25 @@ from workflows.engine.start import start_pending_runs, start_workflow
 from workflows.engine.sweeper import sweep
 from workflows.engine.undo import cancel_run, resume_dead_letter, retry_dead_letter
 from workflows.engine.work import EXECUTE_STEP_TASK, EXECUTE_STEPS_TASK
+
+moves.install(
+    moves.Moves(
+        enter_node=advance.enter_node,
+        continue_to=advance.continue_to,
+        leave_node=advance.leave_node,
+        cancel_step=advance.cancel_step,
+        claim_inline=execute.claim_inline,
+        attempt_failed=execute.attempt_failed,
+        step_failed=execute.step_failed,
+        step_succeeded_after=execute.step_succeeded_after,
+        consume_signal=signals.consume_signal,
+        undo_next=undo.undo_next,
+        mark_undone=undo.mark_undone,
+        cancel_run=undo.cancel_run,
+        start_workflow=start.start_workflow,
+        child_ended=children.child_ended,
+    )
+)
 
 __all__ = [
     "EXECUTE_STEPS_TASK",

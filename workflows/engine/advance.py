@@ -1,22 +1,21 @@
 """Moving through the graph: entering nodes, going on from finished steps, leaving waits.
 
 Everything here runs inside a use case's transaction, with the run row locked.
+This is the dispatcher over node kinds: it imports `nodes`, and the node modules
+reach these functions only through `moves`.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-from typing import Any
-
-from django.conf import settings
+from datetime import datetime
 
 from workflows import registry
-from workflows.dsl import Activity, Map, Workflow
+from workflows.dsl import Workflow
 from workflows.engine import nodes
 from workflows.engine.nodes import join
-from workflows.engine.work import LIVE_FORWARD_RUN_STATES, UnitOfWork, steps_of
-from workflows.models import StepRun, WorkflowRun, new_row
-from workflows.states import ACTIVE_STEP_STATES, EventKind, RunState, StepKind, StepState
+from workflows.engine.work import LIVE_FORWARD_RUN_STATES, UnitOfWork
+from workflows.models import StepRun, WorkflowRun
+from workflows.states import EventKind
 
 
 def enter_node(
@@ -60,64 +59,6 @@ def continue_to(
     elif run.state in LIVE_FORWARD_RUN_STATES:
         run.succeed(result=step.result, now=now)
         work.event(run, None, EventKind.COMPLETED, now)
-
-
-def new_step(
-    work: UnitOfWork,
-    run: WorkflowRun,
-    node: str,
-    state: StepState,
-    now: datetime,
-    *,
-    round: int,
-    kind: StepKind = StepKind.FORWARD,
-    due_at: datetime | None = None,
-    result: Any = None,
-    lease: timedelta | None = None,
-    item: int | None = None,
-    item_value: Any = None,
-) -> StepRun:
-    step = new_row(
-        StepRun,
-        run=run,
-        node=node,
-        kind=kind,
-        round=round,
-        item=item,
-        item_value=item_value,
-        state=state,
-        scheduled_at=now,
-        due_at=due_at,
-        lease=lease,
-        result=result,
-        finished_at=now if state == StepState.SUCCEEDED else None,
-    )
-    work.insert(step)
-    return step
-
-
-def redispatch_at(node: Activity | Map, now: datetime) -> datetime:
-    due = now + timedelta(seconds=settings.BATON_REDISPATCH_AFTER)
-    if node.timeouts.schedule_to_start is not None:
-        due = min(due, now + node.timeouts.schedule_to_start)
-    return due
-
-
-def settle(run: WorkflowRun, work: UnitOfWork) -> None:
-    """Mark a forward-moving run as running or waiting, by whether a worker has work."""
-    if run.state not in (RunState.RUNNING, RunState.WAITING):
-        return
-    busy = (
-        run.pk in work.busy_runs
-        or steps_of(run, work).filter(state__in=ACTIVE_STEP_STATES).exists()
-    )
-    if busy and run.state == RunState.WAITING:
-        run.wake()
-    elif not busy and run.state == RunState.RUNNING:
-        run.wait()
-
-
-CANCELLABLE_STEP_STATES = (StepState.SCHEDULED, StepState.RETRY_WAIT, StepState.WAITING)
 
 
 def cancel_step(

@@ -23,11 +23,15 @@ from workflows.dsl import Activity, Workflow
 from workflows.engine import advance, prepared, undo
 from workflows.engine.nodes import map as map_node
 from workflows.engine.work import (
+    CANCELLABLE_STEP_STATES,
+    CLAIMABLE_FORWARD_RUN_STATES,
     LIVE_FORWARD_RUN_STATES,
     UNDOING_RUN_STATES,
+    Claim,
     UnitOfWork,
     definition_of,
     log_fields,
+    settle,
     steps_of,
 )
 from workflows.models import StepRun, WorkflowRun, step_key
@@ -35,24 +39,6 @@ from workflows.retries import is_final_error, next_attempt_at
 from workflows.states import EventKind, RunState, StepKind, StepState
 
 logger = logging.getLogger("baton.engine")
-
-
-@dataclass(frozen=True)
-class Claim:
-    """One attempt a worker holds: the step, its fencing token and what the activity gets."""
-
-    # A local step claimed inside a record learns its id when that record is written.
-    step: StepRun
-    run_id: uuid.UUID
-    token: uuid.UUID
-    started_at: datetime
-    context: ActivityContext
-    function: Any
-    local: bool = False
-
-    @property
-    def step_id(self) -> int:
-        return self.step.pk
 
 
 @dataclass(frozen=True)
@@ -106,9 +92,6 @@ def claim_step(step_id: int, *, now: datetime) -> Claim | None:
 # sibling steps only queue behind each other) and reads the run's state after the
 # lock, so a cancel that committed meanwhile is seen. A step with no stored lease
 # (written before leases were stored on steps) is left to `_claim_with_orm`.
-# A forward step is claimed only while its run moves forward (a paused run holds its steps).
-CLAIMABLE_FORWARD_RUN_STATES = (RunState.RUNNING, RunState.WAITING)
-
 _CLAIM_TEMPLATE = """
 WITH run AS (
     SELECT id, state, workflow_type, workflow_version, input, correlation_id
@@ -438,7 +421,7 @@ def step_succeeded_after(
         else:
             node = definition.node(step.node)
             advance.continue_to(run, definition, step, node.next, now, work)  # type: ignore[attr-defined]
-        advance.settle(run, work)
+        settle(run, work)
     elif run.state in UNDOING_RUN_STATES:
         # It finished after the run began undoing: undo it too.
         undo.undo_next(run, definition, now, work)
@@ -494,13 +477,13 @@ def step_failed(
     if step.item is not None and run.state in LIVE_FORWARD_RUN_STATES:
         # One item of a map: its map decides (fail fast, or finish the others first).
         map_node.item_ended(run, definition, step, now, work, failed=True)
-        advance.settle(run, work)
+        settle(run, work)
         return
     if run.state in LIVE_FORWARD_RUN_STATES:
         run.begin_compensation(error={"node": step.node, **error})
         work.event(run, None, EventKind.COMPENSATING, now, detail={"failed_node": step.node})
         cancellable = steps_of(run, work).filter(
-            kind=StepKind.FORWARD, state__in=advance.CANCELLABLE_STEP_STATES
+            kind=StepKind.FORWARD, state__in=CANCELLABLE_STEP_STATES
         )
         for sibling in cancellable:
             advance.cancel_step(run, definition, sibling, now, work)

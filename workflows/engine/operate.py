@@ -18,7 +18,14 @@ from django.utils import timezone
 from workflows.dsl import Activity, Workflow
 from workflows.engine import advance
 from workflows.engine.errors import IllegalRunOperation
-from workflows.engine.work import LIVE_FORWARD_RUN_STATES, UnitOfWork, definition_of, lock_run
+from workflows.engine.work import (
+    LIVE_FORWARD_RUN_STATES,
+    UnitOfWork,
+    definition_of,
+    lock_run,
+    redispatch_at,
+    settle,
+)
 from workflows.models import StepRun, WorkflowRun
 from workflows.states import EventKind, RunState, StepKind, StepState
 
@@ -48,8 +55,9 @@ def retry_failed_run(*, run_id: uuid.UUID | str, now: datetime | None = None) ->
         definition = definition_of(run)
         failed = _failed_forward_step(run, definition)
         run.retry_failed()
-        redispatch_at = advance.redispatch_at(definition.activity(failed.node), now)
-        failed.retry_by_operator(now=now, redispatch_at=redispatch_at)
+        failed.retry_by_operator(
+            now=now, redispatch_at=redispatch_at(definition.activity(failed.node), now)
+        )
         work.save(failed)
         work.send(failed)
         work.event(run, failed, EventKind.OPERATOR, now, detail={"action": "retried"})
@@ -94,7 +102,7 @@ def skip_step(
         work.save(step)
         work.event(run, step, EventKind.OPERATOR, now, detail={"action": "skipped"})
         advance.continue_to(run, definition, step, node_def.next, now, work)
-        advance.settle(run, work)
+        settle(run, work)
         work.finish(run)
     return run
 

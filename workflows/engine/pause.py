@@ -8,9 +8,8 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from workflows.engine import advance
 from workflows.engine.errors import IllegalRunOperation
-from workflows.engine.work import UnitOfWork, definition_of, lock_run
+from workflows.engine.work import UnitOfWork, definition_of, lock_run, redispatch_at, settle
 from workflows.models import WorkflowRun
 from workflows.states import EventKind, RunState, StepState
 
@@ -46,10 +45,10 @@ def resume_run(*, run_id: uuid.UUID | str, now: datetime | None = None) -> Workf
         for step in run.steps.filter(state=StepState.SCHEDULED):
             # The wait while paused does not count against schedule-to-start.
             step.scheduled_at = now
-            step.due_at = advance.redispatch_at(definition.node(step.node), now)
+            step.due_at = redispatch_at(definition.node(step.node), now)
             step.save(update_fields=["scheduled_at", "due_at"])
             work.send(step)
-        advance.settle(run, work)
+        settle(run, work)
         work.event(run, None, EventKind.OPERATOR, now, detail={"action": "resumed"})
         work.finish(run)
     return run

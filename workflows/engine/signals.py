@@ -12,7 +12,13 @@ from django.utils import timezone
 from workflows.dsl import HUMAN_NODES, Revise, WaitForSignal, Workflow
 from workflows.engine import advance, execute
 from workflows.engine.errors import IllegalRunOperation, RunAlreadyEnded
-from workflows.engine.work import LIVE_FORWARD_RUN_STATES, UnitOfWork, definition_of, lock_run
+from workflows.engine.work import (
+    LIVE_FORWARD_RUN_STATES,
+    UnitOfWork,
+    definition_of,
+    lock_run,
+    settle,
+)
 from workflows.models import Signal, StepRun, WorkflowRun
 from workflows.states import EventKind, RunState, StepKind, StepState
 
@@ -62,7 +68,7 @@ def signal_run(
             node = definition.node(step.node)
             if isinstance(node, WaitForSignal) and name in node.signals:
                 consume_signal(run, definition, step, node, signal, now, work)
-                advance.settle(run, work)
+                settle(run, work)
                 break
         work.finish(run)
     return signal, True

@@ -16,6 +16,7 @@ from workflows.engine.work import (
     UNDOING_RUN_STATES,
     UnitOfWork,
     definition_of,
+    settle,
 )
 from workflows.models import StepRun, WorkflowRun
 from workflows.states import EventKind, RunState
@@ -74,7 +75,7 @@ def start_workflow(
             advance.enter_node(
                 run, definition, definition.start, came_from=None, now=now, work=work
             )
-            advance.settle(run, work)
+            settle(run, work)
         work.finish(run)
     return run, True
 
@@ -103,7 +104,7 @@ def _has_capacity(definition: Workflow) -> bool:
 def _begin(run: WorkflowRun, definition: Workflow, *, now: datetime, work: UnitOfWork) -> None:
     run.start(now=now)
     advance.enter_node(run, definition, definition.start, came_from=None, now=now, work=work)
-    advance.settle(run, work)
+    settle(run, work)
 
 
 def start_pending_runs(*, now: datetime, limit: int) -> int:

@@ -17,7 +17,15 @@ from workflows.dsl import Workflow
 from workflows.engine import advance
 from workflows.engine.errors import IllegalRunOperation, RunAlreadyEnded
 from workflows.engine.nodes import child
-from workflows.engine.work import UNDOING_RUN_STATES, UnitOfWork, definition_of, lock_run, steps_of
+from workflows.engine.work import (
+    CANCELLABLE_STEP_STATES,
+    UNDOING_RUN_STATES,
+    UnitOfWork,
+    definition_of,
+    lock_run,
+    new_step,
+    steps_of,
+)
 from workflows.models import StepRun, WorkflowRun
 from workflows.states import ACTIVE_STEP_STATES, EventKind, RunState, StepKind, StepState
 
@@ -60,7 +68,7 @@ def undo_next(run: WorkflowRun, definition: Workflow, now: datetime, work: UnitO
     if plan:
         undone = next(step for step in finished if step.pk == plan[0].sequence)
         if undoes_a_child(definition.node(undone.node)):
-            compensation = advance.new_step(
+            compensation = new_step(
                 work,
                 run,
                 undone.node,
@@ -74,7 +82,7 @@ def undo_next(run: WorkflowRun, definition: Workflow, now: datetime, work: UnitO
             work.event(run, compensation, EventKind.COMPENSATING, now)
             child.undo_child(run, compensation, now, work)
             return
-        compensation = advance.new_step(
+        compensation = new_step(
             work,
             run,
             undone.node,
@@ -131,9 +139,7 @@ def cancel_run(*, run_id: uuid.UUID | str, now: datetime | None = None) -> Workf
         definition = definition_of(run)
         run.request_cancel(now=now)
         work.event(run, None, EventKind.CANCELLED, now, detail={"requested": True})
-        for step in run.steps.filter(
-            kind=StepKind.FORWARD, state__in=advance.CANCELLABLE_STEP_STATES
-        ):
+        for step in run.steps.filter(kind=StepKind.FORWARD, state__in=CANCELLABLE_STEP_STATES):
             advance.cancel_step(run, definition, step, now, work)
         undo_next(run, definition, now, work)
         work.finish(run)

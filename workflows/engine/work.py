@@ -1,4 +1,9 @@
-"""The unit of work every use case writes through, and what the use cases share."""
+"""The unit of work every use case writes through, and what the use cases share.
+
+This is the engine's small core: the node kinds (`nodes`) build on it and on
+nothing above it, so what both the use cases and the node kinds need lives here
+(locking a run, creating, scheduling and sending steps, settling a run's state).
+"""
 
 from __future__ import annotations
 
@@ -7,22 +12,28 @@ import logging
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from datetime import datetime, timedelta
+from typing import Any
 
 from celery import current_app
+from django.conf import settings
 from django.db import transaction
 from django.db.models import QuerySet
 
 from workflows import metrics, registry, tracing
-from workflows.dsl import Workflow
-from workflows.engine import batch
+from workflows.activity import ActivityContext
+from workflows.dsl import Activity, Map, Workflow
+from workflows.engine import batch, moves
 from workflows.engine.errors import RunNotFound
 from workflows.models import StepEvent, StepRun, WorkflowRun, new_row
-from workflows.states import FINAL_RUN_STATES, EventKind, RunState, StepKind
-
-if TYPE_CHECKING:
-    from workflows.engine.execute import Claim
+from workflows.states import (
+    ACTIVE_STEP_STATES,
+    FINAL_RUN_STATES,
+    EventKind,
+    RunState,
+    StepKind,
+    StepState,
+)
 
 logger = logging.getLogger("baton.engine")
 
@@ -46,6 +57,26 @@ RUN_ENDING_EVENTS = frozenset(
 _ENDED_RUN_STATES = (*FINAL_RUN_STATES, RunState.DEAD_LETTERED)
 LIVE_FORWARD_RUN_STATES = (RunState.RUNNING, RunState.WAITING, RunState.PAUSED)
 UNDOING_RUN_STATES = (RunState.COMPENSATING, RunState.CANCELLING)
+# A forward step is claimed only while its run moves forward (a paused run holds its steps).
+CLAIMABLE_FORWARD_RUN_STATES = (RunState.RUNNING, RunState.WAITING)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One attempt a worker holds: the step, its fencing token and what the activity gets."""
+
+    # A local step claimed inside a record learns its id when that record is written.
+    step: StepRun
+    run_id: uuid.UUID
+    token: uuid.UUID
+    started_at: datetime
+    context: ActivityContext
+    function: Any
+    local: bool = False
+
+    @property
+    def step_id(self) -> int:
+        return self.step.pk
 
 
 @dataclass
@@ -208,8 +239,7 @@ class UnitOfWork:
 def tell_parents(step_ids: list[int], *, now: datetime) -> None:
     """Tell each parent step that its child ended (see engine/children.py). Each is its
     own transaction; one that fails is logged and left to the sweep's next look."""
-    from workflows.engine.children import child_ended
-
+    child_ended = moves.engine().child_ended
     for step_id in step_ids:
         try:
             child_ended(step_id=step_id, now=now)
@@ -221,6 +251,67 @@ def steps_of(run: WorkflowRun, work: UnitOfWork) -> QuerySet[StepRun]:
     """The run's steps as the database has them once pending writes are flushed."""
     work.flush()
     return run.steps.all()
+
+
+def new_step(
+    work: UnitOfWork,
+    run: WorkflowRun,
+    node: str,
+    state: StepState,
+    now: datetime,
+    *,
+    round: int,
+    kind: StepKind = StepKind.FORWARD,
+    due_at: datetime | None = None,
+    result: Any = None,
+    lease: timedelta | None = None,
+    item: int | None = None,
+    item_value: Any = None,
+) -> StepRun:
+    """Create a step of `node` in `state`, written at the next flush."""
+    step = new_row(
+        StepRun,
+        run=run,
+        node=node,
+        kind=kind,
+        round=round,
+        item=item,
+        item_value=item_value,
+        state=state,
+        scheduled_at=now,
+        due_at=due_at,
+        lease=lease,
+        result=result,
+        finished_at=now if state == StepState.SUCCEEDED else None,
+    )
+    work.insert(step)
+    return step
+
+
+def redispatch_at(node: Activity | Map, now: datetime) -> datetime:
+    """When a scheduled step no worker took is sent again: BATON_REDISPATCH_AFTER from
+    now, or at its schedule-to-start timeout if that comes first."""
+    due = now + timedelta(seconds=settings.BATON_REDISPATCH_AFTER)
+    if node.timeouts.schedule_to_start is not None:
+        due = min(due, now + node.timeouts.schedule_to_start)
+    return due
+
+
+def settle(run: WorkflowRun, work: UnitOfWork) -> None:
+    """Mark a forward-moving run as running or waiting, by whether a worker has work."""
+    if run.state not in (RunState.RUNNING, RunState.WAITING):
+        return
+    busy = (
+        run.pk in work.busy_runs
+        or steps_of(run, work).filter(state__in=ACTIVE_STEP_STATES).exists()
+    )
+    if busy and run.state == RunState.WAITING:
+        run.wake()
+    elif not busy and run.state == RunState.RUNNING:
+        run.wait()
+
+
+CANCELLABLE_STEP_STATES = (StepState.SCHEDULED, StepState.RETRY_WAIT, StepState.WAITING)
 
 
 def send_steps(step_ids: list[int], *, traces: dict[str, dict[str, str]] | None = None) -> None:

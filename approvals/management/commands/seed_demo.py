@@ -15,7 +15,7 @@ from django.core.management.base import BaseCommand
 from django.db.models import Q
 from django.utils import timezone
 
-from approvals import services
+from approvals import human_tasks
 from approvals.models import GroupManager, HumanTask, ReportingLine
 from approvals.states import Channel
 from workflows import engine
@@ -89,7 +89,7 @@ class Command(BaseCommand):
         )
         if created:
             task = shared.human_tasks.get()
-            services.delegate_human_task(
+            human_tasks.delegate_human_task(
                 task_id=task.pk,
                 user=people["carol"],
                 to_username="alice",
@@ -140,7 +140,7 @@ class Command(BaseCommand):
         )
         if created:
             legal = halfway.human_tasks.get(node="legal_review")
-            services.approve_human_task(
+            human_tasks.approve_human_task(
                 task_id=legal.pk,
                 user=people["alice"],
                 channel=Channel.INBOX,
@@ -190,9 +190,9 @@ def _decide(
 ) -> None:
     task = HumanTask.objects.get(run=run, state__in=["open", "claimed"])
     if claim_first:
-        services.claim_human_task(task_id=task.pk, user=user, channel=Channel.INBOX)
+        human_tasks.claim_human_task(task_id=task.pk, user=user, channel=Channel.INBOX)
     if approve:
-        services.approve_human_task(
+        human_tasks.approve_human_task(
             task_id=task.pk,
             user=user,
             channel=Channel.INBOX,
@@ -200,7 +200,7 @@ def _decide(
             values=values,
         )
     else:
-        services.reject_human_task(
+        human_tasks.reject_human_task(
             task_id=task.pk, user=user, channel=Channel.INBOX, reason="Not a business expense."
         )
     _run_ready_steps(run)

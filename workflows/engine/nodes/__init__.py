@@ -5,6 +5,10 @@ so a new kind is one new module and one line below. Every function runs inside a
 use case's transaction, with the run row locked, and writes through its unit of
 work. Other apps add behaviour to a kind through `workflows.registry` hooks
 (approvals creates and closes human tasks for `Approval`, a kind of wait).
+
+A node module imports only the engine's small core (`work`) and plain modules,
+never the use cases or `advance`, which import it: a move that involves other
+node kinds again (go on, fail the step, start a child run) goes through `moves`.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from workflows.dsl import Activity, Workflow
-from workflows.engine import advance, execute
-from workflows.engine.work import UnitOfWork
+from workflows.engine import moves
+from workflows.engine.work import CLAIMABLE_FORWARD_RUN_STATES, UnitOfWork, new_step, redispatch_at
 from workflows.models import StepRun, WorkflowRun
 from workflows.states import EventKind, StepKind, StepState
 
@@ -27,19 +27,19 @@ def enter(
         work.inline
         and work.inline_claim is None
         and (node.local or work.eager)
-        and run.state in execute.CLAIMABLE_FORWARD_RUN_STATES
+        and run.state in CLAIMABLE_FORWARD_RUN_STATES
     ):
-        work.inline_claim = execute.claim_inline(run, node, round, now, work)
+        work.inline_claim = moves.engine().claim_inline(run, node, round, now, work)
         work.busy_runs.add(run.pk)
         return
-    step = advance.new_step(
+    step = new_step(
         work,
         run,
         node.name,
         StepState.SCHEDULED,
         now,
         round=round,
-        due_at=advance.redispatch_at(node, now),
+        due_at=redispatch_at(node, now),
         lease=node.timeouts.first_lease,
     )
     work.send(step)
@@ -61,9 +61,9 @@ def due(
             # As in Temporal, a schedule-to-start timeout is not retried: no worker
             # is taking this kind of work, and another attempt would queue the same.
             error = {"type": "ScheduleToStartTimeout", "message": f"not started within {limit}"}
-            execute.step_failed(run, definition, step, error, now, work)
+            moves.engine().step_failed(run, definition, step, error, now, work)
         else:
-            step.due_at = advance.redispatch_at(node, now)
+            step.due_at = redispatch_at(node, now)
             work.save(step)
             work.event(run, step, EventKind.REDISPATCHED, now)
             work.send(step)
@@ -74,8 +74,8 @@ def due(
         # The lost attempt's STARTED event, written here since its worker never recorded it.
         work.event(run, step, EventKind.STARTED, step.started_at)
         work.event(run, step, EventKind.LEASE_EXPIRED, now, detail=error)
-        execute.attempt_failed(run, definition, step, error, False, now, work)
+        moves.engine().attempt_failed(run, definition, step, error, False, now, work)
     elif step.state == StepState.RETRY_WAIT:
-        step.reschedule(now=now, redispatch_at=advance.redispatch_at(node, now))
+        step.reschedule(now=now, redispatch_at=redispatch_at(node, now))
         work.save(step)
         work.send(step)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from workflows.dsl import Branch, Workflow
-from workflows.engine import advance
-from workflows.engine.work import UnitOfWork
+from workflows.engine import moves
+from workflows.engine.work import UnitOfWork, new_step
 from workflows.models import StepRun, WorkflowRun
 from workflows.states import StepState
 
@@ -23,7 +23,9 @@ def enter(
 ) -> None:
     work.flush()  # the condition reads earlier results
     took = bool(node.condition(run.data))
-    step = advance.new_step(
+    step = new_step(
         work, run, node.name, StepState.SUCCEEDED, now, round=round, result={"took": took}
     )
-    advance.continue_to(run, definition, step, node.if_true if took else node.if_false, now, work)
+    moves.engine().continue_to(
+        run, definition, step, node.if_true if took else node.if_false, now, work
+    )

@@ -24,8 +24,15 @@ from typing import Any
 from django.utils import timezone
 
 from workflows.dsl import ChildWorkflow, InvalidInput, Map, Node, RetryPolicy, Workflow
-from workflows.engine import advance, execute, start, undo
-from workflows.engine.work import LIVE_FORWARD_RUN_STATES, UnitOfWork, definition_of, lock_run
+from workflows.engine import moves
+from workflows.engine.work import (
+    LIVE_FORWARD_RUN_STATES,
+    UnitOfWork,
+    definition_of,
+    lock_run,
+    new_step,
+    settle,
+)
 from workflows.models import StepRun, WorkflowRun
 from workflows.registry import UnknownWorkflow
 from workflows.retries import next_attempt_at
@@ -50,7 +57,7 @@ def enter(
     now: datetime,
     work: UnitOfWork,
 ) -> None:
-    step = advance.new_step(work, run, node.name, StepState.WAITING, now, round=round)
+    step = new_step(work, run, node.name, StepState.WAITING, now, round=round)
     start_child(
         run,
         definition,
@@ -86,7 +93,7 @@ def start_child(
         _cannot_start(run, definition, step, "ChildInputError", str(error), now, work)
         return
     try:
-        child, created = start.start_workflow(
+        child, created = moves.engine().start_workflow(
             workflow_type=workflow_type,
             input=child_input,
             idempotency_key=f"{step.idempotency_key}/attempt-{step.attempt}",
@@ -117,7 +124,7 @@ def _cannot_start(
 ) -> None:
     error = {"type": kind, "message": message[:2000], "attempt": step.attempt}
     work.event(run, step, EventKind.ERRORED, now, detail=error)
-    execute.step_failed(run, definition, step, error, now, work)
+    moves.engine().step_failed(run, definition, step, error, now, work)
 
 
 def latest_child(step: StepRun) -> WorkflowRun | None:
@@ -151,15 +158,15 @@ def take_outcome(
         step.succeed(result={"child_run": str(child.pk), "child_state": child.state}, now=now)
         work.save(step)
         work.event(run, step, EventKind.COMPLETED, now, detail={"child_run": str(child.pk)})
-        undo.mark_undone(run, step, work)
+        moves.engine().mark_undone(run, step, work)
         work.event(run, step, EventKind.COMPENSATED, now)
-        undo.undo_next(run, definition, now, work)
+        moves.engine().undo_next(run, definition, now, work)
         return
     if child.state == RunState.SUCCEEDED:
         step.succeed(result=child.result, now=now)
         work.save(step)
         work.event(run, step, EventKind.COMPLETED, now, detail={"child_run": str(child.pk)})
-        execute.step_succeeded_after(run, definition, step, now, work)
+        moves.engine().step_succeeded_after(run, definition, step, now, work)
         return
     error = {
         "type": "ChildRunCancelled" if child.state == RunState.CANCELLED else "ChildRunFailed",
@@ -182,7 +189,7 @@ def take_outcome(
         work.save(step)
         work.event(run, step, EventKind.RETRY_SCHEDULED, now, detail={"retry_at": retry_at})
         return
-    execute.step_failed(run, definition, step, error, now, work)
+    moves.engine().step_failed(run, definition, step, error, now, work)
 
 
 def _retry_policy(node: Node) -> RetryPolicy:
@@ -209,10 +216,10 @@ def due(
             now=now,
             work=work,
         )
-        advance.settle(run, work)
+        settle(run, work)
     elif step.state == StepState.WAITING:
         take_outcome(run, definition, step, now, work)
-        advance.settle(run, work)
+        settle(run, work)
 
 
 def _workflow_of(node: ChildWorkflow | Map) -> str:
@@ -238,12 +245,12 @@ def leave(
         return
     now = step.finished_at or timezone.now()
     if child.state not in _NOT_CANCELLABLE:
-        child = undo.cancel_run(run_id=child.pk, now=now)
+        child = moves.engine().cancel_run(run_id=child.pk, now=now)
     if child.is_finished:
         return  # nothing to undo: it ended cancelled at once
     # The child undoes its steps (or waits for an operator): this undo of the step ends
     # when the child does (`take_outcome`), and the parent's undo waits for it.
-    waiting = advance.new_step(
+    waiting = new_step(
         work,
         run,
         step.node,
@@ -275,5 +282,5 @@ def undo_child(run: WorkflowRun, compensation: StepRun, now: datetime, work: Uni
     child_work.event(
         child, None, EventKind.COMPENSATING, now, detail={"undone_for_parent": str(run.pk)}
     )
-    undo.undo_next(child, definition_of(child), now, child_work)
+    moves.engine().undo_next(child, definition_of(child), now, child_work)
     child_work.finish(child)

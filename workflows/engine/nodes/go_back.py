@@ -14,8 +14,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from workflows.dsl import GoBack, Workflow
-from workflows.engine import advance, execute
-from workflows.engine.work import UnitOfWork, steps_of
+from workflows.engine import moves
+from workflows.engine.work import UnitOfWork, new_step, steps_of
 from workflows.models import StepRun, WorkflowRun
 from workflows.states import EventKind, StepKind, StepState
 
@@ -35,7 +35,7 @@ def enter(
     went_back_before = steps_of(run, work).filter(node=node.name, kind=StepKind.FORWARD).count()
     rounds_run = went_back_before + 1
     if rounds_run < node.max_rounds:
-        step = advance.new_step(
+        step = new_step(
             work,
             run,
             node.name,
@@ -45,19 +45,19 @@ def enter(
             result={"went_back_to": node.to, "rounds_run": rounds_run},
         )
         work.event(run, step, EventKind.COMPLETED, now, detail={"went_back_to": node.to})
-        advance.enter_node(
+        moves.engine().enter_node(
             run, definition, node.to, came_from=step, round=round + 1, now=now, work=work
         )
         return
     if node.otherwise is None:
-        step = advance.new_step(work, run, node.name, StepState.WAITING, now, round=round)
+        step = new_step(work, run, node.name, StepState.WAITING, now, round=round)
         error = {
             "type": "RoundsExhausted",
             "message": f"went back to {node.to!r} {node.max_rounds - 1} times, the most allowed",
         }
-        execute.step_failed(run, definition, step, error, now, work)
+        moves.engine().step_failed(run, definition, step, error, now, work)
         return
-    step = advance.new_step(
+    step = new_step(
         work,
         run,
         node.name,
@@ -67,4 +67,4 @@ def enter(
         result={"went_back_to": None, "rounds_run": rounds_run},
     )
     work.event(run, step, EventKind.COMPLETED, now, detail={"rounds_exhausted": rounds_run})
-    advance.continue_to(run, definition, step, node.otherwise, now, work)
+    moves.engine().continue_to(run, definition, step, node.otherwise, now, work)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from workflows.dsl import Join, Workflow
-from workflows.engine import advance
-from workflows.engine.work import UnitOfWork, steps_of
+from workflows.engine import moves
+from workflows.engine.work import CANCELLABLE_STEP_STATES, UnitOfWork, steps_of
 from workflows.models import StepRun, WorkflowRun
 from workflows.states import EventKind, StepKind, StepState
 
@@ -46,10 +46,10 @@ def enter(
     for straggler in steps_of(run, work).filter(
         node__in=region,
         kind=StepKind.FORWARD,
-        state__in=[*advance.CANCELLABLE_STEP_STATES, StepState.RUNNING],
+        state__in=[*CANCELLABLE_STEP_STATES, StepState.RUNNING],
     ):
-        advance.cancel_step(run, definition, straggler, now, work)
-    advance.continue_to(run, definition, step, node.next, now, work)
+        moves.engine().cancel_step(run, definition, straggler, now, work)
+    moves.engine().continue_to(run, definition, step, node.next, now, work)
 
 
 def closed(run: WorkflowRun, name: str, round: int, work: UnitOfWork) -> bool:

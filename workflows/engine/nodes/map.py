@@ -23,9 +23,9 @@ from typing import Any
 
 from workflows.cleaning import refuse_unstorable
 from workflows.dsl import Map, Workflow
-from workflows.engine import advance, execute
+from workflows.engine import moves
 from workflows.engine.nodes import activity, child
-from workflows.engine.work import UnitOfWork, steps_of
+from workflows.engine.work import UnitOfWork, new_step, redispatch_at, steps_of
 from workflows.models import StepRun, WorkflowRun
 from workflows.states import EventKind, StepKind, StepState
 
@@ -50,17 +50,15 @@ def enter(
         json.dumps(items)  # each item is kept on its own row as JSON
         refuse_unstorable(items)
     except Exception as error:
-        step = advance.new_step(work, run, node.name, StepState.WAITING, now, round=round)
+        step = new_step(work, run, node.name, StepState.WAITING, now, round=round)
         failure = {"type": "MapItemsUnreadable", "message": str(error)[:2000]}
-        execute.step_failed(run, definition, step, failure, now, work)
+        moves.engine().step_failed(run, definition, step, failure, now, work)
         return
     progress = {"count": len(items), "started": 0, "ended": 0, "failed": 0}
-    step = advance.new_step(
-        work, run, node.name, StepState.WAITING, now, round=round, result=progress
-    )
+    step = new_step(work, run, node.name, StepState.WAITING, now, round=round, result=progress)
     lease = None if node.runs_children else node.timeouts.first_lease
     for index, item in enumerate(items):
-        advance.new_step(
+        new_step(
             work,
             run,
             node.name,
@@ -124,7 +122,7 @@ def _start_next(
                 work=work,
             )
         else:
-            item.dispatch(now=now, redispatch_at=advance.redispatch_at(node.item_activity, now))
+            item.dispatch(now=now, redispatch_at=redispatch_at(node.item_activity, now))
             work.save(item)
             work.send(item)
 
@@ -180,7 +178,7 @@ def _succeed(
     step.succeed(result=results, now=now)
     work.save(step)
     work.event(run, step, EventKind.COMPLETED, now, detail={"items": len(results)})
-    advance.continue_to(run, definition, step, node.next, now, work)
+    moves.engine().continue_to(run, definition, step, node.next, now, work)
 
 
 def _fail(
@@ -217,7 +215,7 @@ def _fail(
             for index, last_error in failed
         ],
     }
-    execute.step_failed(run, definition, step, error, now, work)
+    moves.engine().step_failed(run, definition, step, error, now, work)
 
 
 def due(

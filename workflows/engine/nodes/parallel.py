@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from workflows.dsl import Parallel, Workflow
-from workflows.engine import advance
-from workflows.engine.work import UnitOfWork
+from workflows.engine import moves
+from workflows.engine.work import UnitOfWork, new_step
 from workflows.models import StepRun, WorkflowRun
 from workflows.states import StepState
 
@@ -21,8 +21,6 @@ def enter(
     now: datetime,
     work: UnitOfWork,
 ) -> None:
-    step = advance.new_step(
-        work, run, node.name, StepState.SUCCEEDED, now, round=round, result=None
-    )
+    step = new_step(work, run, node.name, StepState.SUCCEEDED, now, round=round, result=None)
     for branch in node.branches:
-        advance.enter_node(run, definition, branch, came_from=step, now=now, work=work)
+        moves.engine().enter_node(run, definition, branch, came_from=step, now=now, work=work)

@@ -6,8 +6,8 @@ from datetime import datetime
 
 from workflows import due_times
 from workflows.dsl import Sleep, Workflow
-from workflows.engine import advance
-from workflows.engine.work import UnitOfWork
+from workflows.engine import moves
+from workflows.engine.work import UnitOfWork, new_step, settle
 from workflows.models import StepRun, WorkflowRun
 from workflows.states import EventKind, StepState
 
@@ -23,7 +23,7 @@ def enter(
     work: UnitOfWork,
 ) -> None:
     due_at = due_times.due_at(duration=node.duration, start=now)
-    advance.new_step(work, run, node.name, StepState.WAITING, now, round=round, due_at=due_at)
+    new_step(work, run, node.name, StepState.WAITING, now, round=round, due_at=due_at)
 
 
 def due(
@@ -37,5 +37,5 @@ def due(
     step.succeed(result={"slept_until": now.isoformat()}, now=now)
     work.save(step)
     work.event(run, step, EventKind.COMPLETED, now)
-    advance.continue_to(run, definition, step, node.next, now, work)
-    advance.settle(run, work)
+    moves.engine().continue_to(run, definition, step, node.next, now, work)
+    settle(run, work)

@@ -6,8 +6,8 @@ from datetime import datetime
 
 from workflows import due_times, registry
 from workflows.dsl import WaitForSignal, Workflow
-from workflows.engine import advance, execute, signals
-from workflows.engine.work import UnitOfWork
+from workflows.engine import moves
+from workflows.engine.work import UnitOfWork, new_step, settle
 from workflows.models import StepRun, WorkflowRun
 from workflows.states import EventKind, StepState
 
@@ -26,9 +26,7 @@ def enter(
     due_at = None
     if node.timeout is not None:
         due_at = due_times.due_at(duration=node.timeout, start=now)
-    step = advance.new_step(
-        work, run, node.name, StepState.WAITING, now, round=round, due_at=due_at
-    )
+    step = new_step(work, run, node.name, StepState.WAITING, now, round=round, due_at=due_at)
     work.event(run, step, EventKind.WAITING, now, detail={"signals": sorted(node.signals)})
     hook = registry.node_hooks(node).enter
     if hook is not None:
@@ -40,7 +38,7 @@ def enter(
         .first()
     )
     if early is not None:
-        signals.consume_signal(run, definition, step, node, early, now, work)
+        moves.engine().consume_signal(run, definition, step, node, early, now, work)
 
 
 def due(
@@ -53,12 +51,12 @@ def due(
 ) -> None:
     """The timeout passed with no signal: go the timeout's way, or fail the step."""
     work.event(run, step, EventKind.TIMED_OUT, now)
-    advance.leave_node(run, definition, step, work)
+    moves.engine().leave_node(run, definition, step, work)
     if node.on_timeout is None:
         error = {"type": "WaitTimedOut", "message": f"no signal within {node.timeout}"}
-        execute.step_failed(run, definition, step, error, now, work)
+        moves.engine().step_failed(run, definition, step, error, now, work)
         return
     step.succeed(result={"signal": None, "timed_out": True}, now=now)
     work.save(step)
-    advance.continue_to(run, definition, step, node.on_timeout, now, work)
-    advance.settle(run, work)
+    moves.engine().continue_to(run, definition, step, node.on_timeout, now, work)
+    settle(run, work)

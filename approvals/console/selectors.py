@@ -1,0 +1,366 @@
+"""The read side of the operators' run console: every run, filtered and paged; one run whole.
+
+The list reads runs newest first by keyset (created_at, id) through an index:
+`run_created_idx` unfiltered, `run_state_created_idx` by state, `run_correlation_idx`
+by correlation id, `run_started_by_idx` by requester, and the GIN index on the input
+for a business key (the fields a definition declares `searchable`, matched exactly).
+A page costs two queries whatever its size: the runs with their requesters, and
+their live steps. A run's page reuses the request page's read
+(`request_pages.request_page`: picture, timeline, tasks, audit trail) and adds
+what only operators need: every step with its attempts and errors, and signals.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
+from uuid import UUID
+
+from django.db.models import Q, QuerySet
+from django.db.models.fields.tuple_lookups import Tuple, TupleLessThan
+
+from approvals import request_pages
+from approvals.console import services
+from approvals.request_pages import RequestPage
+from workflows import registry
+from workflows.cleaning import Refused, clean_text
+from workflows.models import Signal, StepEvent, StepRun, WorkflowRun
+from workflows.states import LIVE_STEP_STATES, EventKind, RunState, StepKind
+
+PAGE_SIZE = 25
+SEARCH_MAX_LENGTH = 200
+_VERSION = re.compile(r"[1-9][0-9]{0,8}")
+
+
+# ---------------------------------------------------------------------------
+# Filters
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunFilters:
+    workflow_type: str = ""
+    version: int | None = None
+    state: str = ""
+    started_from: date | None = None
+    started_to: date | None = None
+    # Finished between (the SLA dashboard's numbers link here), days inclusive.
+    finished_from: date | None = None
+    finished_to: date | None = None
+    requester: str = ""
+    correlation_id: str = ""
+    search: str = ""
+    cursor: str = ""
+    # What was given but could not be read, in words; the filter is left out.
+    problems: tuple[str, ...] = ()
+
+    @classmethod
+    def from_query(cls, query: Mapping[str, str]) -> RunFilters:
+        """Read filters from a query string; say what was ignored, and why."""
+        problems: list[str] = []
+        workflow_type = query.get("type", "").strip()
+        if workflow_type and workflow_type not in workflow_types():
+            problems.append(f"There is no workflow type {workflow_type!r}; showing every type.")
+            workflow_type = ""
+        raw_version = query.get("version", "").strip()
+        version = int(raw_version) if _VERSION.fullmatch(raw_version) else None
+        if raw_version and version is None:
+            problems.append("A version is a whole number such as 1; showing every version.")
+        state = query.get("state", "").strip()
+        if state and state not in RunState.values:
+            problems.append(f"There is no run state {state!r}; showing every state.")
+            state = ""
+
+        def day(key: str, label: str) -> date | None:
+            return query_date(query, key=key, label=label, problems=problems)
+
+        def text(key: str, label: str, max_length: int) -> str:
+            return query_text(query, key=key, label=label, max_length=max_length, problems=problems)
+
+        started_from = day("from", "Started from")
+        started_to = day("to", "Started until")
+        finished_from = day("finished_from", "Finished from")
+        finished_to = day("finished_to", "Finished until")
+        requester = text("requester", "A requester", 150)
+        correlation_id = text("correlation_id", "A correlation id", 200)
+        search = text("q", "A search", SEARCH_MAX_LENGTH)
+        cursor = query.get("cursor", "")
+        return cls(
+            workflow_type=workflow_type,
+            version=version,
+            state=state,
+            started_from=started_from,
+            started_to=started_to,
+            finished_from=finished_from,
+            finished_to=finished_to,
+            requester=requester,
+            correlation_id=correlation_id,
+            search=search,
+            cursor=cursor if len(cursor) <= request_pages.CURSOR_MAX_LENGTH else "",
+            problems=tuple(problems),
+        )
+
+
+def query_date(
+    query: Mapping[str, str], *, key: str, label: str, problems: list[str]
+) -> date | None:
+    """Return the date (YYYY-MM-DD) at `key`, or None; if it is not one, say so in
+    `problems`, naming it by `label`, and leave it out."""
+    raw = query.get(key, "").strip()
+    if not raw:
+        return None
+    try:
+        return date.fromisoformat(raw)
+    except ValueError:
+        problems.append(f"{label} must be a date such as 2026-12-01; left out.")
+        return None
+
+
+def query_text(
+    query: Mapping[str, str], *, key: str, label: str, max_length: int, problems: list[str]
+) -> str:
+    """Return the text at `key` as workflows.cleaning lets it in; if it refuses it, say
+    why in `problems`, naming it by `label`, and leave it out."""
+    value = query.get(key, "").strip()
+    try:
+        return clean_text(value, max_length=max_length)
+    except Refused as error:
+        problems.append(f"{label} {error}; left out.")
+        return ""
+
+
+def workflow_types() -> list[str]:
+    return request_pages.request_types()
+
+
+def versioned_types() -> dict[str, list[int]]:
+    """Each registered type's versions, oldest first: what a move between versions offers."""
+    versions: dict[str, list[int]] = {}
+    for definition in registry.all_definitions():
+        versions.setdefault(definition.name, []).append(definition.version)
+    return {name: sorted(numbers) for name, numbers in sorted(versions.items())}
+
+
+def searchable_fields() -> dict[str, tuple[str, ...]]:
+    """The business keys each workflow type declares, for the search box's hint."""
+    fields: dict[str, set[str]] = {}
+    for definition in registry.all_definitions():
+        fields.setdefault(definition.name, set()).update(definition.searchable)
+    return {name: tuple(sorted(keys)) for name, keys in sorted(fields.items()) if keys}
+
+
+# ---------------------------------------------------------------------------
+# The list
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunRow:
+    run: WorkflowRun
+    keys: list[tuple[str, str]]
+    live_steps: list[StepRun]
+
+    @property
+    def state(self) -> str:
+        return request_pages.state_words(self.run.state)
+
+    @property
+    def failed_node(self) -> str:
+        error = self.run.error or {}
+        return str(error.get("node", ""))
+
+
+@dataclass
+class RunsPage:
+    rows: list[RunRow] = field(default_factory=list)
+    next_cursor: str = ""
+
+
+def runs_page(*, filters: RunFilters, limit: int = PAGE_SIZE) -> RunsPage:
+    """Return one page of runs matching `filters`, newest first, after `filters.cursor`."""
+    runs = filtered_runs(filters)
+    after = request_pages.decode_cursor(filters.cursor)
+    if after is not None:
+        runs = runs.filter(TupleLessThan(Tuple("created_at", "id"), after))
+    page = list(runs.select_related("started_by").order_by("-created_at", "-id")[: limit + 1])
+    next_cursor = ""
+    if len(page) > limit:
+        page = page[:limit]
+        next_cursor = request_pages.encode_cursor(page[-1])
+    live: dict[UUID, list[StepRun]] = {}
+    if page:
+        for step in StepRun.objects.filter(
+            run_id__in=[run.pk for run in page],
+            kind=StepKind.FORWARD,
+            state__in=LIVE_STEP_STATES,
+        ).order_by("scheduled_at", "id"):
+            live.setdefault(step.run_id, []).append(step)
+    return RunsPage(
+        rows=[
+            RunRow(run=run, keys=business_keys(run), live_steps=live.get(run.pk, []))
+            for run in page
+        ],
+        next_cursor=next_cursor,
+    )
+
+
+def filtered_runs(filters: RunFilters) -> QuerySet[WorkflowRun]:
+    runs = WorkflowRun.objects.all()
+    if filters.workflow_type:
+        runs = runs.filter(workflow_type=filters.workflow_type)
+    if filters.version is not None:
+        runs = runs.filter(workflow_version=filters.version)
+    if filters.state:
+        runs = runs.filter(state=filters.state)
+    if filters.started_from:
+        runs = runs.filter(created_at__gte=start_of(filters.started_from))
+    if filters.started_to:
+        runs = runs.filter(created_at__lt=start_of(filters.started_to + timedelta(days=1)))
+    if filters.finished_from:
+        runs = runs.filter(finished_at__gte=start_of(filters.finished_from))
+    if filters.finished_to:
+        runs = runs.filter(finished_at__lt=start_of(filters.finished_to + timedelta(days=1)))
+    if filters.requester:
+        runs = runs.filter(started_by__username=filters.requester)
+    if filters.correlation_id:
+        runs = runs.filter(correlation_id=filters.correlation_id)
+    if filters.search:
+        runs = runs.filter(_search(filters.search, filters.workflow_type))
+    return runs
+
+
+def start_of(day: date) -> datetime:
+    """Return the first moment of `day` in UTC: the console's dates are UTC days."""
+    return datetime.combine(day, time.min, tzinfo=UTC)
+
+
+def _search(term: str, workflow_type: str) -> Q:
+    """Match a run id, or any declared business key equal to `term` (as text, or as the
+    whole number it spells), all through the GIN index on the input: one containment
+    test per key name, whichever types declare it (the type filter narrows apart)."""
+    found = Q(pk__in=[])
+    with contextlib.suppress(ValueError):
+        found |= Q(pk=UUID(term))
+    values: list[Any] = [term]
+    if re.fullmatch(r"-?[0-9]{1,15}", term):
+        values.append(int(term))
+    names = sorted(
+        {
+            name
+            for definition in registry.all_definitions()
+            if workflow_type in ("", definition.name)
+            for name in definition.searchable
+        }
+    )
+    for name in names:
+        for value in values:
+            found |= Q(input__contains={name: value})
+    return found
+
+
+def business_keys(run: WorkflowRun) -> list[tuple[str, str]]:
+    """The run's declared business keys and their values; else its request headline."""
+    definition = request_pages.definition_of(run)
+    keys = [
+        (name.replace("_", " "), str(run.input[name]))
+        for name in (definition.searchable if definition else ())
+        if isinstance(run.input, dict) and run.input.get(name) not in (None, "")
+    ]
+    if not keys:
+        headline = request_pages.headline(run)
+        keys = [("", headline)] if headline else []
+    return keys
+
+
+# ---------------------------------------------------------------------------
+# One run
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepView:
+    step: StepRun
+    # Its ERRORED events, oldest first: each attempt's error type and message.
+    errors: list[StepEvent]
+    skippable: bool
+
+    @property
+    def holds_lease(self) -> bool:
+        return self.step.lease_token is not None
+
+    @property
+    def result_json(self) -> str:
+        return as_json(self.step.result)
+
+    @property
+    def error_json(self) -> str:
+        return as_json(self.step.last_error) if self.step.last_error else ""
+
+
+@dataclass(frozen=True)
+class ConsoleRunPage:
+    run: WorkflowRun
+    request: RequestPage
+    steps: list[StepView]
+    signals: list[Signal]
+    keys: list[tuple[str, str]]
+    actions: list[services.Action]
+    requested_by: str
+
+    @property
+    def skippable(self) -> list[StepRun]:
+        return [view.step for view in self.steps if view.skippable]
+
+    @property
+    def input_json(self) -> str:
+        return as_json(self.run.input)
+
+    @property
+    def result_json(self) -> str:
+        return as_json(self.run.result)
+
+    @property
+    def error_json(self) -> str:
+        return as_json(self.run.error) if self.run.error else ""
+
+
+def as_json(value: Any) -> str:
+    """A JSON value as an operator reads it: indented, keys in order."""
+    return json.dumps(value, indent=2, sort_keys=True, default=str)
+
+
+def run_state(*, run_id: UUID) -> str | None:
+    """The run's state now, or None if there is no such run."""
+    return WorkflowRun.objects.filter(pk=run_id).values_list("state", flat=True).first()
+
+
+def run_page(*, run_id: UUID) -> ConsoleRunPage | None:
+    """Everything the console's run page shows, in a fixed number of queries; None if
+    there is no such run."""
+    run = WorkflowRun.objects.select_related("started_by").filter(pk=run_id).first()
+    if run is None:
+        return None
+    request = request_pages.request_page(run)
+    steps = list(run.steps.order_by("scheduled_at", "id"))
+    errors: dict[int, list[StepEvent]] = {}
+    for event in request.events:
+        if event.kind == EventKind.ERRORED and event.step_id is not None:
+            errors.setdefault(event.step_id, []).append(event)
+    skippable = {step.pk for step in services.skippable_steps(run, steps)}
+    return ConsoleRunPage(
+        run=run,
+        request=request,
+        steps=[
+            StepView(step=step, errors=errors.get(step.pk, []), skippable=step.pk in skippable)
+            for step in steps
+        ],
+        signals=list(run.signals.select_related("consumed_by").order_by("received_at", "id")),
+        keys=business_keys(run),
+        actions=services.actions_for(run),
+        requested_by=" and ".join(sorted(request.requesters)),
+    )

@@ -1,0 +1,18 @@
+"""The operators' run console's routes, under /console/."""
+
+from django.urls import path
+
+from approvals.console import views
+
+app_name = "console"
+
+urlpatterns = [
+    path("", views.runs, name="runs"),
+    path("sla/", views.sla, name="sla"),
+    path("tasks/", views.tasks, name="tasks"),
+    path("versions/", views.versions, name="versions"),
+    path("retry-dead-letters/", views.retry_dead_letters, name="retry_dead_letters"),
+    path("runs/<uuid:run_id>/", views.run_detail, name="run"),
+    path("runs/<uuid:run_id>/steps/<str:node>/skip/", views.skip, name="skip"),
+    path("runs/<uuid:run_id>/<slug:action>/", views.act, name="act"),
+]

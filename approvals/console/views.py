@@ -1,0 +1,319 @@
+"""The operators' run console: find runs, see one whole, and steer it.
+
+Like the inbox, each view reads top to bottom: check that the person may use the
+console (403 saying why otherwise), make one call (a selector or a console
+service), then redirect (post/redirect/get) or render the page, or only the named
+partial htmx asked for. An action is confirmed before it is taken: GET shows what
+it will do (htmx: only the action panel changes), POST does it. A refusal is shown
+on the run's page in plain words, with the status the API would answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+from uuid import UUID
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from approvals import request_pages
+from approvals.act import Act
+from approvals.console import selectors as console_selectors
+from approvals.console import services, task_selectors
+from approvals.console import sla as sla_selectors
+from approvals.console.selectors import RunFilters
+from approvals.console.sla_charts import sla_charts
+from approvals.states import Sla
+from approvals.throttling import client_address
+from workflows.states import RunState
+
+
+def _problem(request: HttpRequest, message: str, status: int) -> HttpResponse:
+    return render(request, "approvals/problem.html", {"message": message}, status=status)
+
+
+def _act(request: HttpRequest, *, reason: str) -> Act:
+    """Who acts on the console: the signed-in person, from their address, saying why."""
+    return Act(
+        user=request.user,
+        channel=services.CHANNEL,
+        remote_addr=client_address(request),
+        reason=reason,
+    )
+
+
+def _refused(request: HttpRequest) -> HttpResponse | None:
+    refusal = services.console_refusal(request.user)
+    return _problem(request, refusal, status=403) if refusal else None
+
+
+# ---------------------------------------------------------------------------
+# Runs
+# ---------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def runs(request: HttpRequest) -> HttpResponse:
+    """Every run, newest first, filtered; htmx asks for the list alone when filters change."""
+    if refused := _refused(request):
+        return refused
+    filters = RunFilters.from_query(request.GET)
+    page = console_selectors.runs_page(filters=filters)
+    context = {
+        "filters": filters,
+        "page": page,
+        "query": _list_query(request),
+        "states": RunState.choices,
+        "types": console_selectors.workflow_types(),
+        "searchable": console_selectors.searchable_fields(),
+        # Dead letters listed for an operator: tick several and retry them at once.
+        "bulk": filters.state == RunState.DEAD_LETTERED
+        and not services.operate_refusal(request.user, "act"),
+    }
+    if request.htmx and request.htmx.target == "run-list":
+        return render(request, "approvals/console/runs.html#run-list", context)
+    return render(request, "approvals/console/runs.html", context)
+
+
+# ---------------------------------------------------------------------------
+# Human tasks: the SLA dashboard and the list behind its numbers
+# ---------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def sla(request: HttpRequest) -> HttpResponse:
+    """Open human tasks against their due times, by type, group and person; the oldest
+    overdue ones; decisions and finished runs per day, failure rates and cycle times.
+    Operators see everything, a group's manager the tasks of the groups they manage."""
+    group_ids, refusal = services.task_overview_scope(request.user, page="The SLA dashboard")
+    if refusal:
+        return _problem(request, refusal, status=403)
+    board = sla_selectors.dashboard(now=timezone.now(), group_ids=group_ids)
+    context = {"board": board, "charts": sla_charts(board)}
+    return render(request, "approvals/console/sla.html", context)
+
+
+@login_required
+@require_GET
+def tasks(request: HttpRequest) -> HttpResponse:
+    """Every human task, open or decided, newest first, filtered: the list behind each of
+    the SLA dashboard's numbers. Its viewers are the dashboard's, scoped the same way."""
+    group_ids, refusal = services.task_overview_scope(request.user, page="The task list")
+    if refusal:
+        return _problem(request, refusal, status=403)
+    filters = task_selectors.read_filters(request.GET, group_ids=group_ids)
+    page = task_selectors.tasks_page(filters=filters, group_ids=group_ids, now=timezone.now())
+    types = console_selectors.workflow_types()
+    if filters.workflow_type and filters.workflow_type not in types:
+        # A type no longer registered still has its tasks, and the dashboard links to them.
+        types = [*types, filters.workflow_type]
+    context = {
+        "filters": filters,
+        "page": page,
+        "query": _list_query(request),
+        "states": task_selectors.STATES,
+        "slas": Sla.choices,
+        "types": types,
+        # A group's manager may not open runs in the console: no dead links for them.
+        "may_open_runs": group_ids is None,
+    }
+    if request.htmx and request.htmx.target == "task-list":
+        return render(request, "approvals/console/tasks.html#task-list", context)
+    return render(request, "approvals/console/tasks.html", context)
+
+
+def _list_query(request: HttpRequest) -> str:
+    """The list's query string less its cursor: where the first page is, and what the
+    next page's link adds its cursor to."""
+    return urlencode(
+        {key: value for key, value in request.GET.items() if key != "cursor" and value}
+    )
+
+
+# ---------------------------------------------------------------------------
+# One run
+# ---------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def run_detail(request: HttpRequest, run_id: UUID) -> HttpResponse:
+    if refused := _refused(request):
+        return refused
+    return _run_page(request, run_id)
+
+
+def _run_page(
+    request: HttpRequest, run_id: UUID, *, status: int = 200, **extra: Any
+) -> HttpResponse:
+    page = console_selectors.run_page(run_id=run_id)
+    if page is None:
+        return _problem(request, "There is no such run.", status=404)
+    context = {
+        "page": page,
+        "run": page.run,
+        "state": request_pages.state_words(page.run.state),
+        "may_operate": not services.operate_refusal(request.user, "act"),
+        **extra,
+    }
+    template = "approvals/console/run.html"
+    if request.htmx and request.htmx.target == "action-panel":
+        template += "#action-panel"
+    return render(request, template, context, status=status)
+
+
+@login_required
+def act(request: HttpRequest, run_id: UUID, action: str) -> HttpResponse:
+    """GET asks to confirm `action` on the run; POST takes it."""
+    if refused := _refused(request):
+        return refused
+    chosen = services.ACTIONS.get(action)
+    if chosen is None:
+        return _problem(request, "There is no such action.", status=404)
+    if request.method == "GET":
+        refusal = services.operate_refusal(request.user, chosen.what)
+        status = 403 if refusal else 200
+        state = console_selectors.run_state(run_id=run_id)
+        if not refusal and state is not None and state not in chosen.offered_in:
+            words = request_pages.state_words(state)
+            refusal, status = f"{chosen.label} does not fit a run that is {words}.", 409
+        return _run_page(
+            request, run_id, status=status, confirm=None if refusal else chosen, error=refusal
+        )
+    if request.method != "POST":
+        return HttpResponse(status=405, headers={"Allow": "GET, POST"})
+    try:
+        done = services.USE_CASES[action](
+            run_id=run_id,
+            act=_act(request, reason=request.POST.get("reason", "")),
+        )
+    except services.ConsoleError as refused:
+        return _run_page(request, run_id, status=refused.status, error=str(refused))
+    if done.changed:
+        messages.success(request, chosen.done)
+    else:
+        messages.info(request, f"Nothing to do: it is {done.run.get_state_display()} already.")
+    return redirect("console:run", run_id=run_id)
+
+
+@login_required
+def skip(request: HttpRequest, run_id: UUID, node: str) -> HttpResponse:
+    """GET asks for the step's result; POST skips the step with it."""
+    if refused := _refused(request):
+        return refused
+    if request.method == "GET":
+        refusal = services.operate_refusal(request.user, services.SKIP_WHAT)
+        return _run_page(
+            request,
+            run_id,
+            status=403 if refusal else 200,
+            skip_node="" if refusal else node,
+            error=refusal,
+        )
+    if request.method != "POST":
+        return HttpResponse(status=405, headers={"Allow": "GET, POST"})
+    result = request.POST.get("result", "")
+    try:
+        services.skip_step(
+            run_id=run_id,
+            node=node,
+            result=result,
+            act=_act(request, reason=request.POST.get("reason", "")),
+        )
+    except services.ConsoleError as refused:
+        # Keep what was typed, so a typo in the JSON costs one fix, not a retype.
+        keep = {"skip_node": node, "skip_result": result} if refused.status == 422 else {}
+        return _run_page(request, run_id, status=refused.status, error=str(refused), **keep)
+    messages.success(request, f"Skipped {node} with the result you gave; the run goes on.")
+    return redirect("console:run", run_id=run_id)
+
+
+@login_required
+@require_POST
+def retry_dead_letters(request: HttpRequest) -> HttpResponse:
+    """Retry the dead letters ticked on the runs list, then go back to it."""
+    if refused := _refused(request):
+        return refused
+    back = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
+        back = ""
+    run_ids: list[UUID] = []
+    for value in request.POST.getlist("run"):
+        try:
+            run_ids.append(UUID(value))
+        except ValueError:
+            return _problem(request, f"{value!r} is not a run id.", status=422)
+    if not run_ids:
+        messages.info(request, "Tick the dead letters to retry first.")
+        return redirect(back or "console:runs")
+    try:
+        outcomes = services.retry_dead_letters(
+            run_ids=run_ids,
+            act=_act(request, reason=request.POST.get("reason", "")),
+        )
+    except services.ConsoleError as refused:
+        return _problem(request, str(refused), status=refused.status)
+    retried = [run_id for run_id, outcome in outcomes.items() if isinstance(outcome, services.Done)]
+    if retried:
+        messages.success(
+            request, f"Retrying {len(retried)} dead letter{'s' if len(retried) > 1 else ''}."
+        )
+    for run_id, outcome in outcomes.items():
+        if isinstance(outcome, services.ConsoleError):
+            messages.warning(request, f"{run_id}: {outcome}")
+    return redirect(back or "console:runs")
+
+
+# ---------------------------------------------------------------------------
+# Moving live runs to another version
+# ---------------------------------------------------------------------------
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def versions(request: HttpRequest) -> HttpResponse:
+    """Move a type's live runs to another version: GET with a plan previews it (a dry
+    run: which runs can move and why the others cannot), POST applies it."""
+    if refused := _refused(request):
+        return refused
+    data = request.POST if request.method == "POST" else request.GET
+    context: dict[str, Any] = {
+        "types": console_selectors.versioned_types(),
+        "form": {name: data.get(name, "") for name in ("type", "from", "to", "renames", "reason")},
+    }
+    if not data.get("type"):
+        return render(request, "approvals/console/versions.html", context)
+    try:
+        report = services.migrate_runs(
+            workflow_type=data.get("type", ""),
+            from_version=_version_number(data.get("from", ""), "from"),
+            to_version=_version_number(data.get("to", ""), "to"),
+            renames=services.parse_renames(data.get("renames", "")),
+            apply=request.method == "POST",
+            act=_act(request, reason=data.get("reason", "")),
+        )
+    except services.ConsoleError as refused:
+        context["error"] = str(refused)
+        return render(request, "approvals/console/versions.html", context, status=refused.status)
+    context["report"] = report
+    if report.applied:
+        messages.success(
+            request,
+            f"Moved {len(report.moved)} run{'s' if len(report.moved) != 1 else ''}; "
+            f"{len(report.blocked)} could not move.",
+        )
+    return render(request, "approvals/console/versions.html", context)
+
+
+def _version_number(raw: str, which: str) -> int:
+    if not (raw.isascii() and raw.isdigit()) or int(raw) < 1:
+        raise services.InvalidInput(f"The {which} version must be a whole number, 1 or more.")
+    return int(raw)

@@ -1,0 +1,277 @@
+"""REST API v1 for human tasks: the caller's inbox, and the same actions as the inbox page.
+
+Every action calls the same use case as the inbox with channel "api", so the
+rules, the audit entries and the errors are the same; a decision on a task
+already decided answers 409 naming who decided and when.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from django.http import HttpRequest
+from django.utils import timezone
+from ninja import Field, Query, Router, Schema
+
+from approvals import human_tasks, task_forms
+from approvals.escalation import sla
+from approvals.human_tasks import revisions
+from approvals.inbox import selectors
+from approvals.models import COMMENT_MAX_LENGTH, HumanTask
+from approvals.states import Channel, Priority, Sla
+from workflows.api import ERRORS, ApiIn, ApiProblem, not_found
+
+router = Router(tags=["tasks"])
+
+
+class TaskOut(Schema):
+    id: UUID
+    run_id: UUID
+    workflow_type: str
+    node: str
+    title: str
+    state: str
+    outcome: str
+    priority: int
+    sla: str
+    assignee: str | None
+    owner: str | None
+    substitute_for: str | None
+    due_at: datetime | None
+    escalation_level: int
+    version: int = Field(description="send it back to refuse acting on a stale view")
+    decided_by: str | None
+    decided_at: datetime | None
+    channel: str
+    comment: str
+    form_schema: dict[str, Any] | None = Field(
+        description="the JSON Schema of the values approving takes (`form` of a decision), "
+        "or null when its approval has no form"
+    )
+    form_values: dict[str, Any] = Field(description="what the decider entered in the form")
+    kind: str = Field(
+        description="`approval` (a reviewer decides) or `revision` (the requester changes "
+        "and resubmits the request: POST /tasks/{id}/resubmit)"
+    )
+    changes: dict[str, Any] = Field(
+        description="for a resubmitted revision, what changed in the input: {field: [old, new]}"
+    )
+    created_at: datetime
+
+
+class TaskPageOut(Schema):
+    items: list[TaskOut]
+    next_cursor: str | None
+
+
+class VersionIn(ApiIn):
+    version: int | None = Field(None, ge=1)
+
+
+class DecisionIn(VersionIn):
+    outcome: Literal["approve", "reject", "request_changes"] = Field(
+        description="`request_changes` sends the request back to its requester (where the "
+        "approval allows it); they change and resubmit it, and it comes back to this approval"
+    )
+    comment: str = Field(
+        "",
+        max_length=COMMENT_MAX_LENGTH,
+        description="required to reject or to request changes (the requester reads it)",
+    )
+    form: dict[str, Any] | None = Field(
+        None,
+        description="to approve a task whose approval has a form: its values, as the task's "
+        "`form_schema` says; a rejection "
+        "takes none",
+    )
+
+
+class ResubmitIn(VersionIn):
+    input: dict[str, Any] = Field(
+        description="the request's input as its type's start schema says, changed where "
+        "the reviewer asked; the field naming whom it is for keeps its value"
+    )
+    comment: str = Field("", max_length=COMMENT_MAX_LENGTH, description="a note to the reviewer")
+
+
+class HandOverIn(VersionIn):
+    to: str = Field(min_length=1, max_length=150, description="a username")
+    comment: str = Field("", max_length=COMMENT_MAX_LENGTH)
+
+
+class InboxQuery(ApiIn):
+    tab: Literal["mine", "queue", "delegated"] = "mine"
+    type: str | None = Field(None, max_length=100)
+    priority: Priority | None = None
+    sla: Sla | None = None
+    q: str | None = Field(None, max_length=200)
+    sort: Literal["due", "priority"] = "due"
+    cursor: str | None = Field(None, max_length=500)
+
+
+def _name(user: Any) -> str | None:
+    return user.get_username() if user else None
+
+
+def task_out(task: HumanTask) -> dict[str, Any]:
+    node = task_forms.approval_of(task)
+    form = node.form if node else None
+    return {
+        "id": task.pk,
+        "run_id": task.run_id,
+        "workflow_type": task.workflow_type,
+        "node": task.node,
+        "title": task.title,
+        "state": task.state,
+        "outcome": task.outcome,
+        "priority": task.priority,
+        "sla": sla(due_at=task.due_at, now=timezone.now()),
+        "assignee": _name(task.assignee),
+        "owner": _name(task.owner),
+        "substitute_for": _name(task.substitute_for),
+        "due_at": task.due_at,
+        "escalation_level": task.escalation_level,
+        "version": task.version,
+        "decided_by": _name(task.decided_by),
+        "decided_at": task.decided_at,
+        "channel": task.channel,
+        "comment": task.comment,
+        "form_schema": task_forms.json_schema_of(form) if form else None,
+        "form_values": task.form_values,
+        "kind": task.kind,
+        "changes": task.changes,
+        "created_at": task.created_at,
+    }
+
+
+@router.get("", response={200: TaskPageOut, **ERRORS}, summary="The caller's inbox")
+def list_tasks(request: HttpRequest, query: Query[InboxQuery]) -> dict[str, Any]:
+    filters = selectors.InboxFilters(
+        tab=query.tab,
+        workflow_type=query.type or "",
+        priority=query.priority,
+        sla=query.sla or "",
+        search=query.q or "",
+        sort=query.sort,
+        cursor=query.cursor or "",
+    )
+    try:
+        page = selectors.inbox(user=request.user, filters=filters, now=timezone.now())
+    except selectors.BadCursor:
+        raise ApiProblem(400, "Bad cursor", "The cursor is not one this API gave out.") from None
+    return {
+        "items": [task_out(task) for task in page.tasks],
+        "next_cursor": page.next_cursor or None,
+    }
+
+
+def _visible(request: HttpRequest, task_id: UUID) -> HumanTask:
+    try:
+        return human_tasks.visible_task(task_id=task_id, user=request.user)
+    except human_tasks.TaskNotFound:
+        raise not_found("such task") from None
+
+
+@router.get("/{task_id}", response={200: TaskOut, **ERRORS}, summary="Get a task")
+def get_task(request: HttpRequest, task_id: UUID) -> dict[str, Any]:
+    return task_out(_visible(request, task_id))
+
+
+def _act(request: HttpRequest, task_id: UUID, version: int | None, action: Callable) -> dict:
+    """Call one use case with the API's channel; map its refusals onto problems."""
+    try:
+        task = action(
+            task_id=task_id,
+            user=request.user,
+            channel=Channel.API,
+            expected_version=version,
+            remote_addr=request.META.get("REMOTE_ADDR"),
+        )
+    except human_tasks.TaskError as error:
+        title = {404: "Not found", 403: "Forbidden", 409: "Conflict", 422: "Invalid request"}
+        extra: dict[str, Any] = {}
+        if isinstance(error, human_tasks.AlreadyDecided):
+            extra = {"state": error.task.outcome}
+        if isinstance(error, human_tasks.InvalidForm | revisions.InvalidResubmission):
+            where = "form" if isinstance(error, human_tasks.InvalidForm) else "input"
+            # Named as the caller wrote them: inside the body's `form`.
+            extra = {
+                "errors": [
+                    {"field": f"{where}.{problem['field']}", "message": problem["message"]}
+                    for problem in error.errors
+                ]
+            }
+        raise ApiProblem(
+            error.status, title.get(error.status, "Error"), str(error), **extra
+        ) from None
+    return task_out(_visible(request, task.pk))
+
+
+@router.post("/{task_id}/claim", response={200: TaskOut, **ERRORS}, summary="Claim a task")
+def claim_task(request: HttpRequest, task_id: UUID, body: VersionIn | None = None) -> dict:
+    return _act(request, task_id, body.version if body else None, human_tasks.claim_human_task)
+
+
+@router.post("/{task_id}/release", response={200: TaskOut, **ERRORS}, summary="Release a task")
+def release_task(request: HttpRequest, task_id: UUID, body: VersionIn | None = None) -> dict:
+    return _act(request, task_id, body.version if body else None, human_tasks.release_human_task)
+
+
+@router.post("/{task_id}/decision", response={200: TaskOut, **ERRORS}, summary="Decide a task")
+def decide_task(request: HttpRequest, task_id: UUID, body: DecisionIn) -> dict:
+    if body.outcome == "approve":
+
+        def action(**kwargs: Any) -> HumanTask:
+            return human_tasks.approve_human_task(comment=body.comment, values=body.form, **kwargs)
+    elif body.form:
+        said = "A rejection" if body.outcome == "reject" else "A request for changes"
+        raise ApiProblem(
+            422,
+            "Invalid request",
+            f"{said} takes no form values: the form is filled in to approve. Say why in `comment`.",
+            errors=[{"field": "form", "message": "must be empty or left out unless approving"}],
+        )
+    elif body.outcome == "request_changes":
+
+        def action(**kwargs: Any) -> HumanTask:
+            return human_tasks.request_changes(reason=body.comment, **kwargs)
+    else:
+
+        def action(**kwargs: Any) -> HumanTask:
+            return human_tasks.reject_human_task(reason=body.comment, **kwargs)
+
+    return _act(request, task_id, body.version, action)
+
+
+@router.post(
+    "/{task_id}/resubmit",
+    response={200: TaskOut, **ERRORS},
+    summary="Change and resubmit a request sent back for changes",
+)
+def resubmit_task(request: HttpRequest, task_id: UUID, body: ResubmitIn) -> dict:
+    """Answer a revision task (kind "revision"): only the request's requesters, or an
+    operator for them, may; the input is validated as when the request was started."""
+
+    def action(**kwargs: Any) -> HumanTask:
+        return revisions.resubmit_request(input=body.input, comment=body.comment, **kwargs)
+
+    return _act(request, task_id, body.version, action)
+
+
+@router.post("/{task_id}/delegate", response={200: TaskOut, **ERRORS}, summary="Delegate a task")
+def delegate_task(request: HttpRequest, task_id: UUID, body: HandOverIn) -> dict:
+    def action(**kwargs: Any) -> HumanTask:
+        return human_tasks.delegate_human_task(to_username=body.to, comment=body.comment, **kwargs)
+
+    return _act(request, task_id, body.version, action)
+
+
+@router.post("/{task_id}/reassign", response={200: TaskOut, **ERRORS}, summary="Reassign a task")
+def reassign_task(request: HttpRequest, task_id: UUID, body: HandOverIn) -> dict:
+    def action(**kwargs: Any) -> HumanTask:
+        return human_tasks.reassign_human_task(to_username=body.to, comment=body.comment, **kwargs)
+
+    return _act(request, task_id, body.version, action)

@@ -1,0 +1,712 @@
+"""The reviewers' inbox: pages that work without htmx, and small htmx branches that swap parts.
+
+Each view translates one request into one call of `approvals.human_tasks` (or a
+selector), then renders the page, or just the named partial it replaces. Errors
+come back in plain words, inline, with the status the API would answer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlencode
+from uuid import UUID
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import redirect_to_login
+from django.http import HttpRequest, HttpResponse, QueryDict
+from django.middleware.csrf import get_token
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.crypto import constant_time_compare, salted_hmac
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import reswap, trigger_client_event
+
+from approvals import (
+    audit,
+    human_tasks,
+    permissions,
+    request_pages,
+    rework_rounds,
+    start_forms,
+    task_forms,
+    throttling,
+)
+from approvals.escalation import sla
+from approvals.inbox import rows as inbox_rows
+from approvals.inbox import selectors
+from approvals.models import HumanTask, SavedFilter
+from approvals.notify import links
+from approvals.states import Channel, Priority, Sla, TaskKind
+from workflows import registry
+from workflows.cleaning import Refused, clean_datetime, clean_text
+from workflows.diagram import draw
+
+INBOX_CHANGED = "inbox-changed"
+
+
+_NUMBER = re.compile(r"[0-9]{1,9}")  # str.isdigit() would let "²" through to int()
+
+
+def _version(request: HttpRequest) -> int | None:
+    raw = request.POST.get("version", "")
+    return int(raw) if _NUMBER.fullmatch(raw) else None
+
+
+# ---------------------------------------------------------------------------
+# The inbox
+# ---------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def inbox(request: HttpRequest) -> HttpResponse:
+    """The inbox; htmx asks for just the list (polling) or just the tab counts (after a change),
+    and gets only what that part needs: one query for the list, one for the counts."""
+    now = timezone.now()
+    filters = selectors.InboxFilters.from_query(request.GET)
+    target = request.htmx.target if request.htmx else None
+    context: dict[str, Any] = {
+        "filters": filters,
+        "query": _query_without(request.GET, "cursor"),
+        "tab_query": _query_without(request.GET, "cursor", "tab"),
+        "problems": filters.problems,
+    }
+    # A refused filter is a bad request; the page still shows the list without it.
+    status = 400 if filters.problems else 200
+    if target != "tab-counts":
+        try:
+            page = selectors.inbox(user=request.user, filters=filters, now=now)
+        except selectors.BadCursor:
+            # A stale or mangled "next page" link: start again rather than refuse.
+            filters = replace(filters, cursor="")
+            page = selectors.inbox(user=request.user, filters=filters, now=now)
+            context["notice"] = "That page link no longer works, so here is the first page."
+        barred = human_tasks.barred_on_page(tasks=page.tasks, user=request.user)
+        decides = selectors.decides_in_tab(filters.tab)
+        rows = inbox_rows.rows_for(
+            page.tasks, now=now, barred=barred, decides={task.pk: decides for task in page.tasks}
+        )
+        context.update(
+            page=page,
+            decides=decides,
+            rows=rows,
+            rows_html=inbox_rows.html(
+                rows,
+                snooze_labels=tuple(selectors.snooze_choices(now)),
+                csrf_token=get_token(request),
+            ),
+            tab_label=selectors.TABS[filters.tab],
+            poll_seconds=settings.BATON_INBOX_POLL_SECONDS,
+        )
+    if target == "task-list":
+        return render(request, "approvals/inbox/inbox.html#task-list", context, status=status)
+    header = selectors.inbox_header(user=request.user, now=now)
+    context["tabs"] = [
+        (name, label, _count_label(header.counts[name])) for name, label in selectors.TABS.items()
+    ]
+    if target == "tab-counts":
+        return render(request, "approvals/inbox/inbox.html#tab-counts", context, status=status)
+    context.update(
+        manages_a_group=header.manages_a_group,
+        saved_filters=header.saved_filters,
+        sorts=selectors.SORTS,
+        priorities=Priority.choices,
+        slas=Sla.choices,
+        workflow_types=selectors.workflow_types(),
+    )
+    return render(request, "approvals/inbox/inbox.html", context, status=status)
+
+
+def _count_label(count: int) -> str:
+    """A tab's count as shown: exact below the cap, "99+" at it."""
+    return f"{selectors.COUNT_CAP - 1}+" if count >= selectors.COUNT_CAP else str(count)
+
+
+def _query_without(query: QueryDict, *names: str) -> str:
+    kept = {key: value for key, value in query.items() if key not in names and value}
+    return urlencode(kept)
+
+
+@login_required
+@require_POST
+def save_filter(request: HttpRequest) -> HttpResponse:
+    """Save the inbox's current query under a name; refuse, saying why, what cannot be kept."""
+    name = request.POST.get("name", "").strip()
+    query = request.POST.get("query", "").strip()
+    try:
+        clean_text(name, max_length=_max_length(SavedFilter, "name"))
+    except Refused as error:
+        messages.error(request, f"The filter name {error}.")
+        return redirect("approvals:inbox")
+    try:
+        clean_text(query, max_length=_max_length(SavedFilter, "query"))
+    except Refused as error:
+        messages.error(request, f"The filter query {error}.")
+        return redirect("approvals:inbox")
+    if not name:
+        messages.error(request, "Give the filter a name to save it.")
+    else:
+        SavedFilter.objects.update_or_create(
+            user=request.user, name=name, defaults={"query": query}
+        )
+        messages.success(request, f"Saved the filter “{name}”.")
+    return redirect(f"{reverse('approvals:inbox')}?{query}")
+
+
+def _max_length(model: Any, field: str) -> int:
+    return model._meta.get_field(field).max_length
+
+
+@login_required
+@require_POST
+def delete_filter(request: HttpRequest, filter_id: int) -> HttpResponse:
+    SavedFilter.objects.filter(user=request.user, pk=filter_id).delete()
+    return redirect("approvals:inbox")
+
+
+# ---------------------------------------------------------------------------
+# One task
+# ---------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def human_task(request: HttpRequest, task_id: UUID) -> HttpResponse:
+    try:
+        task = human_tasks.visible_task(task_id=task_id, user=request.user)
+    except human_tasks.TaskNotFound as error:
+        return render(request, "approvals/problem.html", {"message": str(error)}, status=404)
+    if task.kind == TaskKind.REVISION:
+        # The requester answers it on their request's page, with the start form.
+        return redirect("requests:revise", run_id=task.run_id)
+    return render(request, "approvals/inbox/human_task.html", _task_context(request, task))
+
+
+def _task_context(
+    request: HttpRequest,
+    task: HumanTask,
+    error: str = "",
+    form: start_forms.Form | None = None,
+) -> dict[str, Any]:
+    """What the task page shows; `form` is the task form as posted (with its errors),
+    or else a blank one while the task is live."""
+    now = timezone.now()
+    reviewer = human_tasks.reviewer_for(request.user)
+    facts = human_tasks.facts_for(task)
+    run = task.run
+    definition = registry.get(run.workflow_type, run.workflow_version)
+    node = task_forms.approval_of(task)
+    steps = list(run.steps.all())
+    may_decide = permissions.can_decide(reviewer, facts)
+    changes_refusal = ""
+    if may_decide and node is not None and node.may_request_changes:
+        changes_refusal = rework_rounds.why_no_changes(run=run, definition=definition, node=node)
+    return {
+        # "Request changes" is offered where the approval allows it and rounds remain;
+        # once they are spent, the panel says so.
+        "may_request_changes": bool(
+            may_decide and node and node.may_request_changes and not changes_refusal
+        ),
+        "changes_refusal": changes_refusal,
+        "task_form": form or (task_forms.blank(node) if task.is_live else None),
+        "task_form_required": bool(node and node.form_is_required),
+        "decided_values": request_pages.decision_values(task, definition),
+        "task": task,
+        "sla": sla(due_at=task.due_at, now=now),
+        "may": {
+            "claim": permissions.can_claim(reviewer, facts),
+            "release": permissions.can_release(reviewer, facts),
+            "decide": may_decide,
+            "delegate": permissions.can_delegate(reviewer, facts),
+            "reassign": permissions.can_reassign(reviewer, facts),
+        },
+        "barred": human_tasks.why_barred(task=task, user=request.user) if task.is_live else "",
+        "error": error,
+        "run": run,
+        "input_rows": [
+            (key, json.dumps(value, indent=2), True)
+            if isinstance(value, dict | list)
+            else (key, value, False)
+            for key, value in sorted(run.input.items())
+        ],
+        "events": run.events.select_related("step").order_by("at", "id"),
+        "diagram": draw(definition, steps),
+        "trail": audit.trail(task),
+        "comments": task.comments.select_related("author"),
+        "snooze_choices": selectors.snooze_choices(now),
+    }
+
+
+# ---------------------------------------------------------------------------
+# Actions: one service call each; htmx swaps the row or the decision panel
+# ---------------------------------------------------------------------------
+
+
+def _act(request: HttpRequest, task_id: UUID, action: Any, done: str) -> HttpResponse:
+    """Run `action`, then answer as the caller expects: a row, a panel, or a redirect."""
+    try:
+        action()
+    except human_tasks.TaskError as error:
+        return _after_action(request, task_id, error=str(error), status=error.status)
+    return _after_action(request, task_id, done=done)
+
+
+def _after_action(
+    request: HttpRequest, task_id: UUID, *, done: str = "", error: str = "", status: int = 200
+) -> HttpResponse:
+    try:
+        task = human_tasks.visible_task(task_id=task_id, user=request.user)
+    except human_tasks.TaskNotFound:
+        task = None
+    if not request.htmx:
+        if error:
+            messages.error(request, error)
+        elif done:
+            messages.success(request, done)
+        if task is None:
+            return redirect("approvals:inbox")
+        return redirect("approvals:task", task_id=task_id)
+    # Whatever the answer, it replaces only the part the form named: the row or the
+    # decision panel, with the refusal inside it, never the page around it.
+    if (request.htmx.target or "").startswith("row-"):
+        response = _row_after_action(request, task_id, task, done=done, error=error)
+        response.status_code = status
+        if error:
+            # Shown in the row, even where success removes the row (snooze).
+            reswap(response, "outerHTML")
+    elif task is None:
+        response = render(
+            request,
+            "approvals/inbox/human_task.html#decision-panel-problem",
+            {"error": error},
+            status=status,
+        )
+    else:
+        context = _task_context(request, task, error=error)
+        context["done"] = done
+        response = render(
+            request, "approvals/inbox/human_task.html#decision-panel", context, status=status
+        )
+    return trigger_client_event(response, INBOX_CHANGED) if not error else response
+
+
+def _row_after_action(
+    request: HttpRequest, task_id: UUID, task: HumanTask | None, *, done: str, error: str
+) -> HttpResponse:
+    """The inbox row of `task_id` as it now stands, or the refusal alone in its place."""
+    if task is None:
+        return render(
+            request, "approvals/inbox/inbox.html#row-problem", {"task_id": task_id, "error": error}
+        )
+    reviewer = human_tasks.reviewer_for(request.user)
+    now = timezone.now()
+    (row,) = inbox_rows.rows_for(
+        [task],
+        now=now,
+        barred={task.pk: human_tasks.why_barred(task=task, user=request.user)},
+        decides={task.pk: permissions.can_decide(reviewer, human_tasks.facts_for(task))},
+    )
+    return HttpResponse(
+        inbox_rows.html_of_one(
+            row,
+            snooze_labels=tuple(selectors.snooze_choices(now)),
+            csrf_token=get_token(request),
+            error=error,
+            done=done,
+        )
+    )
+
+
+def _common(request: HttpRequest) -> dict[str, Any]:
+    return {
+        "user": request.user,
+        "channel": Channel.INBOX,
+        "expected_version": _version(request),
+        "remote_addr": throttling.client_address(request),
+    }
+
+
+@login_required
+@require_POST
+def claim(request: HttpRequest, task_id: UUID) -> HttpResponse:
+    return _act(
+        request,
+        task_id,
+        lambda: human_tasks.claim_human_task(task_id=task_id, **_common(request)),
+        "Claimed: it is yours now.",
+    )
+
+
+@login_required
+@require_POST
+def release(request: HttpRequest, task_id: UUID) -> HttpResponse:
+    return _act(
+        request,
+        task_id,
+        lambda: human_tasks.release_human_task(task_id=task_id, **_common(request)),
+        "Released back to the group.",
+    )
+
+
+@login_required
+@require_POST
+def approve(request: HttpRequest, task_id: UUID) -> HttpResponse:
+    """Approve, with the task form's values if its approval has a form. Values that do
+    not fit come back beside their boxes, everything typed kept, and nothing decided;
+    from an inbox row (no form there) the refusal says to open the task."""
+    comment = request.POST.get("comment", "")
+    try:
+        task = human_tasks.visible_task(task_id=task_id, user=request.user)
+    except human_tasks.TaskNotFound as error:
+        return _after_action(request, task_id, error=str(error), status=error.status)
+    values, form = task_forms.read(task_forms.approval_of(task), request.POST)
+    from_row = (request.htmx.target or "").startswith("row-") if request.htmx else False
+    try:
+        if form is not None and form.has_errors:  # text workflows.cleaning refused
+            raise human_tasks.InvalidRequest(
+                "Correct the fields marked in the form to approve. Nothing was decided."
+            )
+        human_tasks.approve_human_task(
+            task_id=task_id, comment=comment, values=values, **_common(request)
+        )
+    except human_tasks.InvalidRequest as refused:
+        if from_row or form is None:
+            return _after_action(request, task_id, error=str(refused), status=refused.status)
+        if isinstance(refused, human_tasks.InvalidForm):
+            form = task_forms.with_errors(form, refused.errors)
+        return _form_refused(request, task, form, str(refused), comment)
+    except human_tasks.TaskError as error:
+        return _after_action(request, task_id, error=str(error), status=error.status)
+    return _after_action(request, task_id, done="Approved.")
+
+
+def _form_refused(
+    request: HttpRequest, task: HumanTask, form: start_forms.Form, message: str, comment: str
+) -> HttpResponse:
+    """The task again, its form as posted with each error beside its box (422): the
+    decision panel for htmx, the whole page otherwise (a redirect would lose the form)."""
+    context = _task_context(request, task, error=message, form=form)
+    context["approve_comment"] = comment
+    template = "approvals/inbox/human_task.html"
+    if request.htmx:
+        template += "#decision-panel"
+    return render(request, template, context, status=422)
+
+
+@login_required
+@require_POST
+def reject(request: HttpRequest, task_id: UUID) -> HttpResponse:
+    reason = request.POST.get("reason", "")
+    return _act(
+        request,
+        task_id,
+        lambda: human_tasks.reject_human_task(task_id=task_id, reason=reason, **_common(request)),
+        "Rejected.",
+    )
+
+
+@login_required
+@require_POST
+def request_changes(request: HttpRequest, task_id: UUID) -> HttpResponse:
+    """Send the request back to its requester, with the reason they will read."""
+    reason = request.POST.get("reason", "")
+    return _act(
+        request,
+        task_id,
+        lambda: human_tasks.request_changes(task_id=task_id, reason=reason, **_common(request)),
+        "Sent back for changes: it comes back to you once it is resubmitted.",
+    )
+
+
+@login_required
+@require_POST
+def delegate(request: HttpRequest, task_id: UUID) -> HttpResponse:
+    to = request.POST.get("to", "").strip()
+    comment = request.POST.get("comment", "")
+    return _act(
+        request,
+        task_id,
+        lambda: human_tasks.delegate_human_task(
+            task_id=task_id, to_username=to, comment=comment, **_common(request)
+        ),
+        f"Delegated to {to}; you will be told when it is decided.",
+    )
+
+
+@login_required
+@require_POST
+def reassign(request: HttpRequest, task_id: UUID) -> HttpResponse:
+    to = request.POST.get("to", "").strip()
+    comment = request.POST.get("comment", "")
+    return _act(
+        request,
+        task_id,
+        lambda: human_tasks.reassign_human_task(
+            task_id=task_id, to_username=to, comment=comment, **_common(request)
+        ),
+        f"Reassigned to {to}.",
+    )
+
+
+@login_required
+@require_POST
+def comment(request: HttpRequest, task_id: UUID) -> HttpResponse:
+    body = request.POST.get("body", "")
+    return _act(
+        request,
+        task_id,
+        lambda: human_tasks.comment_on_human_task(
+            task_id=task_id,
+            user=request.user,
+            body=body,
+            channel=Channel.INBOX,
+            remote_addr=throttling.client_address(request),
+        ),
+        "Comment added.",
+    )
+
+
+@login_required
+@require_POST
+def snooze(request: HttpRequest, task_id: UUID) -> HttpResponse:
+    choices = selectors.snooze_choices(timezone.now())
+    until = choices.get(request.POST.get("until", ""))
+    try:
+        if until is None:
+            raise human_tasks.InvalidRequest("Choose how long to snooze it.")
+        human_tasks.snooze_human_task(task_id=task_id, user=request.user, until=until)
+    except human_tasks.TaskError as error:
+        return _after_action(request, task_id, error=str(error), status=error.status)
+    if request.htmx:
+        # The row leaves the list; the counts refresh.
+        return trigger_client_event(HttpResponse(""), INBOX_CHANGED)
+    messages.success(request, f"Snoozed until {until:%Y-%m-%d %H:%M}.")
+    return redirect("approvals:inbox")
+
+
+def _selected(value: str) -> tuple[UUID, int] | None:
+    """Read a checkbox's "task id:version"; anything else is ignored."""
+    task_id, _, version = value.partition(":")
+    try:
+        return UUID(task_id), int(version) if _NUMBER.fullmatch(version) else -1
+    except ValueError:
+        return None
+
+
+@login_required
+@require_POST
+def bulk_approve(request: HttpRequest) -> HttpResponse:
+    # Each checkbox carries "id:version", so a task that changed since the list was
+    # shown is refused as stale rather than approved unseen.
+    selection = [item for item in map(_selected, request.POST.getlist("task")) if item]
+    ids = [task_id for task_id, _ in selection]
+    results = human_tasks.bulk_approve(
+        selection=selection,
+        user=request.user,
+        channel=Channel.INBOX,
+        remote_addr=throttling.client_address(request),
+    )
+    approved = sum(1 for result in results if not result.error)
+    if approved:
+        messages.success(request, f"Approved {approved} task{'s' if approved != 1 else ''}.")
+    for result in results:
+        if result.error:
+            messages.error(request, f"Task #{result.task_id}: {result.error}")
+    if not ids:
+        messages.error(request, "Select the tasks to approve first.")
+    next_url = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(next_url, allowed_hosts={request.get_host()}):
+        next_url = reverse("approvals:inbox")
+    return redirect(next_url)
+
+
+@login_required
+@require_GET
+def user_search(request: HttpRequest) -> HttpResponse:
+    """Options for the user picker: people the user may hand a task to (see
+    permissions.may_hand_to) whose name starts with what was typed."""
+    try:
+        term = clean_text(request.GET.get("to", "").strip(), max_length=150)
+    except Refused as error:
+        return HttpResponse(f"The name {error}.", status=400, content_type="text/plain")
+    users = selectors.people_to_hand_to(giver=human_tasks.person_for(request.user))
+    if term:
+        users = users.filter(username__istartswith=term)
+    users = users.exclude(username=audit.SYSTEM_USERNAME).order_by("username")[:10]
+    return render(request, "approvals/inbox/human_task.html#user-options", {"users": users})
+
+
+# ---------------------------------------------------------------------------
+# Email links
+# ---------------------------------------------------------------------------
+
+
+@csrf_exempt  # see _confirmation: a no-referrer page's POST carries "Origin: null"
+def email_link(request: HttpRequest, token: str) -> HttpResponse:
+    """GET shows the task and confirm buttons and changes nothing; POST decides.
+
+    Mail scanners fetch links and some press buttons, so deciding needs the
+    recipient signed in, and the page sends no referrer (the token must not leak).
+    """
+    if request.method not in ("GET", "POST"):
+        return HttpResponse(status=405)
+    if request.method == "POST" and not request.user.is_authenticated:
+        return redirect_to_login(request.get_full_path())
+    username = request.user.get_username() if request.user.is_authenticated else None
+    lockout = throttling.lockout_of(request, username=username)
+    if lockout is not None:
+        return _link_lockout_page(request, lockout)
+    try:
+        link = links.resolve(token, now=timezone.now())
+        if request.user.is_authenticated:
+            links.check_recipient(link, request.user)
+    except links.LinkProblem as problem:
+        if problem.is_guess:
+            lockout = throttling.record_failure(request, username=username, channel=Channel.EMAIL)
+            if lockout is not None:
+                return _link_lockout_page(request, lockout)
+        return _link_page(request, {"problem": problem}, status=_link_status(problem))
+    node = task_forms.approval_of(link.task)
+    context = {
+        "link": link,
+        "task": link.task,
+        # The approval's form, filled in here as on the task's page.
+        "task_form": task_forms.blank(node),
+        "task_form_required": bool(node and node.form_is_required),
+        # Sending it back is offered as on the task's page: where allowed, rounds left.
+        "may_request_changes": bool(
+            node
+            and node.may_request_changes
+            and not rework_rounds.why_no_changes(
+                run=link.task.run,
+                definition=registry.get(
+                    link.task.run.workflow_type, link.task.run.workflow_version
+                ),
+                node=node,
+            )
+        ),
+        "signed_in": request.user.is_authenticated,
+        "confirm": _confirmation(request, link.pk),
+        "barred": (
+            human_tasks.why_barred(task=link.task, user=request.user)
+            if request.user.is_authenticated
+            else ""
+        ),
+    }
+    if request.method == "GET":
+        return _link_page(request, context)
+    if not constant_time_compare(request.POST.get("confirm", ""), context["confirm"]):
+        context["error"] = "This form expired. Please confirm again."
+        return _link_page(request, context, status=403)
+    outcome = request.POST.get("outcome", "")
+    # Only approving reads the form; rejecting needs its reason alone.
+    values, form = task_forms.read(node, request.POST) if outcome == "approved" else ({}, None)
+    context["comment"] = request.POST.get("comment", "")
+    if form is not None:
+        context["task_form"] = form
+    try:
+        if form is not None and form.has_errors:  # text workflows.cleaning refused
+            raise human_tasks.InvalidRequest(
+                "Correct the fields marked in the form to approve. Nothing was decided."
+            )
+        task = human_tasks.decide_by_link(
+            token=token,
+            user=request.user,
+            outcome=outcome,
+            comment=context["comment"],
+            values=values,
+            remote_addr=throttling.client_address(request),
+        )
+    except human_tasks.InvalidForm as refused:
+        # The link stays unused: the decision's transaction rolled back with it.
+        if form is not None:
+            context["task_form"] = task_forms.with_errors(form, refused.errors)
+        context["error"] = str(refused)
+        return _link_page(request, context, status=refused.status)
+    except (links.LinkProblem, human_tasks.TaskError) as error:
+        context["error"] = str(error)
+        status = _link_status(error) if isinstance(error, links.LinkProblem) else error.status
+        return _link_page(request, context, status=status)
+    return _link_page(request, {"task": task, "decided": True})
+
+
+def _confirmation(request: HttpRequest, link_id: Any) -> str:
+    """The email page's own CSRF token: bound to this link and this signed-in session.
+
+    Django's CSRF check refuses the page's POST, because a page served with
+    `Referrer-Policy: no-referrer` sends `Origin: null`. This token does the same
+    job: another site can neither read it nor, without the session, forge it.
+    """
+    session = request.session.session_key or ""
+    return salted_hmac("approvals.email-link.confirm", f"{link_id}:{session}").hexdigest()
+
+
+def _link_status(problem: links.LinkProblem) -> int:
+    """410 for a link that was good once (expired, used, stale); 403 for one never good."""
+    return 410 if problem.kind in {"expired", "used", "stale"} else 403
+
+
+def _link_page(request: HttpRequest, context: dict[str, Any], status: int = 200) -> HttpResponse:
+    response = render(request, "approvals/inbox/email_link.html", context, status=status)
+    response["Referrer-Policy"] = "no-referrer"
+    return response
+
+
+def _link_lockout_page(request: HttpRequest, lockout: throttling.Lockout) -> HttpResponse:
+    response = _link_page(request, {"lockout": lockout}, status=429)
+    response["Retry-After"] = str(lockout.retry_after)
+    return response
+
+
+# ---------------------------------------------------------------------------
+# Out of office
+# ---------------------------------------------------------------------------
+
+
+def _moment(request: HttpRequest, name: str, label: str) -> datetime:
+    """Read a date (or date and time) field, naive ones in the site's time zone, into UTC;
+    raise Refused with the field's label in its message."""
+    try:
+        return clean_datetime(request.POST.get(name, ""), naive_in=timezone.get_current_timezone())
+    except Refused as error:
+        raise Refused(f"{label} {error}.") from None
+
+
+@login_required
+def away(request: HttpRequest) -> HttpResponse:
+    error = ""
+    if request.method == "POST":
+        try:
+            starts = _moment(request, "starts_at", "The start date")
+            ends = _moment(request, "ends_at", "The end date")
+        except Refused as problem:
+            error = str(problem)
+        else:
+            try:
+                human_tasks.set_substitution(
+                    user=request.user,
+                    substitute_username=request.POST.get("substitute", "").strip(),
+                    starts_at=starts,
+                    ends_at=ends,
+                )
+            except human_tasks.TaskError as problem:
+                error = str(problem)
+            else:
+                messages.success(request, "Your substitute will get your new tasks while away.")
+                return redirect("approvals:away")
+    substitutions = request.user.substitutions.select_related("substitute")
+    return render(
+        request,
+        "approvals/inbox/away.html",
+        {"substitutions": substitutions, "error": error},
+        status=422 if error else 200,
+    )

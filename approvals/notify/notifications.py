@@ -1,0 +1,243 @@
+"""Tell people what happened to their tasks and requests: in the app, and by email.
+
+The services (a task opened, delegated, reassigned or decided) and the engine's
+run-end hook call in here inside their own transaction, so a notification exists
+exactly when the change it tells of committed. Each is shown in the app until
+read; it is emailed once the transaction commits to people who want one email
+each, saved for the daily digest of those who want a digest, and never emailed to
+those who turned email off. Nobody is told about their own action, and a task's
+requesters are never told to decide it (separation of duties bars them anyway).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.db.models import Q
+from django.urls import reverse
+
+from approvals.models import HumanTask, Notification, NotificationSettings
+from approvals.notify import emails
+from approvals.states import EmailMode, NoticeKind, Outcome
+from workflows.models import WorkflowRun
+from workflows.states import EventKind
+
+# The unread count in the header is exact below this and "99+" at it.
+UNREAD_CAP = 100
+# How many notifications the list shows, newest first.
+LIST_SIZE = 50
+
+_RUN_ENDINGS = {
+    EventKind.COMPLETED: "finished",
+    EventKind.FAILED: "failed",
+    EventKind.COMPENSATED: "failed and was rolled back",
+    EventKind.CANCELLED: "was cancelled",
+    EventKind.DEAD_LETTERED: "failed and waits for an operator",
+}
+
+
+def task_opened(*, task: HumanTask, requesters: Iterable[str], now: datetime) -> None:
+    """Tell the assignee of a new task, or every candidate (people and members of
+    groups) of an open one, that it waits for them."""
+    if task.assignee_id is not None:
+        kind, text = NoticeKind.TASK_ASSIGNED, f"New task for you: {task.title}"
+    else:
+        kind, text = NoticeKind.TASK_QUEUED, f"New task in your queue: {task.title}"
+    people = _holders(task)
+    barred = set(requesters)
+    people = [person for person in people if person.get_username() not in barred]
+    _notify(people, kind=kind, text=text, url=_task_url(task), task=task, now=now)
+
+
+def task_due_soon(*, task: HumanTask, requesters: Iterable[str], now: datetime) -> None:
+    """Remind whoever holds the task (or, while it is open, every candidate) of its
+    deadline: Approval.remind_before."""
+    barred = set(requesters)
+    when = task.due_at.strftime("%Y-%m-%d %H:%M UTC") if task.due_at else "soon"
+    _notify(
+        [person for person in _holders(task) if person.get_username() not in barred],
+        kind=NoticeKind.TASK_DUE_SOON,
+        text=f"Due {when}: {task.title}",
+        url=_task_url(task),
+        task=task,
+        now=now,
+    )
+
+
+def task_handed(*, task: HumanTask, to: Any, by: Any, delegated: bool, now: datetime) -> None:
+    """Tell the person a task was delegated or reassigned to."""
+    giver = by.get_full_name() or by.get_username()
+    if delegated:
+        kind, text = NoticeKind.TASK_DELEGATED, f"{giver} delegated a task to you: {task.title}"
+    else:
+        kind, text = NoticeKind.TASK_ASSIGNED, f"{giver} assigned a task to you: {task.title}"
+    _notify([to] if to != by else [], kind=kind, text=text, url=_task_url(task), task=task, now=now)
+
+
+def request_decided(*, task: HumanTask, now: datetime) -> None:
+    """Tell the person who started the task's run how the task was decided."""
+    run = task.run
+    requester = run.started_by
+    if requester is None or requester == task.decided_by:
+        return
+    if task.outcome == Outcome.CHANGES_REQUESTED:
+        return  # the revision task tells them (changes_requested), with its link
+    decider = task.decided_by.get_full_name() or task.decided_by.get_username()
+    text = f"{decider} {task.outcome} “{task.title}”"
+    if task.comment:
+        text += f": {task.comment}"
+    _notify(
+        [requester],
+        kind=NoticeKind.REQUEST_DECIDED,
+        text=text[:300],
+        url=_request_url(run),
+        run=run,
+        now=now,
+    )
+
+
+def changes_requested(
+    *, task: HumanTask, requesters: Sequence[Any], url: str, now: datetime
+) -> None:
+    """Tell a request's requesters that a reviewer sent it back: the revision `task`'s
+    title says who and why; `url` is where they change and resubmit it."""
+    _notify(
+        list(requesters),
+        kind=NoticeKind.CHANGES_REQUESTED,
+        text=task.title,
+        url=url,
+        task=task,
+        run=task.run,
+        now=now,
+    )
+
+
+def runs_ended(*, ended: Sequence[tuple[WorkflowRun, str]], now: datetime) -> None:
+    """Tell each ended run's requester how it ended (the engine's run-end hook)."""
+    for run, kind in ended:
+        if run.started_by_id is None:
+            continue
+        text = f"Your {run.workflow_type.replace('_', ' ')} request {_RUN_ENDINGS[kind]}"
+        _notify(
+            [run.started_by],
+            kind=NoticeKind.REQUEST_ENDED,
+            text=text,
+            url=_request_url(run),
+            run=run,
+            now=now,
+        )
+
+
+def unread_count(*, user: Any) -> int:
+    """How many of `user`'s notifications are unread, counted up to UNREAD_CAP."""
+    unread = Notification.objects.filter(user=user, read_at__isnull=True)
+    return unread.order_by("-created_at").values("pk")[:UNREAD_CAP].count()
+
+
+def recent(*, user: Any) -> list[Notification]:
+    return list(Notification.objects.filter(user=user)[:LIST_SIZE])
+
+
+def mark_read(*, user: Any, now: datetime, notification_id: int | None = None) -> int:
+    """Mark one of `user`'s notifications read, or all of them; return how many changed."""
+    unread = Notification.objects.filter(user=user, read_at__isnull=True)
+    if notification_id is not None:
+        unread = unread.filter(pk=notification_id)
+    return unread.update(read_at=now)
+
+
+def email_mode(*, user: Any) -> str:
+    found = NotificationSettings.objects.filter(user=user).values_list("email", flat=True)
+    return next(iter(found), EmailMode.IMMEDIATE)
+
+
+def set_email_mode(*, user: Any, mode: str) -> None:
+    if mode not in EmailMode.values:
+        raise ValueError(f"Unknown email choice {mode!r}; choose one of {', '.join(EmailMode)}.")
+    NotificationSettings.objects.update_or_create(user=user, defaults={"email": mode})
+
+
+def send_digests(*, now: datetime) -> int:
+    """Email each person who wants a daily digest what they were told and not yet
+    emailed; return how many digests were sent. Safe to run twice: what a digest
+    covered is marked emailed in the same transaction."""
+    sent = 0
+    readers = NotificationSettings.objects.filter(email=EmailMode.DAILY).values_list(
+        "user_id", flat=True
+    )
+    for user_id in readers:
+        with transaction.atomic():
+            unsent = list(
+                Notification.objects.select_for_update(skip_locked=True)
+                .filter(user_id=user_id, emailed_at__isnull=True, created_at__lte=now)
+                .select_related("user")
+                .order_by("created_at", "id")
+            )
+            if not unsent:
+                continue
+            Notification.objects.filter(pk__in=[item.pk for item in unsent]).update(emailed_at=now)
+            if emails.send_digest(recipient=unsent[0].user, notifications=unsent):
+                sent += 1
+    return sent
+
+
+def _notify(
+    people: Sequence[Any],
+    *,
+    kind: str,
+    text: str,
+    url: str,
+    now: datetime,
+    task: HumanTask | None = None,
+    run: WorkflowRun | None = None,
+) -> None:
+    if not people:
+        return
+    modes = dict(
+        NotificationSettings.objects.filter(user__in=people).values_list("user_id", "email")
+    )
+    notifications = [
+        Notification(
+            user=person,
+            kind=kind,
+            text=" ".join(text.split())[:300],
+            url=url,
+            task=task,
+            run=run,
+            created_at=now,
+            # Only a digest waits to be emailed; nobody else's ever is.
+            emailed_at=None if modes.get(person.pk) == EmailMode.DAILY else now,
+        )
+        for person in people
+    ]
+    Notification.objects.bulk_create(notifications)
+    emails.send_notifications(
+        [
+            notification
+            for notification in notifications
+            if modes.get(notification.user_id, EmailMode.IMMEDIATE) == EmailMode.IMMEDIATE
+        ]
+    )
+
+
+def _holders(task: HumanTask) -> list[Any]:
+    """Who the task waits for: its assignee, or every candidate person and group member."""
+    if task.assignee_id is not None:
+        return [task.assignee]
+    return list(
+        get_user_model()
+        .objects.filter(Q(candidate_tasks=task) | Q(groups__candidate_tasks=task), is_active=True)
+        .distinct()
+    )
+
+
+def _task_url(task: HumanTask) -> str:
+    return reverse("approvals:task", args=[task.pk])
+
+
+def _request_url(run: WorkflowRun) -> str:
+    return reverse("requests:detail", args=[run.pk])

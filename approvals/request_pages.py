@@ -1,0 +1,557 @@
+"""The read side of requests: a person's requests, paged by keyset, and one request's page.
+
+"My requests" reads `run_started_by_idx` (started_by, created_at, id) backwards:
+a page is one short range of it, whatever the number of runs in the system, and
+its cost grows with the person's own runs at most (a state or type filter is
+applied to that range). Where each run of a page stands now (which step, waiting
+for whom, since when, due when; for an ended one, how it was last decided) comes
+in a constant number of queries: the live steps, the tasks, and their candidates.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from auditlog.models import LogEntry
+from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
+from django.db.models.fields.tuple_lookups import Tuple, TupleLessThan
+
+from approvals import permissions, start_forms
+from approvals.models import Comment, HumanTask
+from approvals.states import LIVE_TASK_STATES, TaskKind, TaskState, outcome_words
+from workflows import registry, starting
+from workflows.cleaning import clean_datetime
+from workflows.diagram import Diagram, draw
+from workflows.dsl import ChildWorkflow, Join, Map, Sleep, WaitForSignal, Workflow
+from workflows.models import StepEvent, StepRun, WorkflowRun
+from workflows.registry import UnknownWorkflow
+from workflows.states import FINAL_RUN_STATES, LIVE_RUN_STATES, LIVE_STEP_STATES, RunState, StepKind
+
+PAGE_SIZE = 25
+# A cursor holds a time and a run id: well under this once encoded.
+CURSOR_MAX_LENGTH = 200
+ACTIVE = "active"
+STATE_FILTERS = {ACTIVE: "Active", **dict(RunState.choices)}
+
+
+class RequestNotFound(Exception):
+    status = 404
+
+    def __init__(self) -> None:
+        super().__init__("No such request (or it is not yours to see).")
+
+
+# ---------------------------------------------------------------------------
+# Where a run stands
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Position:
+    """One place a run is at now: a stage, what it waits for, since when, due when."""
+
+    stage: str
+    waiting_for: str
+    since: datetime | None = None
+    due: datetime | None = None
+    # How an ended request was last decided: "rejected by Carol Carter".
+    outcome: str = ""
+
+
+def _stage(node: str) -> str:
+    return node.replace("_", " ")
+
+
+def _name(user: Any) -> str:
+    return user.get_full_name() or user.get_username()
+
+
+def _people(task: HumanTask) -> str:
+    """Who may act on a live task, in words: its holder, or its candidates."""
+    if task.assignee_id:
+        return _name(task.assignee)
+    names = [_name(user) for user in task.candidate_users.all()]
+    names += [f"the {group.name} group" for group in task.candidate_groups.all()]
+    if not names:
+        return "an operator"
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+def _waiting_for(task: HumanTask) -> str:
+    people = _people(task)
+    if task.kind == TaskKind.REVISION:
+        return f"changes by {people} (sent back for changes)"
+    if task.owner_id:
+        return f"a decision by {people} (delegated by {_name(task.owner)})"
+    return f"a decision by {people}"
+
+
+def positions(
+    run: WorkflowRun, steps: Iterable[StepRun], tasks: Iterable[HumanTask]
+) -> list[Position]:
+    """Return where `run` is: its live forward steps, each open task of theirs a place
+    of its own; or how it ended, with its last decision among `tasks`."""
+    if run.state in FINAL_RUN_STATES:
+        return [
+            Position(stage="ended", waiting_for="", since=run.finished_at, outcome=_last(tasks))
+        ]
+    if run.state in (RunState.COMPENSATING, RunState.CANCELLING):
+        return [Position(stage="being undone", waiting_for="its completed steps to be undone")]
+    if run.state == RunState.DEAD_LETTERED:
+        return [Position(stage="stopped", waiting_for="an operator (an undo failed)")]
+    if run.state == RunState.PENDING:
+        return [Position(stage="not started", waiting_for="a free slot", since=run.created_at)]
+    definition = definition_of(run)
+    tasks_by_step: dict[int, list[HumanTask]] = {}
+    for task in tasks:
+        if task.is_live:
+            tasks_by_step.setdefault(task.step_id, []).append(task)
+    found: list[Position] = []
+    for step in steps:
+        open_tasks = tasks_by_step.get(step.pk, [])
+        if open_tasks:
+            found.extend(
+                Position(
+                    stage=_stage(step.node),
+                    waiting_for=_waiting_for(task),
+                    since=task.created_at,
+                    due=task.due_at,
+                )
+                for task in open_tasks
+            )
+            continue
+        found.append(_step_position(step, definition))
+    if run.state == RunState.PAUSED:
+        found.insert(0, Position(stage="paused", waiting_for="an operator to resume it"))
+    return found
+
+
+def _last(tasks: Iterable[HumanTask]) -> str:
+    decided = [task for task in tasks if task.decided_at is not None]
+    if not decided:
+        return ""
+    last = max(decided, key=lambda task: (task.decided_at, task.created_at))
+    who = _name(last.decided_by) if last.decided_by_id else "the system"
+    return f"{outcome_words(last.outcome)} by {who}"
+
+
+def _step_position(step: StepRun, definition: Workflow | None) -> Position:
+    node = definition.nodes_by_name.get(step.node) if definition else None
+    stage = _stage(step.node)
+    if step.state == "waiting":
+        if isinstance(node, Sleep):
+            return Position(stage, "its timer", since=step.started_at, due=step.due_at)
+        if isinstance(node, Join):
+            return Position(stage, "its other branches", since=step.started_at)
+        if isinstance(node, WaitForSignal):
+            return Position(stage, "a signal", since=step.started_at, due=step.due_at)
+        if isinstance(node, Map) and isinstance(step.result, dict):
+            done = f"{step.result.get('ended', 0)} of {step.result.get('count', 0)} done"
+            return Position(stage, f"its items ({done})", since=step.scheduled_at)
+        if isinstance(node, ChildWorkflow):
+            return Position(
+                stage, f"a {node.workflow.replace('_', ' ')} run", since=step.started_at
+            )
+    if step.state == "retry_wait":
+        return Position(
+            stage, "another attempt after an error", since=step.finished_at, due=step.due_at
+        )
+    if step.state == "running":
+        return Position(stage, "a worker to finish it", since=step.started_at)
+    return Position(stage, "a worker to pick it up", since=step.scheduled_at)
+
+
+def definition_of(run: WorkflowRun) -> Workflow | None:
+    """The run's definition, or None if its type or version is no longer registered."""
+    try:
+        return registry.get(run.workflow_type, run.workflow_version)
+    except UnknownWorkflow:
+        return None
+
+
+def _where_now(runs: list[WorkflowRun]) -> dict[UUID, list[Position]]:
+    """Where each run stands, in four queries however many runs there are: live steps,
+    open and decided tasks, and the open tasks' candidates (people, then groups)."""
+    live = [run.pk for run in runs if run.state in LIVE_RUN_STATES]
+    steps: dict[UUID, list[StepRun]] = {}
+    tasks: dict[UUID, list[HumanTask]] = {}
+    if live:
+        # A map stands in for its items: a list of a thousand is one place, not a thousand.
+        for step in StepRun.objects.filter(
+            run_id__in=live, kind=StepKind.FORWARD, state__in=LIVE_STEP_STATES, item__isnull=True
+        ).order_by("scheduled_at", "id"):
+            steps.setdefault(step.run_id, []).append(step)
+    if runs:
+        for task in (
+            HumanTask.objects.filter(
+                run_id__in=[run.pk for run in runs],
+                state__in=[*LIVE_TASK_STATES, TaskState.COMPLETED],
+            )
+            .select_related("assignee", "owner", "decided_by")
+            .prefetch_related("candidate_users", "candidate_groups")
+            .order_by("created_at", "id")
+        ):
+            tasks.setdefault(task.run_id, []).append(task)
+    return {run.pk: positions(run, steps.get(run.pk, []), tasks.get(run.pk, [])) for run in runs}
+
+
+# ---------------------------------------------------------------------------
+# My requests
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RequestFilters:
+    state: str = ""
+    workflow_type: str = ""
+    cursor: str = ""
+
+    @classmethod
+    def from_query(cls, query: Mapping[str, str]) -> RequestFilters:
+        """Read filters from a query: a value that is not one of the choices is ignored,
+        and so is a cursor longer than any `my_requests` gives out."""
+        state = query.get("state", "")
+        workflow_type = query.get("type", "")
+        cursor = query.get("cursor", "")
+        return cls(
+            state=state if state in STATE_FILTERS else "",
+            workflow_type=workflow_type if workflow_type in request_types() else "",
+            cursor=cursor if len(cursor) <= CURSOR_MAX_LENGTH else "",
+        )
+
+
+@dataclass(frozen=True)
+class RequestRow:
+    run: WorkflowRun
+    kind: str
+    where: list[Position]
+
+    @property
+    def state(self) -> str:
+        return state_words(self.run.state)
+
+    @property
+    def headline(self) -> str:
+        return headline(self.run)
+
+
+def headline(run: WorkflowRun) -> str:
+    """A few words that tell a request from others of its type: the first text of its
+    input, in its schema's order, that is not its requester (an expense's title, an
+    order's id)."""
+    definition = definition_of(run)
+    skip = definition.requester_field if definition else None
+    for name, value in in_schema_order(run.input, definition):
+        if name != skip and isinstance(value, str) and value.strip():
+            return value
+    return ""
+
+
+def in_schema_order(data: Mapping[str, Any], definition: Workflow | None) -> list[tuple[str, Any]]:
+    """The input's fields in the order its schema declares them (PostgreSQL keeps JSON
+    keys in an order of its own), then any the schema does not know."""
+    return _in_order(data, definition.input_schema if definition else None)
+
+
+def _in_order(data: Mapping[str, Any], schema: Any) -> list[tuple[str, Any]]:
+    declared = list(schema.model_fields) if schema else []
+    order = {name: index for index, name in enumerate(declared)}
+    return sorted(data.items(), key=lambda item: (order.get(item[0], len(order)), item[0]))
+
+
+def state_words(state: str) -> str:
+    """A run's state in a word or two: "waiting", "dead lettered"."""
+    return state.replace("_", " ")
+
+
+@dataclass
+class Page:
+    rows: list[RequestRow] = field(default_factory=list)
+    next_cursor: str = ""
+
+
+def my_requests(*, user: Any, filters: RequestFilters, limit: int = PAGE_SIZE) -> Page:
+    """Return one page of the runs `user` started, newest first, after `filters.cursor`."""
+    runs = _mine(user, filters)
+    after = decode_cursor(filters.cursor)
+    if after is not None:
+        runs = runs.filter(TupleLessThan(Tuple("created_at", "id"), after))
+    page = list(runs.order_by("-created_at", "-id")[: limit + 1])
+    next_cursor = ""
+    if len(page) > limit:
+        page = page[:limit]
+        next_cursor = encode_cursor(page[-1])
+    where = _where_now(page)
+    return Page(
+        rows=[
+            RequestRow(run=run, kind=run.workflow_type.replace("_", " "), where=where[run.pk])
+            for run in page
+        ],
+        next_cursor=next_cursor,
+    )
+
+
+def _mine(user: Any, filters: RequestFilters) -> QuerySet[WorkflowRun]:
+    runs = WorkflowRun.objects.filter(started_by=user)
+    if filters.state == ACTIVE:
+        runs = runs.filter(state__in=LIVE_RUN_STATES)
+    elif filters.state:
+        runs = runs.filter(state=filters.state)
+    if filters.workflow_type:
+        runs = runs.filter(workflow_type=filters.workflow_type)
+    return runs
+
+
+def encode_cursor(row: WorkflowRun | HumanTask) -> str:
+    """Say where a page of runs (or human tasks) newest first ends, at `row`: shared with
+    the operators' console's lists."""
+    raw = json.dumps([row.created_at.isoformat(), str(row.pk)])
+    return base64.urlsafe_b64encode(raw.encode()).decode()
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, UUID] | None:
+    """Read a cursor made by `encode_cursor`; a damaged one reads as None (the first page)."""
+    if not cursor:
+        return None
+    try:
+        created_at, run_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        return clean_datetime(created_at), UUID(run_id)
+    except (ValueError, TypeError, AttributeError):  # Refused is a ValueError
+        return None
+
+
+def request_types() -> list[str]:
+    """The types the filter offers: every registered one."""
+    return sorted({workflow.name for workflow in registry.all_definitions()})
+
+
+# ---------------------------------------------------------------------------
+# One request
+# ---------------------------------------------------------------------------
+
+
+def requesters_of(run: WorkflowRun) -> frozenset[str]:
+    """The usernames who asked for `run` (see approvals.permissions.run_requesters)."""
+    definition = definition_of(run)
+    started_by = run.started_by.get_username() if run.started_by_id else None
+    if definition is None:
+        return frozenset({started_by} if started_by else ())
+    return permissions.run_requesters(
+        workflow=definition, run_input=run.input, started_by=started_by
+    )
+
+
+def is_request_operator(user: Any) -> bool:
+    """Operators see every request and withdraw any; so do those who may view all runs."""
+    return starting.is_operator(user) or user.has_perm("workflows.view_workflowrun")
+
+
+def visible_request(*, run_id: UUID, user: Any) -> WorkflowRun:
+    """Return the run if `user` may see its request page; raise RequestNotFound otherwise."""
+    run = WorkflowRun.objects.select_related("started_by").filter(pk=run_id).first()
+    if run is None:
+        raise RequestNotFound()
+    requesters = requesters_of(run)
+    username = user.get_username()
+    operator = is_request_operator(user)
+    has_task = (
+        not operator
+        and username not in requesters
+        and WorkflowRun.objects.filter(pk=run.pk).filter(runs_with_my_tasks(user)).exists()
+    )
+    if not permissions.can_see_request(
+        username=username, requesters=requesters, has_task=has_task, is_operator=operator
+    ):
+        raise RequestNotFound()
+    return run
+
+
+@dataclass(frozen=True)
+class InputRow:
+    """One field of a run's input, as shown: text, a table (a list of rows) or pairs."""
+
+    label: str
+    text: str = ""
+    columns: list[str] = field(default_factory=list)
+    table: list[list[str]] = field(default_factory=list)
+    pairs: list[tuple[str, str]] = field(default_factory=list)
+
+
+def input_rows(run: WorkflowRun, definition: Workflow | None) -> list[InputRow]:
+    """The run's input under the labels its start form uses."""
+    return data_rows(run.input, definition.input_schema if definition else None)
+
+
+def data_rows(data: Mapping[str, Any], schema: Any) -> list[InputRow]:
+    """`data` under the labels the form of `schema` (a pydantic model, or None) uses, in
+    its order: a run's input, or the values a decider entered in a task form."""
+    specs = {item.name: item for item in start_forms.spec_for(schema).fields}
+    rows = []
+    for name, value in _in_order(data, schema):
+        spec = specs.get(name)
+        label = spec.label if spec else name.replace("_", " ").capitalize()
+        if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
+            keys = list(dict.fromkeys(key for item in value for key in item))
+            labels = {
+                column.name: column.label
+                for column in getattr(spec, "columns", ())
+                if isinstance(column, start_forms.FieldSpec)
+            }
+            rows.append(
+                InputRow(
+                    label=label,
+                    columns=[labels.get(key, key) for key in keys],
+                    table=[[_text(item.get(key, "")) for key in keys] for item in value],
+                )
+            )
+        elif isinstance(value, dict):
+            rows.append(InputRow(label=label, pairs=[(k, _text(v)) for k, v in value.items()]))
+        else:
+            rows.append(InputRow(label=label, text=_text(value)))
+    return rows
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, dict | list):
+        return json.dumps(value)
+    return str(value)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One field a resubmission changed, under its start form's label."""
+
+    label: str
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A task of the request, with what its decider entered in its form, labelled, and
+    for a revision, what the resubmission changed."""
+
+    task: HumanTask
+    values: list[InputRow]
+    changes: list[Change] = field(default_factory=list)
+
+
+def changes_of(task: HumanTask, definition: Workflow | None) -> list[Change]:
+    """What `task`'s resubmission changed in the request, field by field, old → new."""
+    if not task.changes:
+        return []
+    schema = definition.input_schema if definition else None
+    labels = {item.name: item.label for item in start_forms.spec_for(schema).fields}
+    return [
+        Change(
+            label=labels.get(name, name.replace("_", " ").capitalize()),
+            old=_text(old) or "—",
+            new=_text(new) or "—",
+        )
+        for name, (old, new) in _in_order(task.changes, schema)
+    ]
+
+
+def decision_values(task: HumanTask, definition: Workflow | None) -> list[InputRow]:
+    """The values `task`'s decider entered in its approval's form, under the form's labels."""
+    if not task.form_values:
+        return []
+    node = definition.nodes_by_name.get(task.node) if definition else None
+    return data_rows(task.form_values, getattr(node, "form", None))
+
+
+@dataclass(frozen=True)
+class RequestPage:
+    run: WorkflowRun
+    kind: str
+    requesters: frozenset[str]
+    where: list[Position]
+    input_rows: list[InputRow]
+    diagram: Diagram | None
+    events: list[StepEvent]
+    tasks: list[HumanTask]
+    trail: list[LogEntry]
+    decisions: list[Decision] = field(default_factory=list)
+
+
+def request_page(run: WorkflowRun) -> RequestPage:
+    """Everything a request's page shows, read in a fixed number of queries."""
+    definition = definition_of(run)
+    steps = list(run.steps.all())
+    tasks = list(
+        run.human_tasks.select_related("assignee", "owner", "decided_by")
+        .prefetch_related(
+            "candidate_users",
+            "candidate_groups",
+            Prefetch("comments", queryset=Comment.objects.select_related("author")),
+        )
+        .order_by("created_at", "id")
+    )
+    live_steps = [
+        step
+        for step in steps
+        if step.kind == StepKind.FORWARD and step.state in LIVE_STEP_STATES and step.item is None
+    ]
+    return RequestPage(
+        run=run,
+        kind=run.workflow_type.replace("_", " "),
+        requesters=requesters_of(run),
+        where=positions(run, sorted(live_steps, key=lambda s: (s.scheduled_at, s.pk)), tasks),
+        input_rows=input_rows(run, definition),
+        diagram=draw(definition, steps) if definition else None,
+        events=list(run.events.select_related("step").order_by("at", "id")),
+        tasks=tasks,
+        decisions=[
+            Decision(
+                task=task,
+                values=decision_values(task, definition),
+                changes=changes_of(task, definition),
+            )
+            for task in tasks
+        ],
+        trail=list(
+            LogEntry.objects.get_for_object(run).select_related("actor").order_by("timestamp", "id")
+        ),
+    )
+
+
+def has_tasks(run: WorkflowRun) -> bool:
+    return HumanTask.objects.filter(run=run).exists()
+
+
+def runs_with_my_tasks(user: Any) -> Q:
+    """Runs in which the user has a task they may see (so they may see the run too)."""
+    tasks = HumanTask.objects.filter(run_id=OuterRef("pk")).filter(
+        Q(assignee=user)
+        | Q(owner=user)
+        | Q(decided_by=user)
+        | Q(candidate_users=user)
+        | Q(candidate_groups__in=user.groups.all())
+    )
+    return Q(Exists(tasks))
+
+
+def open_tasks_of(run: Any) -> list[dict[str, Any]]:
+    """The run's live tasks as the workflows API shows them to whoever may see the run."""
+    tasks = HumanTask.objects.filter(run=run, state__in=LIVE_TASK_STATES).select_related("assignee")
+    return [
+        {
+            "id": task.pk,
+            "node": task.node,
+            "title": task.title,
+            "state": task.state,
+            "assignee": task.assignee.get_username() if task.assignee else None,
+            "due_at": task.due_at,
+        }
+        for task in tasks.order_by("created_at", "id")
+    ]
