@@ -15,7 +15,7 @@ TEST_BROKER_URL ?= $(or $(CELERY_BROKER_URL),redis://127.0.0.1:6379/15)
 # (baton_bench*), and Redis database 14 unless CELERY_BROKER_URL says otherwise.
 BENCH_BROKER_URL ?= $(or $(CELERY_BROKER_URL),redis://127.0.0.1:6379/14)
 
-.PHONY: demo test bench chromium lint format clean
+.PHONY: demo test test-loaded bench chromium lint format clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,10 +34,16 @@ $(DEMO_SECRET_KEY):
 
 # Web, worker and beat together on SQLite and a file-system broker: nothing to install.
 # Production's settings (DEBUG off), with the demo's key, static files served from
-# their folders, so that no collectstatic is needed, and plain-text log lines.
+# their folders, so that no collectstatic is needed, plain-text log lines, and HTTPS
+# turned off, as the demo serves plain HTTP on 127.0.0.1: no redirect to HTTPS, no
+# HSTS, and cookies sent over HTTP (production's defaults are all on).
 demo: export DJANGO_SECRET_KEY_FILE = $(abspath $(DEMO_SECRET_KEY))
 demo: export BATON_STATIC_FROM_SOURCE = true
 demo: export BATON_LOG_FORMAT = text
+demo: export DJANGO_SECURE_SSL_REDIRECT = false
+demo: export DJANGO_SECURE_HSTS_SECONDS = 0
+demo: export DJANGO_SESSION_COOKIE_SECURE = false
+demo: export DJANGO_CSRF_COOKIE_SECURE = false
 demo: $(STAMP) $(DEMO_SECRET_KEY)
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py seed_demo
@@ -50,9 +56,16 @@ chromium:
 		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
 	}
 
+# The unit tests run in a random order (pytest-randomly prints its seed; rerun one
+# with PYTEST_ARGS=--randomly-seed=N); tests/e2e keeps the order it needs.
 test: $(STAMP) chromium
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
 		$(BIN)/pytest $(PYTEST_ARGS)
+
+# `make test` with both cores busy with another load, as on a slower CI machine;
+# the e2e tests' timeouts stretch by BATON_TEST_SLOWDOWN (3 unless set).
+test-loaded:
+	.ci/loaded $(MAKE) test
 
 # The full benchmark suite takes minutes (it seeds a million rows once, then
 # reuses them); QUICK=1 runs smaller sizes in about a minute.
