@@ -754,14 +754,36 @@ TWO_OF_THREE_BRANCHES = Workflow(
         step("a2", "two_of_three"),
         step("b1", "b2"),
         step("b2", "two_of_three"),
-        step("c1", "c2"),
+        # Heartbeats, so a straggler stopped mid-call is undone within seconds.
+        step("c1", "c2", timeouts=Timeouts(heartbeat=timedelta(seconds=2))),
         step("c2", "two_of_three", timeouts=Timeouts(heartbeat=timedelta(seconds=30))),
         Join("two_of_three", wait_for=2, next="after"),
         step("after"),
     ),
 )
 
-for workflow in (CATCHING, RUN_DEADLINE_CANCELS, RUN_DEADLINE_MOVES, TWO_OF_THREE_BRANCHES):
+# A deadline real workers see pass (tests/e2e): two seconds, then the run expires.
+RUN_DEADLINE_SOON = Workflow(
+    name="test_run_deadline_soon",
+    version=1,
+    start="prepare",
+    deadline=timedelta(seconds=2),
+    on_deadline="expire",
+    nodes=(
+        step("prepare", "await_go"),
+        WaitForSignal("await_go", signals={"go": "went"}),
+        step("went"),
+        step("expire"),
+    ),
+)
+
+for workflow in (
+    CATCHING,
+    RUN_DEADLINE_CANCELS,
+    RUN_DEADLINE_MOVES,
+    RUN_DEADLINE_SOON,
+    TWO_OF_THREE_BRANCHES,
+):
     registry.register(workflow)
 
 
