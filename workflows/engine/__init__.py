@@ -49,6 +49,7 @@ moves.install(
         step_succeeded_after=execute.step_succeeded_after,
         consume_signal=signals.consume_signal,
         undo_next=undo.undo_next,
+        undo_lost_branches=undo.undo_lost_branches,
         mark_undone=undo.mark_undone,
         cancel_run=undo.cancel_run,
         start_workflow=start.start_workflow,
