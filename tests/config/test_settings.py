@@ -269,3 +269,35 @@ class TestMetricsAndLogs:
 
         assert result.returncode != 0
         assert message in result.stderr
+
+
+class TestBroker:
+    def test_rabbitmq_gets_quorum_queues_and_no_visibility_timeout(self, tmp_path) -> None:
+        env = bare_env(
+            tmp_path, DJANGO_SECRET_KEY=KEY, CELERY_BROKER_URL="amqp://guest:guest@rabbit//"
+        )
+
+        values = loaded(
+            env,
+            "CELERY_TASK_CREATE_MISSING_QUEUE_TYPE",
+            "CELERY_WORKER_DETECT_QUORUM_QUEUES",
+            "CELERY_BROKER_TRANSPORT_OPTIONS",
+        )
+
+        assert values == {
+            "CELERY_TASK_CREATE_MISSING_QUEUE_TYPE": "quorum",
+            "CELERY_WORKER_DETECT_QUORUM_QUEUES": True,
+            "CELERY_BROKER_TRANSPORT_OPTIONS": {},
+        }
+
+    def test_redis_keeps_its_visibility_timeout_and_classic_queues(self, tmp_path) -> None:
+        env = bare_env(tmp_path, DJANGO_SECRET_KEY=KEY, CELERY_BROKER_URL="redis://redis:6379/0")
+
+        values = loaded(
+            env, "CELERY_TASK_CREATE_MISSING_QUEUE_TYPE", "CELERY_BROKER_TRANSPORT_OPTIONS"
+        )
+
+        assert values == {
+            "CELERY_TASK_CREATE_MISSING_QUEUE_TYPE": "classic",
+            "CELERY_BROKER_TRANSPORT_OPTIONS": {"visibility_timeout": 3600},
+        }
