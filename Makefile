@@ -10,6 +10,8 @@ STAMP := $(VENV)/.installed
 # set these to point elsewhere (CI sets them explicitly).
 TEST_DATABASE_URL ?= $(or $(DATABASE_URL),postgres://postgres@127.0.0.1:5432/postgres)
 TEST_BROKER_URL ?= $(or $(CELERY_BROKER_URL),redis://127.0.0.1:6379/15)
+# The RabbitMQ e2e tests run the crash tests again in this virtual host (made if missing).
+TEST_RABBITMQ_URL ?= $(or $(BATON_TEST_RABBITMQ_URL),amqp://guest:guest@127.0.0.1:5672/baton_tests)
 
 # The benchmarks use the same server as the tests, in databases of their own
 # (baton_bench*), and Redis database 14 unless CELERY_BROKER_URL says otherwise.
@@ -52,7 +54,7 @@ chromium:
 
 test: $(STAMP) chromium
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
-		$(BIN)/pytest $(PYTEST_ARGS)
+		BATON_TEST_RABBITMQ_URL=$(TEST_RABBITMQ_URL) $(BIN)/pytest $(PYTEST_ARGS)
 
 # The full benchmark suite takes minutes (it seeds a million rows once, then
 # reuses them); QUICK=1 runs smaller sizes in about a minute.
