@@ -262,24 +262,52 @@ SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
 # Database: PostgreSQL in production, SQLite (WAL) for the demo
 # ---------------------------------------------------------------------------
 
+POOLERS = ("", "pgbouncer")
+
+
+def database(url: str, *, pooler: str = "") -> dict:
+    """Return Django's settings for the database at `url`, reached through `pooler` if any.
+
+    `pooler` "pgbouncer" is PgBouncer in transaction mode, which hands each
+    transaction whichever server connection is free, so nothing may outlive one:
+    no `options` startup parameter (PgBouncer refuses the connection), no
+    server-side cursors (Django's WITH HOLD cursors for `.iterator()` outside a
+    transaction), no prepared statements (psycopg prepares none: Django sets its
+    prepare_threshold to None, and it stays so). Baton's own SQL needs nothing else:
+    its SET is SET LOCAL, its advisory lock is transaction-scoped, it never LISTENs.
+    """
+    if pooler not in POOLERS:
+        raise ImproperlyConfigured(
+            f"BATON_DB_POOLER must be empty or 'pgbouncer' (transaction mode), not {pooler!r}."
+        )
+    settings = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
+    if settings["ENGINE"] == "django.db.backends.postgresql":
+        options = settings.setdefault("OPTIONS", {})
+        if pooler == "pgbouncer":
+            # Turn JIT off on the server instead (README, "Behind PgBouncer").
+            settings["DISABLE_SERVER_SIDE_CURSORS"] = True
+            options["prepare_threshold"] = None
+        else:
+            # Every query here is short and index-driven; PostgreSQL's JIT only adds its
+            # compile time (seen at 177 ms on the inbox counts) to such queries.
+            options["options"] = "-c jit=off"
+    if settings["ENGINE"] == "django.db.backends.sqlite3":
+        Path(settings["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+        # Web, worker and beat share one file: WAL lets readers run beside the writer,
+        # IMMEDIATE transactions take the write lock up front instead of failing mid-way.
+        settings["CONN_MAX_AGE"] = 0
+        settings["OPTIONS"] = {
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 30,
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    return settings
+
+
 DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'baton.sqlite3'}")
-DATABASES = {
-    "default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)
-}
-if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # Every query here is short and index-driven; PostgreSQL's JIT only adds its
-    # compile time (seen at 177 ms on the inbox counts) to such queries.
-    DATABASES["default"].setdefault("OPTIONS", {})["options"] = "-c jit=off"
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
-    # Web, worker and beat share one file: WAL lets readers run beside the writer,
-    # IMMEDIATE transactions take the write lock up front instead of failing mid-way.
-    DATABASES["default"]["CONN_MAX_AGE"] = 0
-    DATABASES["default"]["OPTIONS"] = {
-        "transaction_mode": "IMMEDIATE",
-        "timeout": 30,
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-    }
+# "pgbouncer" when DATABASE_URL leads to PgBouncer in transaction mode (see `database`).
+DATABASE_POOLER = env_str("BATON_DB_POOLER", "").strip().lower()
+DATABASES = {"default": database(DATABASE_URL, pooler=DATABASE_POOLER)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # ---------------------------------------------------------------------------
