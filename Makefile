@@ -17,7 +17,7 @@ TEST_RABBITMQ_URL ?= $(or $(BATON_TEST_RABBITMQ_URL),amqp://guest:guest@127.0.0.
 # (baton_bench*), and Redis database 14 unless CELERY_BROKER_URL says otherwise.
 BENCH_BROKER_URL ?= $(or $(CELERY_BROKER_URL),redis://127.0.0.1:6379/14)
 
-.PHONY: demo test bench chromium lint format clean
+.PHONY: demo test bench chromium pgbouncer lint format clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -52,7 +52,14 @@ chromium:
 		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
 	}
 
-test: $(STAMP) chromium
+# The PgBouncer tests start Debian's pgbouncer on a port of their own (tests/pgbouncer.py).
+pgbouncer:
+	@command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || { \
+		echo "Installing Debian's pgbouncer for the PgBouncer tests"; \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q pgbouncer; \
+	}
+
+test: $(STAMP) chromium pgbouncer
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
 		BATON_TEST_RABBITMQ_URL=$(TEST_RABBITMQ_URL) $(BIN)/pytest $(PYTEST_ARGS)
 

@@ -5,8 +5,7 @@ work in a virtual host of their own (BATON_TEST_RABBITMQ_URL names it; it is
 created when missing), and a test that must see the broker go down starts a
 private node on free ports in a temporary folder (`RabbitMQNode`) and stops that.
 
-The test process sends messages too (a run started here sends its first step):
-`this_process_sends_to` points its Celery app at another broker for a while.
+A cluster of workers over either is started with `tests.e2e.clusters.cluster_on`.
 """
 
 from __future__ import annotations
@@ -16,16 +15,8 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
-
-from celery import current_app
-from django.conf import settings
-
-from config.settings import task_queues
-from tests.e2e.conftest import WORKERS, Cluster
 
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/baton_tests"
 
@@ -63,60 +54,6 @@ def queue_types(url: str) -> dict[str, str]:
     vhost = unquote(urlsplit(url).path[1:]) or "/"
     listing = rabbitmqctl("list_queues", "-p", vhost, "name", "type", "--no-table-headers")
     return dict(line.split("\t") for line in listing.splitlines() if "\t" in line)
-
-
-@contextmanager
-def this_process_sends_to(url: str) -> Iterator[None]:
-    """Point this process's Celery app at the broker `url`, with that broker's queues."""
-    app = current_app
-    saved = {key: app.conf[key] for key in ("broker_url", "task_queues")}
-    app.conf.update(broker_url=url, task_queues=task_queues(url))
-    _forget_connections(app)
-    try:
-        yield
-    finally:
-        app.conf.update(saved)
-        _forget_connections(app)
-
-
-def _forget_connections(app) -> None:
-    """Drop the app's pooled connections and its queue table, rebuilt from conf when next used."""
-    if app._pool is not None:
-        app._pool.force_close_all()
-        app._pool = None
-    app.__dict__.pop("amqp", None)  # a cached property: its producer pool and queues
-
-
-@contextmanager
-def cluster_on(broker_url: str, logs: Path) -> Iterator[Cluster]:
-    """Run two workers and two beats over `broker_url`, and send this process's messages there.
-
-    As the package's own cluster does over CELERY_BROKER_URL (see conftest), against
-    the same test database; stop that one first, or both sweep the same rows.
-    """
-    database = settings.DATABASES["default"]
-    env = {
-        **os.environ,
-        "DATABASE_URL": (
-            f"postgres://{database['USER']}:{database['PASSWORD'] or ''}@{database['HOST']}:"
-            f"{database['PORT']}/{database['NAME']}"
-        ),
-        "CELERY_BROKER_URL": broker_url,
-        "BATON_SWEEP_INTERVAL": "0.5",
-        "BATON_REDISPATCH_AFTER": "5",
-        "BATON_WORKFLOW_MODULES": "workflows.examples.order,tests.workflows.definitions",
-        "BATON_LOG_LEVEL": "INFO",
-    }
-    with this_process_sends_to(broker_url):
-        current_app.control.purge()
-        cluster = Cluster(env, logs)
-        try:
-            cluster.start_beat("beat-a")
-            cluster.start_beat("beat-b")
-            cluster.ensure_workers(WORKERS)
-            yield cluster
-        finally:
-            cluster.stop()
 
 
 class RabbitMQNode:

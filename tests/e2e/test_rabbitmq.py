@@ -13,8 +13,9 @@ from collections.abc import Iterator
 import pytest
 
 import tests.e2e.test_worker_processes as on_the_default_broker
+from tests.e2e.clusters import cluster_on
 from tests.e2e.conftest import WORKERS, Cluster
-from tests.e2e.rabbitmq import cluster_on, ensure_virtual_host, queue_types, rabbitmq_url
+from tests.e2e.rabbitmq import ensure_virtual_host, queue_types, rabbitmq_url
 
 pytestmark = pytest.mark.e2e
 
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.e2e
 def rabbitmq_cluster(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[Cluster]:
     url = rabbitmq_url()
     ensure_virtual_host(url)
-    with cluster_on(url, tmp_path_factory.mktemp("rabbitmq")) as cluster:
+    with cluster_on(tmp_path_factory.mktemp("rabbitmq"), broker_url=url) as cluster:
         yield cluster
 
 

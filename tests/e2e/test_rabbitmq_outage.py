@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.clusters import cluster_on
 from tests.e2e.conftest import WORKERS, Cluster
-from tests.e2e.rabbitmq import RabbitMQNode, cluster_on
+from tests.e2e.rabbitmq import RabbitMQNode
 from tests.e2e.test_worker_processes import ORDER_EFFECTS, wait_for_effect
 from workflows.states import EventKind, RunState
 
@@ -38,7 +39,8 @@ def rabbitmq_node() -> Iterator[RabbitMQNode]:
 
 @pytest.fixture(scope="module")
 def node_cluster(rabbitmq_node, django_db_setup, tmp_path_factory) -> Iterator[Cluster]:
-    with cluster_on(rabbitmq_node.url, tmp_path_factory.mktemp("rabbitmq-node")) as cluster:
+    logs = tmp_path_factory.mktemp("rabbitmq-node")
+    with cluster_on(logs, broker_url=rabbitmq_node.url) as cluster:
         yield cluster
 
 
