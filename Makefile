@@ -36,10 +36,16 @@ $(DEMO_SECRET_KEY):
 
 # Web, worker and beat together on SQLite and a file-system broker: nothing to install.
 # Production's settings (DEBUG off), with the demo's key, static files served from
-# their folders, so that no collectstatic is needed, and plain-text log lines.
+# their folders, so that no collectstatic is needed, plain-text log lines, and HTTPS
+# turned off, as the demo serves plain HTTP on 127.0.0.1: no redirect to HTTPS, no
+# HSTS, and cookies sent over HTTP (production's defaults are all on).
 demo: export DJANGO_SECRET_KEY_FILE = $(abspath $(DEMO_SECRET_KEY))
 demo: export BATON_STATIC_FROM_SOURCE = true
 demo: export BATON_LOG_FORMAT = text
+demo: export DJANGO_SECURE_SSL_REDIRECT = false
+demo: export DJANGO_SECURE_HSTS_SECONDS = 0
+demo: export DJANGO_SESSION_COOKIE_SECURE = false
+demo: export DJANGO_CSRF_COOKIE_SECURE = false
 demo: $(STAMP) $(DEMO_SECRET_KEY)
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py seed_demo

@@ -26,6 +26,7 @@ from approvals.models import (
     Substitution,
 )
 from approvals.states import Channel, Outcome
+from workflows.client_address import client_address
 
 
 class ReassignForm(forms.Form):
@@ -110,7 +111,7 @@ class HumanTaskAdmin(FSMAdminMixin, admin.ModelAdmin):
             "user": request.user,
             "channel": Channel.ADMIN,
             "expected_version": obj.version,
-            "remote_addr": request.META.get("REMOTE_ADDR"),
+            "remote_addr": client_address(request),
         }
         try:
             if transition_name == "release":

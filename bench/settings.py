@@ -8,7 +8,9 @@ they all share what is changed here and nothing else:
 - a queue of its own (BENCH_QUEUE, set by the driver per database name), so a
   worker of another checkout or another benchmark run on the same broker never
   takes this run's messages (and the reverse);
-- static files served as in DEBUG, so DEBUG can be off without running collectstatic.
+- static files served as in DEBUG, so DEBUG can be off without running collectstatic;
+- HTTPS off (no redirect, no HSTS, cookies over HTTP): gunicorn serves plain HTTP on
+  127.0.0.1, as in the tests.
 """
 
 from __future__ import annotations
@@ -26,3 +28,7 @@ STORAGES = {
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("BENCH_QUEUE") or "bench.steps"
+SECURE_SSL_REDIRECT = False
+SECURE_HSTS_SECONDS = 0
+SESSION_COOKIE_SECURE = False
+CSRF_COOKIE_SECURE = False

@@ -35,20 +35,22 @@ PROBLEM = "application/problem+json"
 
 class BearerToken(HttpBearer):
     def authenticate(self, request: HttpRequest, token: str) -> Any:
-        """Return the token's user; count a wrong token against its account and address.
+        """Return the token's user; count a wrong token against the token it names, or
+        against the sender's address when it names none (approvals.throttling).
 
-        A locked account or address is refused before the token is checked, so a
-        guesser cannot tell a right guess from a wrong one while locked out.
+        A right token is accepted even while its identity or its sender's address is
+        locked: nobody guesses 256 bits of secret, so a lockout could only be used by
+        others to lock out its holder. A wrong one while locked answers 429.
         """
         claimed = tokens.claimed_token(token)
-        username = claimed.user.username if claimed else None
-        lockout = throttling.lockout_of(request, username=username)
-        if lockout is None:
-            user = tokens.accept_token(claimed, token)
-            if user is not None:
-                request.user = user
-                return user
-            lockout = throttling.record_failure(request, username=username, channel=Channel.API)
+        user = tokens.accept_token(claimed, token)
+        if user is not None:
+            request.user = user
+            return user
+        identity = claimed.prefix if claimed else None
+        lockout = throttling.lockout_of(request, token=identity) or throttling.record_failure(
+            request, token=identity, channel=Channel.API
+        )
         if lockout is not None:
             raise throttling.LockedOut(lockout)
         return None

@@ -11,6 +11,7 @@ transport). Production sets DATABASE_URL (PostgreSQL) and CELERY_BROKER_URL
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from datetime import timedelta
@@ -71,6 +72,20 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None:
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_networks(name: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    """Read a comma-separated list of IP addresses and networks ("10.0.0.5,172.16.0.0/12")."""
+    networks = []
+    for entry in env_list(name, []):
+        try:
+            networks.append(ipaddress.ip_network(entry, strict=False))
+        except ValueError:
+            raise ImproperlyConfigured(
+                f'{name} must list IP addresses or networks, such as "10.0.0.5,172.16.0.0/12"; '
+                f"{entry!r} is neither."
+            ) from None
+    return tuple(networks)
 
 
 def env_header(name: str) -> tuple[str, str] | None:
@@ -190,25 +205,33 @@ TEMPLATES = [
 ]
 
 # ---------------------------------------------------------------------------
-# HTTPS: off by default (the demo and the tests speak plain HTTP on 127.0.0.1);
-# production turns it on (docker-compose.yml does, behind its TLS proxy)
+# HTTPS: on by default, as production needs it; the demo (Makefile), the tests
+# (pyproject.toml's pytest env) and the benchmarks (bench/settings.py) speak plain
+# HTTP on 127.0.0.1 and turn it off explicitly
 # ---------------------------------------------------------------------------
 
 # Redirect plain HTTP to HTTPS. Behind a proxy that terminates TLS, Django learns
-# the scheme from the header in DJANGO_SECURE_PROXY_SSL_HEADER.
-SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", default=False)
+# the scheme from the header in DJANGO_SECURE_PROXY_SSL_HEADER (without it, every
+# request looks like plain HTTP and is redirected again). /healthz and /readyz
+# answer before the redirect, so probes over plain HTTP still work.
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", default=True)
 # Trust this header, set by the proxy, to say a request came over HTTPS, e.g.
 # "X-Forwarded-Proto: https". Only behind a proxy that sets it on every request
 # and that clients cannot bypass: anyone who can send it directly can pass for HTTPS.
 SECURE_PROXY_SSL_HEADER = env_header("DJANGO_SECURE_PROXY_SSL_HEADER")
-# Send cookies over HTTPS only: on by default wherever HTTP is redirected to HTTPS.
-SESSION_COOKIE_SECURE = env_bool("DJANGO_SESSION_COOKIE_SECURE", default=SECURE_SSL_REDIRECT)
-CSRF_COOKIE_SECURE = env_bool("DJANGO_CSRF_COOKIE_SECURE", default=SECURE_SSL_REDIRECT)
-# HTTP Strict Transport Security: browsers then refuse plain HTTP to this host (and
-# its subdomains, if included) for this many seconds. A commitment: start small.
-SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 0)
-SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
-SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", default=False)
+# Send the session and CSRF cookies over HTTPS only.
+SESSION_COOKIE_SECURE = env_bool("DJANGO_SESSION_COOKIE_SECURE", default=True)
+CSRF_COOKIE_SECURE = env_bool("DJANGO_CSRF_COOKIE_SECURE", default=True)
+# HTTP Strict Transport Security: browsers then refuse plain HTTP to this host and
+# its subdomains for this many seconds. A commitment, so the default is an hour,
+# short enough to back out of; raise it to a year (31536000) once the site serves
+# HTTPS for good (docker-compose.yml does). 0 turns it off. A subdomain still served
+# over plain HTTP needs DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS=false. "preload" only
+# asks to be put on browsers' built-in list, which takes a max-age of a year and a
+# submission at hstspreload.org: with the hour's default it commits to nothing.
+SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 3600)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", default=True)
 
 # ---------------------------------------------------------------------------
 # What browsers may do with the pages: Content-Security-Policy and Permissions-Policy
@@ -544,7 +567,19 @@ AXES_FAILURE_LIMIT = int(env_float("BATON_LOCKOUT_FAILURES", 5))
 AXES_COOLOFF_TIME = timedelta(minutes=env_float("BATON_LOCKOUT_MINUTES", 15))
 # Per account and per address (see approvals.throttling.lockout_parameters).
 AXES_LOCKOUT_PARAMETERS = "approvals.throttling.lockout_parameters"
-AXES_CLIENT_IP_CALLABLE = "approvals.throttling.client_address"
+# Failures are counted against the client's address, which the audit also records
+# (workflows.client_address): the peer, unless a trusted proxy in front says otherwise.
+AXES_CLIENT_IP_CALLABLE = "workflows.client_address.client_address"
+# No proxy is trusted by default: X-Forwarded-For is ignored, since a client that
+# reaches the app directly writes it. Behind proxies, name them by address or network
+# (the peer must then be one of them), or say how many stand in front where nothing
+# can reach the app except through them (docker-compose.yml: 1, its Caddy).
+BATON_TRUSTED_PROXIES = env_networks("BATON_TRUSTED_PROXIES")
+BATON_TRUSTED_PROXY_COUNT = env_int("BATON_TRUSTED_PROXY_COUNT", 0)
+if BATON_TRUSTED_PROXY_COUNT < 0:
+    raise ImproperlyConfigured(
+        f"BATON_TRUSTED_PROXY_COUNT must be 0 or more, not {BATON_TRUSTED_PROXY_COUNT}."
+    )
 AXES_LOCKOUT_CALLABLE = "approvals.throttling.lockout_response"
 # A lockout lasts the cool-off from the failure that caused it: retrying while
 # locked neither extends it nor counts, so Retry-After is the truth.

@@ -11,6 +11,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from workflows import calendars, due_times, engine, registry
+from workflows.client_address import client_address
 from workflows.models import (
     ApiToken,
     BusinessCalendar,
@@ -78,7 +79,7 @@ def _engine_action(
                     run_id=run.pk,
                     actor=request.user,
                     channel="admin",
-                    remote_addr=request.META.get("REMOTE_ADDR"),
+                    remote_addr=client_address(request),
                 )
             except engine.EngineError as error:
                 modeladmin.message_user(request, f"{run.pk}: {error}", messages.WARNING)

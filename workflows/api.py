@@ -22,6 +22,7 @@ from pydantic_core import PydanticCustomError
 
 from workflows import engine, registry, starting
 from workflows.cleaning import Refused, clean_datetime, clean_text, refuse_unstorable
+from workflows.client_address import client_address
 from workflows.dsl import InvalidInput
 from workflows.models import StepRun, WorkflowRun
 from workflows.operating import act_on_run
@@ -382,7 +383,7 @@ def start_workflow(
             idempotency_key=key,
             correlation_id=body.correlation_id,
             channel="api",
-            remote_addr=request.META.get("REMOTE_ADDR"),
+            remote_addr=client_address(request),
         )
     except UnknownWorkflow as error:
         raise ApiProblem(404, "Unknown workflow type", str(error)) from None
@@ -488,7 +489,7 @@ def migrate_workflows(request: HttpRequest, body: MigrationIn) -> dict[str, Any]
                 **plan,
                 actor=request.user,
                 channel="api",
-                remote_addr=request.META.get("REMOTE_ADDR"),
+                remote_addr=client_address(request),
             )
         else:
             report = engine.preview_migration(**plan)
@@ -560,7 +561,7 @@ def cancel_workflow(request: HttpRequest, run_id: UUID) -> Status:
             run_id=run.pk,
             actor=request.user,
             channel="api",
-            remote_addr=request.META.get("REMOTE_ADDR"),
+            remote_addr=client_address(request),
         )
     except engine.RunAlreadyEnded as error:
         raise ApiProblem(409, "Run has ended", str(error), state=error.state) from None
@@ -603,7 +604,7 @@ def _operate(
             run_id=run.pk,
             actor=request.user,
             channel="api",
-            remote_addr=request.META.get("REMOTE_ADDR"),
+            remote_addr=client_address(request),
         )
     except engine.IllegalRunOperation as error:
         raise ApiProblem(409, "Not possible now", str(error), state=run.state) from None

@@ -125,6 +125,30 @@ def record_lockout(
         )
 
 
+def record_unlock(
+    *,
+    subject: Any,
+    description: str,
+    actor: Any,
+    now: datetime,
+    comment: str,
+    changes: dict[str, Any],
+) -> LogEntry:
+    """Append an entry saying that an operator lifted a lockout, and why; call inside
+    the transaction that deletes the counted failures."""
+    return _append(
+        subject,
+        event="unlocked",
+        actor=actor,
+        channel="admin",
+        now=now,
+        comment=comment,
+        remote_addr=None,
+        changes=changes,
+        object_repr=description,
+    )
+
+
 def _append(
     subject: Any,
     *,

@@ -21,8 +21,8 @@ from approvals.act import Act
 from approvals.console import services
 from approvals.models import COMMENT_MAX_LENGTH
 from approvals.states import Channel
-from approvals.throttling import client_address
 from workflows.api import ERRORS, ApiIn, ApiProblem
+from workflows.client_address import client_address
 
 router = Router(tags=["operators"])
 

@@ -30,7 +30,7 @@ from approvals.console import sla as sla_selectors
 from approvals.console.selectors import RunFilters
 from approvals.console.sla_charts import sla_charts
 from approvals.states import Sla
-from approvals.throttling import client_address
+from workflows.client_address import client_address
 from workflows.states import RunState
 
 

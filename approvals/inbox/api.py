@@ -23,6 +23,7 @@ from approvals.inbox import selectors
 from approvals.models import COMMENT_MAX_LENGTH, HumanTask
 from approvals.states import Channel, Priority, Sla
 from workflows.api import ERRORS, ApiIn, ApiProblem, not_found
+from workflows.client_address import client_address
 
 router = Router(tags=["tasks"])
 
@@ -188,7 +189,7 @@ def _act(request: HttpRequest, task_id: UUID, version: int | None, action: Calla
             user=request.user,
             channel=Channel.API,
             expected_version=version,
-            remote_addr=request.META.get("REMOTE_ADDR"),
+            remote_addr=client_address(request),
         )
     except human_tasks.TaskError as error:
         title = {404: "Not found", 403: "Forbidden", 409: "Conflict", 422: "Invalid request"}

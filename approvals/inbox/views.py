@@ -48,6 +48,7 @@ from approvals.notify import links
 from approvals.states import Channel, Priority, Sla, TaskKind
 from workflows import registry
 from workflows.cleaning import Refused, clean_datetime, clean_text
+from workflows.client_address import client_address
 from workflows.diagram import draw
 
 INBOX_CHANGED = "inbox-changed"
@@ -331,7 +332,7 @@ def _common(request: HttpRequest) -> dict[str, Any]:
         "user": request.user,
         "channel": Channel.INBOX,
         "expected_version": _version(request),
-        "remote_addr": throttling.client_address(request),
+        "remote_addr": client_address(request),
     }
 
 
@@ -469,7 +470,7 @@ def comment(request: HttpRequest, task_id: UUID) -> HttpResponse:
             user=request.user,
             body=body,
             channel=Channel.INBOX,
-            remote_addr=throttling.client_address(request),
+            remote_addr=client_address(request),
         ),
         "Comment added.",
     )
@@ -513,7 +514,7 @@ def bulk_approve(request: HttpRequest) -> HttpResponse:
         selection=selection,
         user=request.user,
         channel=Channel.INBOX,
-        remote_addr=throttling.client_address(request),
+        remote_addr=client_address(request),
     )
     approved = sum(1 for result in results if not result.error)
     if approved:
@@ -561,17 +562,19 @@ def email_link(request: HttpRequest, token: str) -> HttpResponse:
         return HttpResponse(status=405)
     if request.method == "POST" and not request.user.is_authenticated:
         return redirect_to_login(request.get_full_path())
-    username = request.user.get_username() if request.user.is_authenticated else None
-    lockout = throttling.lockout_of(request, username=username)
-    if lockout is not None:
-        return _link_lockout_page(request, lockout)
     try:
         link = links.resolve(token, now=timezone.now())
         if request.user.is_authenticated:
             links.check_recipient(link, request.user)
     except links.LinkProblem as problem:
         if problem.is_guess:
-            lockout = throttling.record_failure(request, username=username, channel=Channel.EMAIL)
+            # A signed link cannot be guessed, so a good one is never refused; a forged
+            # one, or another's, counts against this account (or address) and is
+            # refused while it is locked (approvals.throttling).
+            username = request.user.get_username() if request.user.is_authenticated else None
+            lockout = throttling.lockout_of(request, username=username) or (
+                throttling.record_failure(request, username=username, channel=Channel.EMAIL)
+            )
             if lockout is not None:
                 return _link_lockout_page(request, lockout)
         return _link_page(request, {"problem": problem}, status=_link_status(problem))
@@ -624,7 +627,7 @@ def email_link(request: HttpRequest, token: str) -> HttpResponse:
             outcome=outcome,
             comment=context["comment"],
             values=values,
-            remote_addr=throttling.client_address(request),
+            remote_addr=client_address(request),
         )
     except human_tasks.InvalidForm as refused:
         # The link stays unused: the decision's transaction rolled back with it.

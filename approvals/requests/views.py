@@ -25,8 +25,8 @@ from approvals.human_tasks import TaskError, revisions
 from approvals.request_pages import RequestFilters, RequestNotFound
 from approvals.requests import services, start
 from approvals.states import Channel
-from approvals.throttling import client_address
 from workflows import registry, starting
+from workflows.client_address import client_address
 
 
 def _problem(request: HttpRequest, message: str, status: int) -> HttpResponse:

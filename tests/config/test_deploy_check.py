@@ -109,13 +109,32 @@ class TestDeployCheck:
         assert result.returncode != 0
         assert warning in result.stderr
 
-    def test_secure_cookies_follow_the_https_redirect_unless_set(self, production, tmp_path):
-        cookies = {"DJANGO_SESSION_COOKIE_SECURE", "DJANGO_CSRF_COOKIE_SECURE"}
-        environment = {name: value for name, value in production.items() if name not in cookies}
+    def test_is_clean_with_no_https_variable_set(self, tmp_path):
+        environment = {
+            "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+            "DJANGO_ALLOWED_HOSTS": "baton.example.com",
+            "BATON_AUDIT_KEY": secrets.token_urlsafe(50),
+        }
 
         result = deploy_check(environment, tmp_path)
 
         assert result.returncode == 0, result.stderr
+        assert "System check identified no issues" in result.stdout
+
+    def test_the_secure_defaults_hold_without_the_audit_key_too(self, tmp_path):
+        environment = {
+            "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+            "DJANGO_ALLOWED_HOSTS": "baton.example.com",
+        }
+
+        result = deploy_check(environment, tmp_path)
+
+        assert "approvals.W001" in result.stderr
+        for warning in ("W004", "W008", "W012", "W016"):
+            assert f"security.{warning}" not in result.stderr
+
+    def test_compose_trusts_its_one_proxy_for_the_clients_address(self, production):
+        assert production["BATON_TRUSTED_PROXY_COUNT"] == "1"
 
     def test_debug_left_out_stays_off(self, production, tmp_path):
         environment = {name: value for name, value in production.items() if name != "DJANGO_DEBUG"}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -45,6 +46,14 @@ def loaded(env: dict[str, str], *names: str) -> dict[str, object]:
     result = load_settings(env, *names)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
+
+
+def demo_variables() -> dict[str, str]:
+    """The variables the Makefile's demo target exports, besides its key file."""
+    makefile = (ROOT / "Makefile").read_text()
+    exported = dict(re.findall(r"^demo: export (\w+) = (.*)$", makefile, flags=re.MULTILINE))
+    exported.pop("DJANGO_SECRET_KEY_FILE")
+    return exported
 
 
 class TestSecretKey:
@@ -130,7 +139,9 @@ class TestDemo:
         key_file = tmp_path / "secret_key"
         key_file.write_text(KEY)
         env = bare_env(
-            tmp_path, DJANGO_SECRET_KEY_FILE=str(key_file), BATON_STATIC_FROM_SOURCE="true"
+            tmp_path,
+            DJANGO_SECRET_KEY_FILE=str(key_file),
+            **demo_variables(),
         )
         script = (
             "import django; django.setup(); from django.conf import settings; "
@@ -153,13 +164,29 @@ class TestDemo:
         assert result.stdout.split() == ["False", "200", "200", "True"]
 
 
+HTTPS = (
+    "SECURE_SSL_REDIRECT",
+    "SESSION_COOKIE_SECURE",
+    "CSRF_COOKIE_SECURE",
+    "SECURE_HSTS_SECONDS",
+)
+
+
 class TestHttps:
-    def test_is_off_by_default_for_the_demo_and_the_tests_on_plain_http(self, tmp_path):
-        names = ("SECURE_SSL_REDIRECT", "SESSION_COOKIE_SECURE", "SECURE_HSTS_SECONDS")
+    def test_is_on_by_default_as_production_needs_it(self, tmp_path):
+        settings = loaded(bare_env(tmp_path, DJANGO_SECRET_KEY=KEY), *HTTPS)
 
-        settings = loaded(bare_env(tmp_path, DJANGO_SECRET_KEY=KEY), *names)
+        assert settings == dict.fromkeys(HTTPS, True) | {"SECURE_HSTS_SECONDS": 3600}
 
-        assert settings == dict.fromkeys(names, False) | {"SECURE_HSTS_SECONDS": 0}
+    def test_the_demo_turns_it_off_explicitly_for_plain_http(self, tmp_path):
+        settings = loaded(bare_env(tmp_path, DJANGO_SECRET_KEY=KEY, **demo_variables()), *HTTPS)
+
+        assert settings == dict.fromkeys(HTTPS, False) | {"SECURE_HSTS_SECONDS": 0}
+
+    def test_the_tests_turn_it_off_explicitly_for_plain_http(self):
+        from django.conf import settings
+
+        assert [getattr(settings, name) for name in HTTPS] == [False, False, False, 0]
 
     def test_the_proxy_header_is_read_as_django_expects_it(self, tmp_path):
         env = bare_env(
@@ -189,6 +216,46 @@ class TestHttps:
                 "DJANGO_SECURE_HSTS_SECONDS",
                 "a year",
                 "DJANGO_SECURE_HSTS_SECONDS must be a whole number, not 'a year'.",
+            ),
+        ],
+    )
+    def test_a_malformed_value_is_refused_by_name(self, tmp_path, name, value, message):
+        result = load_settings(bare_env(tmp_path, DJANGO_SECRET_KEY=KEY, **{name: value}))
+
+        assert result.returncode != 0
+        assert message in result.stderr
+
+
+class TestTrustedProxies:
+    def test_none_is_trusted_by_default(self, tmp_path):
+        names = ("BATON_TRUSTED_PROXIES", "BATON_TRUSTED_PROXY_COUNT")
+
+        settings = loaded(bare_env(tmp_path, DJANGO_SECRET_KEY=KEY), *names)
+
+        assert settings == {"BATON_TRUSTED_PROXIES": [], "BATON_TRUSTED_PROXY_COUNT": 0}
+
+    def test_addresses_and_networks_are_read(self, tmp_path):
+        env = bare_env(
+            tmp_path, DJANGO_SECRET_KEY=KEY, BATON_TRUSTED_PROXIES="10.0.0.5, 172.16.0.0/12,::1"
+        )
+
+        settings = loaded(env, "BATON_TRUSTED_PROXIES")
+
+        assert settings == {"BATON_TRUSTED_PROXIES": ["10.0.0.5/32", "172.16.0.0/12", "::1/128"]}
+
+    @pytest.mark.parametrize(
+        ("name", "value", "message"),
+        [
+            (
+                "BATON_TRUSTED_PROXIES",
+                "10.0.0.5,caddy",
+                "BATON_TRUSTED_PROXIES must list IP addresses or networks, such as "
+                "\"10.0.0.5,172.16.0.0/12\"; 'caddy' is neither.",
+            ),
+            (
+                "BATON_TRUSTED_PROXY_COUNT",
+                "-1",
+                "BATON_TRUSTED_PROXY_COUNT must be 0 or more, not -1.",
             ),
         ],
     )
