@@ -15,6 +15,7 @@ from pathlib import Path
 
 from celery import current_app
 from django.conf import settings
+from kombu import pools
 
 from config.settings import task_queues
 from tests.e2e.conftest import WORKERS, Cluster
@@ -36,9 +37,9 @@ def this_process_sends_to(url: str) -> Iterator[None]:
 
 def _forget_connections(app) -> None:
     """Drop the app's pooled connections and its queue table, rebuilt from conf when next used."""
-    if app._pool is not None:
-        app._pool.force_close_all()
-        app._pool = None
+    # kombu keeps pools in a registry by broker: closed, one would be handed back closed.
+    pools.reset()
+    app._pool = None
     app.__dict__.pop("amqp", None)  # a cached property: its producer pool and queues
 
 
