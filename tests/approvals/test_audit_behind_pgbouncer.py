@@ -14,7 +14,8 @@ import pytest
 import tests.approvals.test_audit as audit_tests
 from tests.approvals.test_audit import decided  # noqa: F401  (a fixture the tests use)
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# e2e: they start a PgBouncer process (tests/pgbouncer.py).
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 
 
 @pytest.fixture(autouse=True)

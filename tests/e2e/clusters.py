@@ -15,7 +15,7 @@ from pathlib import Path
 
 from celery import current_app
 from django.conf import settings
-from kombu import pools
+from kombu import Connection, pools
 
 from config.settings import task_queues
 from tests.e2e.conftest import WORKERS, Cluster
@@ -25,9 +25,16 @@ from tests.e2e.conftest import WORKERS, Cluster
 def this_process_sends_to(url: str) -> Iterator[None]:
     """Point this process's Celery app at the broker `url`, with that broker's queues."""
     app = current_app
-    saved = {key: app.conf[key] for key in ("broker_url", "task_queues")}
-    app.conf.update(broker_url=url, task_queues=task_queues(url))
+    # Celery settles the read and write URLs from broker_url at configuration, and
+    # connects with those: all three change, or messages still go to the first broker.
+    keys = ("broker_url", "broker_read_url", "broker_write_url", "task_queues")
+    saved = {key: app.conf[key] for key in keys}
+    app.conf.update(
+        broker_url=url, broker_read_url=url, broker_write_url=url, task_queues=task_queues(url)
+    )
     _forget_connections(app)
+    with app.connection_for_write() as connection:
+        assert connection.as_uri() == Connection(url).as_uri(), "not pointed at the new broker"
     try:
         yield
     finally:

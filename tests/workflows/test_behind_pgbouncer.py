@@ -17,7 +17,8 @@ from django.db import connection, transaction
 import tests.workflows.test_engine as engine_tests
 from workflows import engine
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# e2e: they start a PgBouncer process (tests/pgbouncer.py).
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 
 
 @pytest.fixture(autouse=True)
