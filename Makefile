@@ -17,7 +17,7 @@ TEST_RABBITMQ_URL ?= $(or $(BATON_TEST_RABBITMQ_URL),amqp://guest:guest@127.0.0.
 # (baton_bench*), and Redis database 14 unless CELERY_BROKER_URL says otherwise.
 BENCH_BROKER_URL ?= $(or $(CELERY_BROKER_URL),redis://127.0.0.1:6379/14)
 
-.PHONY: demo test bench chromium pgbouncer lint format clean
+.PHONY: demo test test-loaded bench chromium pgbouncer lint format clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -65,9 +65,16 @@ pgbouncer:
 		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q pgbouncer; \
 	}
 
+# The unit tests run in a random order (pytest-randomly prints its seed; rerun one
+# with PYTEST_ARGS=--randomly-seed=N); tests/e2e keeps the order it needs.
 test: $(STAMP) chromium pgbouncer
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
 		BATON_TEST_RABBITMQ_URL=$(TEST_RABBITMQ_URL) $(BIN)/pytest $(PYTEST_ARGS)
+
+# `make test` with both cores busy with another load, as on a slower CI machine;
+# the e2e tests' timeouts stretch by BATON_TEST_SLOWDOWN (3 unless set).
+test-loaded:
+	.ci/loaded $(MAKE) test
 
 # The full benchmark suite takes minutes (it seeds a million rows once, then
 # reuses them); QUICK=1 runs smaller sizes in about a minute.

@@ -1,11 +1,17 @@
-"""System checks of the approvals app: its production settings, and the task forms."""
+"""System checks of the approvals app: its production settings, the task forms, and the
+groups that approvals name."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
 from django.core import checks
+from django.db import DatabaseError
+
+MISSING_GROUP = "approvals.E002"
+UNCHECKED_GROUPS = "approvals.W002"
 
 
 @checks.register(checks.Tags.security, deploy=True)
@@ -38,3 +44,74 @@ def check_task_forms(app_configs: Any = None, **kwargs: Any) -> list[checks.Chec
         for workflow in registry.all_definitions()
         for problem in task_forms.drawing_problems(workflow)
     ]
+
+
+def named_groups() -> dict[str, list[str]]:
+    """Return each group name the registered definitions give an approval or one of its
+    escalations, with where (type, version, node) it is named."""
+    from workflows import registry
+    from workflows.dsl import Approval
+
+    named: dict[str, list[str]] = {}
+    for workflow in registry.all_definitions():
+        for node in workflow.nodes:
+            if not isinstance(node, Approval):
+                continue
+            where = f"{workflow.name} v{workflow.version}, approval {node.name!r}"
+            for name in node.groups:
+                named.setdefault(name, []).append(where)
+            for level, escalation in enumerate(node.escalations, start=1):
+                for name in escalation.to_groups:
+                    named.setdefault(name, []).append(f"{where} (escalation {level})")
+    return named
+
+
+def check_named_groups(
+    app_configs: Any = None, databases: Iterable[str] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """Report each group an approval names that does not exist: its task would reach
+    nobody, and nobody would be told.
+
+    Groups are rows, so this reads the database, and only where Django is told which
+    databases to check. It is a deployment check (`manage.py check --deploy --database
+    default`): inside `migrate`, an error would keep a new installation from ever
+    starting, since its groups are made once its tables are. At run time, an approval
+    that meets a missing group warns on its run's timeline (approvals.human_tasks).
+    """
+    if not databases:
+        return []
+    from django.contrib.auth.models import Group
+
+    named = named_groups()
+    messages: list[checks.CheckMessage] = []
+    for alias in databases:
+        try:
+            existing = set(
+                Group.objects.using(alias).filter(name__in=named).values_list("name", flat=True)
+            )
+        except DatabaseError as error:
+            messages.append(
+                checks.Warning(
+                    "Could not check that the groups approvals name exist: the database "
+                    f"{alias!r} did not answer ({type(error).__name__}).",
+                    id=UNCHECKED_GROUPS,
+                )
+            )
+            continue
+        messages.extend(
+            checks.Error(
+                f"Group {name!r} does not exist, but {'; '.join(named[name])} names it: "
+                "its tasks would reach nobody in it.",
+                hint=(
+                    "Create the group (admin, Groups) and add its members, or correct the "
+                    "name in the definition."
+                ),
+                obj=name,
+                id=MISSING_GROUP,
+            )
+            for name in sorted(named.keys() - existing)
+        )
+    return messages
+
+
+checks.register(check_named_groups, checks.Tags.database, deploy=True)

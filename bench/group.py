@@ -21,7 +21,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.group")
     parser.add_argument(
         "name",
-        choices=["engine", "long", "map", "celery", "sweep", "inbox", "decide", "seed", "leaves"],
+        choices=[
+            "engine",
+            "long",
+            "map",
+            "celery",
+            "sweep",
+            "inbox",
+            "decide",
+            "audit",
+            "seed",
+            "leaves",
+        ],
     )
     parser.add_argument("--profile", default="quick")
     parser.add_argument("--out", type=Path, required=True)
@@ -74,6 +85,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench import inbox
 
         output = inbox.run(profile=profile, seeded=seeded, logs=args.logs)
+    elif args.name == "audit":
+        from bench import audit_export
+
+        output = audit_export.run(profile=profile)
     else:
         from bench import decide
 

@@ -40,6 +40,9 @@ class Profile:
     deep_pages: int
     # The long list of the map group (its short list has 10 items).
     map_items: int = 1000
+    # Audit entries exported by the audit group: few, then many.
+    audit_small: int = 10_000
+    audit_large: int = 1_000_000
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -78,6 +81,7 @@ PROFILES = {
         load_seconds=2,
         deep_pages=30,
         map_items=200,
+        audit_large=100_000,
     ),
     "tiny": Profile(
         name="tiny",
@@ -95,5 +99,7 @@ PROFILES = {
         load_seconds=0.5,
         deep_pages=5,
         map_items=50,
+        audit_small=2_000,
+        audit_large=6_000,
     ),
 }

@@ -286,9 +286,33 @@ CATALOGUE: dict[str, Spec] = dict(
             "",
             target=Target(7, direction="equal"),
         ),
+        # -- the audit export: few entries, then many (1M at full size) -------------
+        _spec(
+            "audit_export_rss_mb",
+            "audit",
+            "audit export peak memory (process RSS), many entries",
+            "MB",
+            "few entries",
+            Target(1.2, on="ratio"),
+        ),
+        _spec(
+            "audit_export_heap_mb",
+            "audit",
+            "audit export peak Python heap (tracemalloc), many entries",
+            "MB",
+            "few entries",
+            Target(1.2, on="ratio"),
+        ),
+        _spec(
+            "audit_export_per_s",
+            "audit",
+            "audit entries exported per second, many entries",
+            "/s",
+            "few entries",
+        ),
     ]
 )
-GROUPS = ("engine", "long", "map", "celery", "sweep", "inbox", "decide")
+GROUPS = ("engine", "long", "map", "celery", "sweep", "inbox", "decide", "audit")
 
 
 def _number(value: float | None) -> str:

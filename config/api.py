@@ -3,7 +3,8 @@
 No anonymous access: a per-user Bearer token (see workflows.tokens) or the
 browser's session with its CSRF token. Every error is RFC 9457
 application/problem+json with a plain-words `detail`; nothing internal (stack
-traces, SQL) ever reaches a caller, and any 5xx is logged as a bug.
+traces, SQL) ever reaches a caller, and any 5xx is logged as a bug, except a 503
+while the database cannot be reached (config.outages), logged as a warning.
 """
 
 from __future__ import annotations
@@ -11,10 +12,12 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import re
 from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
@@ -25,6 +28,7 @@ from approvals.console.api import router as console_router
 from approvals.inbox.api import router as tasks_router
 from approvals.states import Channel
 from approvals.task_forms import document_task_forms
+from config import outages
 from workflows import tokens
 from workflows.api import ApiProblem
 from workflows.api import router as workflows_router
@@ -126,6 +130,30 @@ def limit_query_string(view: Callable[..., HttpResponse]) -> Callable[..., HttpR
 api.add_decorator(limit_query_string, mode="view")
 
 
+def refuse_control_characters(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Refuse a path holding a control character (a NUL byte, a newline) with 400, before
+    authentication: no API path holds one, and PostgreSQL refuses NUL in text, so a
+    failed token's record (which keeps the path) would otherwise fail with it."""
+
+    @functools.wraps(view)
+    def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        found = _CONTROL.search(request.path_info)
+        if found:
+            return problem(
+                400,
+                "Bad request",
+                f"The path holds the control character U+{ord(found.group()):04X}, which no"
+                " API path contains. Nothing was done.",
+            )
+        return view(request, *args, **kwargs)
+
+    return checked
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+api.add_decorator(refuse_control_characters, mode="view")
+
+
 def problem(status: int, title: str, detail: str, **extra: Any) -> HttpResponse:
     body = {"type": "about:blank", "title": title, "status": status, "detail": detail, **extra}
     response = HttpResponse(json.dumps(body, default=str), status=status, content_type=PROBLEM)
@@ -187,6 +215,16 @@ def on_http_error(request: HttpRequest, error: HttpError) -> HttpResponse:
 @api.exception_handler(RequestDataTooBig)
 def on_too_big(request: HttpRequest, error: RequestDataTooBig) -> HttpResponse:
     return problem(413, "Body too large", "The request body is larger than this API accepts.")
+
+
+@api.exception_handler(OperationalError)
+@api.exception_handler(InterfaceError)
+def on_database_error(request: HttpRequest, error: Exception) -> HttpResponse:
+    """503 while the database cannot be reached (config.outages); any other database
+    error (a deadlock, a serialization failure) is a bug like any other."""
+    if outages.is_unreachable(error):
+        return outages.unavailable(request, error)
+    return on_bug(request, error)
 
 
 @api.exception_handler(Exception)

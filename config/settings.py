@@ -168,6 +168,8 @@ MIDDLEWARE = [
     "workflows.exposition.metrics_endpoint",
     # Then every other answer carries X-Request-ID and every log line its request's id.
     "config.request_ids.RequestIdMiddleware",
+    # A view that cannot reach the database answers 503 and Retry-After, not 500.
+    "config.outages.DatabaseOutageMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

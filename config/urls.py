@@ -13,3 +13,6 @@ urlpatterns = [
     path("console/", include("approvals.console.urls")),
     path("", include("approvals.inbox.urls")),
 ]
+
+# A 500 page, or a 503 while the database cannot be reached (config.outages).
+handler500 = "config.outages.server_error"

@@ -7,19 +7,39 @@ the same tick; `baton.start_scheduled_workflow` keys the run it starts on the
 schedule's name and that time, so the second message finds the first run and
 starts nothing. It also records, every few seconds, that this beat is alive
 (`workflows.heartbeats`, read by `manage.py liveness beat`).
+
+It also ends beat promptly on SIGTERM or SIGINT, wherever the signal lands.
+Celery's own handler saves the schedule from inside the signal handler: landing
+in one of the scheduler's queries, it queried again on the connection that
+query held, and waited for ever on that connection's lock. This scheduler
+replaces that handler when it starts, with one that runs no query:
+- while the scheduler is not at work (beat sleeps between ticks), it raises
+  SystemExit, and celery's loop saves the schedule on its way out;
+- while it is at work, it asks PostgreSQL to cancel the statement in flight
+  (from another connection, as psql's Ctrl-C does) and notes the request; the
+  scheduler then runs no further statement and leaves the tick with SystemExit.
+The last save is bounded by a statement timeout, so a lock held elsewhere
+cannot keep beat alive either. What a cut-short save loses is each entry's
+last run time, and that is safe to lose: beat then sends a tick again, whose
+start is keyed on its schedule and time, and finds the run already there.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import signal
 import socket
+import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
+from types import FrameType
 from typing import Any
 
 from celery.schedules import BaseSchedule, crontab, schedule
-from django.db import DatabaseError
+from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 from django_celery_beat.schedulers import DatabaseScheduler
 
@@ -30,6 +50,10 @@ logger = logging.getLogger("baton.beat")
 SCHEDULED_FOR_HEADER = "baton_scheduled_for"
 # Seconds between two heartbeats of one beat.
 HEARTBEAT_EVERY = 10.0
+# Seconds each statement of the last save may take once beat is stopping
+# (docker waits 10 s after SIGTERM before SIGKILL).
+LAST_SAVE_STATEMENT_TIMEOUT = 3.0
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 def scheduled_for(*, every: BaseSchedule, last_run_at: datetime, now: datetime) -> datetime:
@@ -60,9 +84,66 @@ def beat_heartbeat_name(hostname: str | None = None) -> str:
 
 
 class Scheduler(DatabaseScheduler):
-    """django-celery-beat's DatabaseScheduler, stamping ticks and recording heartbeats."""
+    """django-celery-beat's DatabaseScheduler: ticks stamped, heartbeats kept, prompt stops.
+
+    Concurrency: beat runs the scheduler in its main thread, and Python runs the
+    signal handler in that thread too, between two bytecodes of whatever it
+    interrupts; so the handler takes no lock and runs no query, and the counter
+    and flag below need no lock either.
+    """
 
     _last_heartbeat = -math.inf
+    # How deep the scheduler is in its own work (ticking, saving): 0 while beat sleeps.
+    _at_work = 0
+    _stop_requested = False
+    _last_save = False
+
+    def __init__(self, *args: Any, lazy: bool = False, **kwargs: Any) -> None:
+        # Before the first query: setting up the schedule reads the database.
+        if not lazy and threading.current_thread() is threading.main_thread():
+            for signum in STOP_SIGNALS:
+                signal.signal(signum, self._on_stop_signal)
+        with self._at_work_until_stopped():
+            super().__init__(*args, lazy=lazy, **kwargs)
+
+    def _on_stop_signal(self, signum: int, frame: FrameType | None) -> None:
+        """Stop beat now if the scheduler is idle, else cancel its statement and stop after."""
+        self._stop_requested = True
+        if not self._at_work:
+            raise SystemExit()
+        cancel_statement_in_flight()
+
+    @contextmanager
+    def _at_work_until_stopped(self) -> Iterator[None]:
+        """Mark the scheduler at work for the block, then leave with SystemExit if asked to stop.
+
+        Under it, once a stop is requested, no new statement starts (but those of
+        the last save), and the error of a statement cancelled for it becomes
+        SystemExit too: celery's loop then saves the schedule on its way out.
+        """
+        outermost = not self._at_work
+        self._at_work += 1
+        try:
+            if outermost:
+                with connection.execute_wrapper(self._refuse_statements_once_stopping):
+                    yield
+            else:
+                yield
+        except DatabaseError:
+            if outermost and self._stop_requested:
+                raise SystemExit() from None
+            raise
+        finally:
+            self._at_work -= 1
+        if outermost and self._stop_requested:
+            raise SystemExit()
+
+    def _refuse_statements_once_stopping(
+        self, execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any
+    ) -> Any:
+        if self._stop_requested and not self._last_save:
+            raise SystemExit()
+        return execute(sql, params, many, context)
 
     def apply_async(self, entry: Any, producer: Any = None, advance: bool = True, **kwargs: Any):
         tick = scheduled_for(
@@ -75,12 +156,58 @@ class Scheduler(DatabaseScheduler):
         return super().apply_async(entry, producer=producer, advance=False, **kwargs)
 
     def tick(self, *args: Any, **kwargs: Any) -> float:
-        delay = super().tick(*args, **kwargs)
-        if time.monotonic() - self._last_heartbeat >= HEARTBEAT_EVERY:
-            self._last_heartbeat = time.monotonic()
-            try:
-                heartbeats.record(name=beat_heartbeat_name(), now=timezone.now())
-            except DatabaseError:
-                # Beat keeps sending what is due; its healthcheck will show it stale.
-                logger.warning("beat.heartbeat_failed", exc_info=True)
+        with self._at_work_until_stopped():
+            delay = super().tick(*args, **kwargs)
+            if time.monotonic() - self._last_heartbeat >= HEARTBEAT_EVERY:
+                self._last_heartbeat = time.monotonic()
+                try:
+                    heartbeats.record(name=beat_heartbeat_name(), now=timezone.now())
+                except DatabaseError:
+                    # Beat keeps sending what is due; its healthcheck will show it stale.
+                    logger.warning("beat.heartbeat_failed", exc_info=True)
         return delay
+
+    def _do_sync(self) -> None:
+        # Celery's loop calls this between ticks to save the schedule every few minutes.
+        with self._at_work_until_stopped():
+            super()._do_sync()
+
+    def close(self) -> None:
+        """Save the schedule a last time, each statement bounded, and release the broker.
+
+        Celery calls this once beat leaves its loop, outside any signal handler;
+        a second signal meanwhile cancels the statement in flight.
+        """
+        self._last_save = True
+        self._at_work += 1
+        try:
+            close_old_connections()
+            bound_statements(seconds=LAST_SAVE_STATEMENT_TIMEOUT)
+            super().close()
+        finally:
+            self._at_work -= 1
+
+
+def cancel_statement_in_flight() -> None:
+    """Ask PostgreSQL to cancel this thread's statement in flight, if any; never raise.
+
+    The request travels on a connection of its own (libpq's cancel request) and
+    takes no lock of the connection it cancels, so a signal handler may send it.
+    """
+    raw = connection.connection
+    cancel = getattr(raw, "cancel_safe", None)  # psycopg 3; None on SQLite or once closed
+    if cancel is None:
+        return
+    with suppress(Exception):  # the stop goes on: the statement ends on its own, later
+        cancel(timeout=2)
+
+
+def bound_statements(*, seconds: float) -> None:
+    """Make PostgreSQL cancel each later statement of this connection after `seconds`."""
+    if connection.vendor != "postgresql":
+        return
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT set_config('statement_timeout', %s, false)", [f"{seconds}s"])
+    except DatabaseError:
+        logger.warning("beat.statement_timeout_failed", exc_info=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from workflows.dsl import Workflow, forward_successors
+from workflows.dsl import Activity, Node, Workflow, forward_successors
 from workflows.models import StepRun
 from workflows.states import LIVE_STEP_STATES, StepKind, StepState
 
@@ -44,6 +44,18 @@ class Arrow:
     y1: int
     x2: int
     y2: int
+    # A catch path (Activity.on_error) is drawn dashed, labelled with the error types
+    # it catches; a run deadline's path, from the start, with "deadline".
+    label: str = ""
+    dashed: bool = False
+
+    @property
+    def label_x(self) -> int:
+        return (self.x1 + self.x2) // 2
+
+    @property
+    def label_y(self) -> int:
+        return (self.y1 + self.y2) // 2 - 4
 
 
 @dataclass(frozen=True)
@@ -86,25 +98,50 @@ def draw(definition: Workflow, steps: Iterable[StepRun]) -> Diagram:
                 current=state in LIVE_STEP_STATES or state == UNDOING,
             )
     arrows = [
-        Arrow(
-            x1=boxes[node.name].x + BOX_WIDTH,
-            y1=boxes[node.name].label_y,
-            x2=boxes[successor].x,
-            y2=boxes[successor].label_y,
-        )
+        _arrow(boxes[node.name], boxes[successor], label, dashed=bool(label))
         for node in definition.nodes
-        for successor in node.successors()
+        for successor, label in _edges(node)
         if successor in boxes
     ]
+    deadline_node = definition.deadline_node
+    if deadline_node in boxes and definition.start in boxes:
+        arrows.append(
+            _arrow(boxes[definition.start], boxes[deadline_node], "deadline", dashed=True)
+        )
     width = MARGIN * 2 + (max(columns, default=0) + 1) * (BOX_WIDTH + GAP_X) - GAP_X
     tallest = max((len(names) for names in columns.values()), default=1)
     height = MARGIN * 2 + tallest * (BOX_HEIGHT + GAP_Y) - GAP_Y
     return Diagram(boxes=list(boxes.values()), arrows=arrows, width=width, height=height)
 
 
+def _arrow(source: Box, target: Box, label: str, *, dashed: bool) -> Arrow:
+    return Arrow(
+        x1=source.x + BOX_WIDTH,
+        y1=source.label_y,
+        x2=target.x,
+        y2=target.label_y,
+        label=label,
+        dashed=dashed,
+    )
+
+
+def _edges(node: Node) -> list[tuple[str, str]]:
+    """Where `node` leads, each with its label: the error types of a catch path, or ""."""
+    if not isinstance(node, Activity) or not node.on_error:
+        return [(successor, "") for successor in node.successors()]
+    edges = [(node.next, "")] if node.next is not None else []
+    caught: dict[str, list[str]] = {}
+    for error_type, target in node.on_error.items():
+        caught.setdefault(target, []).append(error_type)
+    return edges + [(target, ", ".join(types)) for target, types in caught.items()]
+
+
 def _depths(definition: Workflow) -> dict[str, int]:
     """Return each node's longest distance from the start (a GoBack's back edge aside)."""
     depth = {definition.start: 0}
+    if definition.deadline_node is not None:
+        # The deadline path starts beside the start: it may begin anywhere along the way.
+        depth[definition.deadline_node] = 1
     order = _topological(definition)
     for name in order:
         for successor in forward_successors(definition.node(name)):

@@ -20,7 +20,7 @@ from typing import Any, Literal
 import pydantic
 
 from workflows.activity import ActivityContext
-from workflows.calendars import Duration
+from workflows.calendars import BusinessTime, Duration
 from workflows.cleaning import Refused, refuse_unstorable
 
 ActivityFunction = Callable[[ActivityContext], Any]
@@ -118,13 +118,42 @@ class Activity(Node):
     timeouts: Timeouts = Timeouts()
     # Run on the worker that finished the previous step, without a broker round trip.
     local: bool = False
+    # Catch paths (a BPMN error boundary): where the run goes when the step fails for
+    # good with an error of this type, instead of being undone. Keys are exception
+    # class names (see `catch_target`); values are node names.
+    on_error: Mapping[str, str] = field(default_factory=dict)
 
     def exits(self) -> tuple[str | None, ...]:
-        return (self.next,)
+        return (self.next, *self.on_error.values())
 
     @property
     def compensation(self) -> ActivityFunction | None:
         return None if isinstance(self.compensate, NoCompensation) else self.compensate
+
+    def catch_target(self, error: Mapping[str, Any]) -> str | None:
+        """Return the node a failure for good with `error` goes to, or None to undo the run.
+
+        `error` is what the step recorded: its `type` (the exception's class name, or
+        the engine's name for a timeout) and `bases` (the names of that class's own
+        base classes, nearest first, `Exception` and above left out). The most
+        specific match wins: the type itself, then each base in turn, then
+        `"Timeout"` for any of the engine's timeouts (TIMEOUT_ERRORS).
+        """
+        if not self.on_error:
+            return None
+        names = [error.get("type", ""), *error.get("bases", ())]
+        if error.get("type") in TIMEOUT_ERRORS:
+            names.append(CATCH_TIMEOUT)
+        for name in names:
+            if name in self.on_error:
+                return self.on_error[name]
+        return None
+
+
+# The errors the engine records when an activity runs out of time (a failed attempt
+# that is retried like any other); `on_error={"Timeout": ...}` catches them all.
+TIMEOUT_ERRORS = ("StartToCloseTimeout", "HeartbeatTimeout", "ScheduleToStartTimeout")
+CATCH_TIMEOUT = "Timeout"
 
 
 @dataclass(frozen=True)
@@ -152,7 +181,13 @@ class Parallel(Node):
 
 @dataclass(frozen=True)
 class Join(Node):
-    """Continue once enough branches arrived: all of them, any one, or N of them."""
+    """Continue once enough branches arrived: all of them, any one, or N of them.
+
+    With `any` or N of M, the join goes on as soon as enough branches arrived; the
+    others lose the race: their steps not yet done are cancelled (a running one
+    hears it at its next heartbeat), and their steps that completed are undone,
+    most recent first, while the run goes on. The run ends only once that undo is over.
+    """
 
     wait_for: Literal["all", "any"] | int = "all"
     next: str | None = None
@@ -448,6 +483,8 @@ HUMAN_NODES = (Approval, Revise)
 
 # `Workflow(starters=ANYONE)`: every signed-in person may start it.
 ANYONE: Literal["anyone"] = "anyone"
+# `Workflow(on_deadline=DEADLINE_CANCELS)`: a run still live at its deadline is cancelled.
+DEADLINE_CANCELS = "cancel"
 
 
 class InvalidInput(ValueError):
@@ -515,6 +552,12 @@ class Workflow:
     # Input fields operators find runs by in the console (an order id, a vendor's
     # name): matched exactly, through the GIN index on the run's input.
     searchable: tuple[str, ...] = ()
+    # How long a run may live (a timedelta, or BusinessTime on a business calendar),
+    # counted from its start; what happens to one still live then: "cancel" (undo
+    # it, as an operator's cancel does) or the name of a node to move it to (what
+    # is in flight is cancelled, and the run goes on from that node).
+    deadline: Duration | None = None
+    on_deadline: str = DEADLINE_CANCELS
 
     def __str__(self) -> str:
         return f"{self.name} v{self.version}"
@@ -545,6 +588,41 @@ class Workflow:
                 for name in _reachable(self, parallel.branches, stop_at=parallel.join):
                     regions[name] = parallel.join
         return regions
+
+    @cached_property
+    def branch_regions(self) -> dict[str, tuple[frozenset[str], ...]]:
+        """Map each join to its branches' nodes (a branch's own nodes, the join left out)."""
+        return {
+            node.join: tuple(
+                frozenset(_reachable(self, (branch,), stop_at=node.join))
+                for branch in node.branches
+            )
+            for node in self.nodes
+            if isinstance(node, Parallel)
+        }
+
+    def lost_nodes(self, join: str, arrived: Collection[str | None]) -> frozenset[str]:
+        """The nodes of `join`'s branches that did not arrive (lost its race)."""
+        return frozenset().union(
+            *(region for region in self.branch_regions[join] if not region & set(arrived))
+        )
+
+    @cached_property
+    def has_racing_joins(self) -> bool:
+        """Whether a join may go on before every branch arrived (`any`, or N of M)."""
+        return any(
+            isinstance(node, Join)
+            and node.required(self.branch_count.get(node.name, 0))
+            < self.branch_count.get(node.name, 0)
+            for node in self.nodes
+        )
+
+    @property
+    def deadline_node(self) -> str | None:
+        """The node a run still live at its deadline moves to (None: it is cancelled)."""
+        if self.deadline is None or self.on_deadline == DEADLINE_CANCELS:
+            return None
+        return self.on_deadline
 
     @cached_property
     def branch_count(self) -> dict[str, int]:
@@ -604,6 +682,8 @@ def check_definition(workflow: Workflow) -> list[str]:
                 f"mutating activity {node.name!r} has no compensation: name one, or pass "
                 "NoCompensation(reason) to say why it needs none"
             )
+        if isinstance(node, Activity) and node.on_error:
+            problems.extend(_catch_problems(node))
         if isinstance(node, Parallel):
             problems.extend(_parallel_problems(workflow, node))
         if isinstance(node, Approval) and node.form is not None:
@@ -648,9 +728,11 @@ def check_definition(workflow: Workflow) -> list[str]:
             if name not in schema.model_fields
         )
 
-    unreachable = set(names) - _reachable(workflow, (workflow.start,))
+    problems.extend(_deadline_problems(workflow))
+    starts = (workflow.start, *_defined(workflow, workflow.deadline_node))
+    unreachable = set(names) - _reachable(workflow, starts)
     problems.extend(f"node {name!r} is unreachable from the start" for name in sorted(unreachable))
-    cycle = _find_cycle(workflow)
+    cycle = next(filter(None, (_find_cycle(workflow, start) for start in starts)), None)
     if cycle:
         problems.append(
             f"path with no end: {' -> '.join(cycle)} loops back with no GoBack to bound it "
@@ -662,6 +744,61 @@ def check_definition(workflow: Workflow) -> list[str]:
 # The highest round a step can record (StepRun.round is a small integer); each
 # time a run goes back it starts one round up.
 MAX_ROUND = 32767
+
+
+def _defined(workflow: Workflow, name: str | None) -> tuple[str, ...]:
+    return (name,) if name is not None and name in workflow.nodes_by_name else ()
+
+
+def _catch_problems(node: Activity) -> list[str]:
+    if not isinstance(node.on_error, Mapping):
+        return [
+            f"activity {node.name!r} has on_error={node.on_error!r}: it must map error type "
+            "names to node names, e.g. {'CreditDeclined': 'manual_review'}"
+        ]
+    problems = []
+    for error_type, target in node.on_error.items():
+        if not isinstance(error_type, str) or not error_type.isidentifier():
+            problems.append(
+                f"activity {node.name!r} catches {error_type!r}, which is not an exception "
+                f"class name (or {CATCH_TIMEOUT!r})"
+            )
+        if not isinstance(target, str):
+            problems.append(
+                f"activity {node.name!r} sends {error_type!r} to {target!r}, which is not "
+                "a node name"
+            )
+    return problems
+
+
+def _deadline_problems(workflow: Workflow) -> list[str]:
+    """A run deadline is a positive duration; a deadline path is a path of its own."""
+    deadline, target = workflow.deadline, workflow.on_deadline
+    if deadline is None:
+        if target != DEADLINE_CANCELS:
+            return [f"on_deadline={target!r} needs a deadline to fire at"]
+        return []
+    if isinstance(deadline, timedelta):
+        if deadline <= timedelta(0):
+            return [f"the deadline must be a positive duration, not {deadline}"]
+    elif not isinstance(deadline, BusinessTime):
+        return [f"the deadline must be a timedelta or a BusinessTime, not {deadline!r}"]
+    if target == DEADLINE_CANCELS:
+        return []
+    if target not in workflow.nodes_by_name:
+        return [
+            f"on_deadline names {target!r}, which is not a node "
+            f"(or say {DEADLINE_CANCELS!r} to cancel the run)"
+        ]
+    # The run may be anywhere when its deadline passes, so the deadline path must not
+    # run a node the run may already have run (each node runs once per round).
+    shared = _reachable(workflow, (target,)) & _reachable(workflow, (workflow.start,))
+    if shared:
+        return [
+            f"the deadline path from {target!r} shares {', '.join(map(repr, sorted(shared)))} "
+            "with the run's own path: a deadline path needs nodes of its own"
+        ]
+    return []
 
 
 def _go_back_problems(workflow: Workflow, go_back: GoBack) -> list[str]:
@@ -838,18 +975,18 @@ def _parallel_problems(workflow: Workflow, parallel: Parallel) -> list[str]:
     return problems
 
 
-def _find_cycle(workflow: Workflow) -> list[str] | None:
-    """Return a path from the start that loops back on itself not through a GoBack, or None.
+def _find_cycle(workflow: Workflow, start: str) -> list[str] | None:
+    """Return a path from `start` that loops back on itself not through a GoBack, or None.
 
     A depth-first walk with its own stack, so a definition of ten thousand
     chained nodes is checked as easily as one of ten.
     """
     nodes = workflow.nodes_by_name
-    if workflow.start not in nodes:
+    if start not in nodes:
         return None
-    path = [workflow.start]
-    on_path = {workflow.start}
-    unvisited = [iter(forward_successors(nodes[workflow.start]))]
+    path = [start]
+    on_path = {start}
+    unvisited = [iter(forward_successors(nodes[start]))]
     done: set[str] = set()
     while unvisited:
         successor = next(unvisited[-1], None)

@@ -54,7 +54,7 @@ def approval_durations(node: Approval) -> list[Duration | None]:
 
 def calendars_named_by(definition: Workflow) -> set[str]:
     """The names of the calendars `definition` counts business time on."""
-    durations: list[Duration | None] = []
+    durations: list[Duration | None] = [definition.deadline]
     for node in definition.nodes:
         if isinstance(node, Approval):
             durations += approval_durations(node)

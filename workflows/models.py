@@ -256,6 +256,10 @@ class WorkflowRun(FencedTransitions, SavesChanges, models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    # When the run, if still live, is cancelled or moved on (its definition's
+    # `deadline`, counted from the start); cleared once it fired. Read by the sweep
+    # through run_deadline_idx.
+    deadline_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
     # A child run (see dsl.ChildWorkflow and dsl.Map): the run that started it, and the
     # step of that run that waits for it (the step's `children`).
@@ -312,6 +316,15 @@ class WorkflowRun(FencedTransitions, SavesChanges, models.Model):
                 include=["workflow_type", "state", "created_at"],
                 condition=Q(finished_at__isnull=False),
                 name="run_finished_idx",
+            ),
+            # Run deadlines the sweep fires, in due order: only runs moving forward (a
+            # paused run's deadline fires once it resumes; an ending run has none).
+            models.Index(
+                fields=["deadline_at"],
+                condition=Q(
+                    deadline_at__isnull=False, state__in=[RunState.RUNNING, RunState.WAITING]
+                ),
+                name="run_deadline_idx",
             ),
             # A person's requests, newest first (My requests reads it backwards).
             models.Index(
@@ -587,9 +600,15 @@ class StepRun(FencedTransitions, SavesChanges, models.Model):
         source=[StepState.SCHEDULED, StepState.RUNNING, StepState.RETRY_WAIT, StepState.WAITING],
         target=StepState.CANCELLED,
     )
-    def cancel(self, *, now: datetime) -> None:
+    def cancel(self, *, now: datetime, attempt_may_run_until: datetime | None = None) -> None:
+        """Stop the step; a running attempt loses its lease (its result will be discarded).
+
+        `attempt_may_run_until`: the lease of an attempt cancelled while it ran, kept
+        as `due_at` (the sweep never reads a cancelled step's), so that its undo waits
+        until that attempt can no longer be applying its effect.
+        """
         self.finished_at = now
-        self.due_at = None
+        self.due_at = attempt_may_run_until
         self.lease_token = None
 
     @fsm.transition(

@@ -55,6 +55,12 @@ class EventKind(models.TextChoices):
     REDISPATCHED = "redispatched"
     DEAD_LETTERED = "dead_lettered"
     OPERATOR = "operator"
+    # Something an operator should know that changes no state (workflows.engine.notes).
+    WARNING = "warning"
+    # A step that failed for good took its catch path (Activity.on_error).
+    CAUGHT = "caught"
+    # The run's deadline passed while it was live (Workflow.deadline).
+    DEADLINE_PASSED = "deadline_passed"
 
 
 LIVE_RUN_STATES = (

@@ -4,8 +4,8 @@ clock the test moves.
 Everything goes through the engine's public use cases against the test database:
 `start_workflow`, `execute_step` (what a worker does), `signal_run`, `cancel_run` and the
 real `sweep`, which fires timers,
-retries, lost leases, escalations and deadlines from the due times stored in the
-database. Nothing is mocked but the broker: the kit runs every scheduled step itself,
+retries, lost leases, escalations, deadlines and run deadlines from the due times stored
+in the database. Nothing is mocked but the broker: the kit runs every scheduled step itself,
 so no message leaves the process. The clock is the kit's `now`, passed to every use
 case; `advance(days=3)` moves it and lets the sweep fire whatever fell due meanwhile,
 each at its own due time (as a sweep running every few seconds would), in one call.
@@ -135,14 +135,21 @@ class WorkflowEnvironment:
         self.settle()
 
     def _next_due(self) -> datetime | None:
-        """The earliest due time after now: a waiting or retrying step's, or a human task's."""
+        """The earliest due time after now: a waiting or retrying step's, a run's deadline,
+        or a human task's."""
         due = [
             StepRun.objects.filter(
                 state__in=(StepState.RETRY_WAIT, StepState.WAITING), due_at__gt=self.now
             )
             .order_by("due_at")
             .values_list("due_at", flat=True)
-            .first()
+            .first(),
+            WorkflowRun.objects.filter(
+                state__in=(RunState.RUNNING, RunState.WAITING), deadline_at__gt=self.now
+            )
+            .order_by("deadline_at")
+            .values_list("deadline_at", flat=True)
+            .first(),
         ]
         due += [source(self.now) for source in due_time_sources]
         return min((moment for moment in due if moment is not None), default=None)

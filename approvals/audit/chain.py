@@ -17,7 +17,6 @@ and names the newest checkpoint that still holds.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
 import os
@@ -34,10 +33,17 @@ from django.contrib.contenttypes.models import ContentType
 from django.db import connection, transaction
 from django.utils.crypto import salted_hmac
 
+from approvals.audit.hashing import (
+    GENESIS,
+    checkpoint_payload,
+    checkpoint_signature,
+    entry_content,
+    entry_hash,
+    unkeyed_entry_hash,
+)
 from approvals.models import AuditCheckpoint
 
 SYSTEM_USERNAME = "baton-system"
-GENESIS = "0" * 64
 _CHAIN_LOCK = 0x0BA70A
 _KEY_SALT = "baton.audit.chain-key"
 
@@ -172,17 +178,17 @@ def _append(
         .first()
     )
     previous_hash = previous["chain"]["hash"] if previous else GENESIS
-    content = {
-        "content_type": ContentType.objects.get_for_model(subject).pk,
-        "object_pk": str(subject.pk),
-        "event": event,
-        "actor": actor.pk if actor else None,
-        "channel": channel,
-        "comment": comment,
-        "remote_addr": remote_addr,
-        "changes": changes,
-        "timestamp": now.isoformat(),
-    }
+    content = entry_content(
+        content_type=ContentType.objects.get_for_model(subject).pk,
+        object_pk=str(subject.pk),
+        event=event,
+        actor=actor.pk if actor else None,
+        channel=channel,
+        comment=comment,
+        remote_addr=remote_addr,
+        changes=changes,
+        timestamp=now.isoformat(),
+    )
     overrides = {"object_repr": object_repr} if object_repr is not None else {}
     return LogEntry.objects.log_create(
         subject,
@@ -198,7 +204,7 @@ def _append(
             "comment": comment,
             "chain": {
                 "previous": previous_hash,
-                "hash": _hash(previous_hash, content, key=chain_key()),
+                "hash": entry_hash(previous_hash, content, key=chain_key()),
             },
         },
         **overrides,
@@ -207,31 +213,17 @@ def _append(
 
 def _content_of(entry: LogEntry) -> dict[str, Any]:
     data = entry.additional_data or {}
-    return {
-        "content_type": entry.content_type_id,
-        "object_pk": entry.object_pk,
-        "event": data.get("event"),
-        "actor": entry.actor_id,
-        "channel": data.get("channel"),
-        "comment": data.get("comment"),
-        "remote_addr": entry.remote_addr,
-        "changes": entry.changes or {},
-        "timestamp": entry.timestamp.isoformat(),
-    }
-
-
-def _canonical(previous_hash: str, content: dict[str, Any]) -> bytes:
-    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), default=str)
-    return f"{previous_hash}\n{canonical}".encode()
-
-
-def _hash(previous_hash: str, content: dict[str, Any], *, key: bytes) -> str:
-    return hmac.new(key, _canonical(previous_hash, content), hashlib.sha256).hexdigest()
-
-
-def _unkeyed_hash(previous_hash: str, content: dict[str, Any]) -> str:
-    """The hash entries carried before the chain was keyed (read only by the upgrade)."""
-    return hashlib.sha256(_canonical(previous_hash, content)).hexdigest()
+    return entry_content(
+        content_type=entry.content_type_id,
+        object_pk=entry.object_pk,
+        event=data.get("event"),
+        actor=entry.actor_id,
+        channel=data.get("channel"),
+        comment=data.get("comment"),
+        remote_addr=entry.remote_addr,
+        changes=entry.changes or {},
+        timestamp=entry.timestamp.isoformat(),
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -268,7 +260,9 @@ class Checkpoint:
         return f"checkpoint #{self.number} of {self.at[:19].replace('T', ' ')} UTC{where}"
 
     def payload(self) -> dict[str, Any]:
-        return {"at": self.at, "entry": self.entry_id, "entries": self.entries, "head": self.head}
+        return checkpoint_payload(
+            at=self.at, entry=self.entry_id, entries=self.entries, head=self.head
+        )
 
     def line(self) -> str:
         """The checkpoint as one JSON line, for a file outside the database."""
@@ -278,7 +272,7 @@ class Checkpoint:
         )
 
     def is_signed_with(self, key: bytes) -> bool:
-        return hmac.compare_digest(self.signature, _sign(self.payload(), key=key))
+        return hmac.compare_digest(self.signature, checkpoint_signature(self.payload(), key=key))
 
 
 class AuditChainBroken(Exception):
@@ -287,13 +281,6 @@ class AuditChainBroken(Exception):
 
 class CheckpointFileError(Exception):
     """An exported checkpoint file cannot be read; the message says which line."""
-
-
-def _sign(payload: dict[str, Any], *, key: bytes) -> str:
-    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
-    return hmac.new(
-        key, f"baton.audit-checkpoint\n{canonical}".encode(), hashlib.sha256
-    ).hexdigest()
 
 
 def stored_checkpoints() -> list[Checkpoint]:
@@ -349,14 +336,14 @@ def write_checkpoint(*, now: datetime, export_to: str | Path | None = None) -> C
     entry_id, entries, head_hash = head
     export_to = export_to or settings.BATON_AUDIT_CHECKPOINT_FILE or None
     at = now.astimezone(UTC)  # as the database gives it back, so the signature still fits
-    payload = {"at": at.isoformat(), "entry": entry_id, "entries": entries, "head": head_hash}
+    payload = checkpoint_payload(at=at.isoformat(), entry=entry_id, entries=entries, head=head_hash)
     with transaction.atomic():
         row = AuditCheckpoint.objects.create(
             created_at=at,
             entry_id=entry_id,
             entries=entries,
             head=head_hash,
-            signature=_sign(payload, key=key),
+            signature=checkpoint_signature(payload, key=key),
         )
         checkpoint = Checkpoint.of(row)
         if export_to:
@@ -386,7 +373,7 @@ def _verified_head(*, key: bytes) -> tuple[int, int, str] | None:
         entries = entries.filter(pk__gt=newest.entry_id)
         previous, count, last_id = newest.head, newest.entries, newest.entry_id
     for entry in entries.iterator(chunk_size=1000):
-        expected = _hash(previous, _content_of(entry), key=key)
+        expected = entry_hash(previous, _content_of(entry), key=key)
         if not _fits(entry, previous, expected):
             raise AuditChainBroken(_misfit(entry, newest))
         previous, count, last_id = expected, count + 1, entry.pk
@@ -436,7 +423,7 @@ def verify_audit_chain(*, checkpoints: Iterable[Checkpoint] | None = None) -> Ch
     seen: dict[int, tuple[str, int]] = {}
     previous, count, last_id = GENESIS, 0, None
     for entry in _chained_entries().iterator(chunk_size=1000):
-        expected = _hash(previous, _content_of(entry), key=key)
+        expected = entry_hash(previous, _content_of(entry), key=key)
         if not _fits(entry, previous, expected):
             holding = _newest_holding([a for a in anchors if a.entry_id < entry.pk], seen)
             return ChainReport(count, checked, holding, entry, _misfit(entry, holding))
@@ -546,11 +533,11 @@ def rekey_unkeyed_chain(*, log_entries: Any, now: datetime) -> int:
         chain = entry.additional_data["chain"]
         content = _content_of(entry)
         if chain.get("previous") != stored_previous or chain.get("hash") not in (
-            _unkeyed_hash(stored_previous, content),
-            _hash(stored_previous, content, key=key),
+            unkeyed_entry_hash(stored_previous, content),
+            entry_hash(stored_previous, content, key=key),
         ):
             break
-        new_hash = _hash(new_previous, content, key=key)
+        new_hash = entry_hash(new_previous, content, key=key)
         stored_previous = chain["hash"]
         entry.additional_data["chain"] = {
             "previous": new_previous,

@@ -11,6 +11,7 @@ urlpatterns = [
     path("sla/", views.sla, name="sla"),
     path("tasks/", views.tasks, name="tasks"),
     path("versions/", views.versions, name="versions"),
+    path("audit/", views.audit_export, name="audit_export"),
     path("retry-dead-letters/", views.retry_dead_letters, name="retry_dead_letters"),
     path("runs/<uuid:run_id>/", views.run_detail, name="run"),
     path("runs/<uuid:run_id>/steps/<str:node>/skip/", views.skip, name="skip"),

@@ -16,13 +16,13 @@ from uuid import UUID
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from approvals import request_pages
+from approvals import audit, request_pages
 from approvals.act import Act
 from approvals.console import selectors as console_selectors
 from approvals.console import services, task_selectors
@@ -317,3 +317,47 @@ def _version_number(raw: str, which: str) -> int:
     if not (raw.isascii() and raw.isdigit()) or int(raw) < 1:
         raise services.InvalidInput(f"The {which} version must be a whole number, 1 or more.")
     return int(raw)
+
+
+# ---------------------------------------------------------------------------
+# The audit export
+# ---------------------------------------------------------------------------
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def audit_export(request: HttpRequest) -> HttpResponse:
+    """Download audit entries with their chain values, for auditors to verify offline:
+    GET shows the filters, POST streams the file (it may anchor the chain's head with a
+    new checkpoint first, so it is not a GET). Operators only: the log names people,
+    their addresses and their comments."""
+    refusal = services.console_refusal(request.user) or services.operate_refusal(
+        request.user, "download the audit log"
+    )
+    if refusal:
+        return _problem(request, refusal, status=403)
+    data = request.POST if request.method == "POST" else request.GET
+    context: dict[str, Any] = {
+        "types": console_selectors.workflow_types(),
+        "formats": audit.EXPORT_FORMATS,
+        "form": {name: data.get(name, "") for name in ("from", "to", "type", "format")},
+    }
+    if request.method == "GET":
+        return render(request, "approvals/console/audit.html", context)
+    try:
+        filters = audit.ExportFilters.parse(
+            start=data.get("from"), end=data.get("to"), workflow_type=data.get("type")
+        )
+        export = audit.start_export(
+            filters=filters, format=data.get("format") or "csv", now=timezone.now()
+        )
+    except audit.ExportFilterError as error:
+        context["error"] = str(error)
+        return render(request, "approvals/console/audit.html", context, status=400)
+    except audit.AuditChainBroken as error:
+        context["error"] = f"Nothing was exported. {error}"
+        return render(request, "approvals/console/audit.html", context, status=409)
+    response = StreamingHttpResponse(export.chunks(), content_type=export.media_type)
+    response["Content-Disposition"] = f'attachment; filename="{export.filename}"'
+    response["Cache-Control"] = "no-store"
+    return response

@@ -12,18 +12,26 @@ calls `inbox_entries.refresh(task)`, in the same transaction, so the inbox stays
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
-from approvals import permissions, rework_rounds
+from approvals import audit, duties, permissions, quorum, rework_rounds
 from approvals.human_tasks import inbox_entries
-from approvals.human_tasks.acting import Act, act_of, audit_task, authorised, clean_comment
+from approvals.human_tasks.acting import (
+    Act,
+    act_of,
+    audit_task,
+    authorised,
+    clean_comment,
+    may_decide,
+)
 from approvals.human_tasks.errors import (
     InvalidForm,
     InvalidRequest,
@@ -235,7 +243,8 @@ def trace_closed(task: HumanTask, run: WorkflowRun, outcome: str, now: datetime)
 
 def settle_approval(task: HumanTask, now: datetime) -> None:
     """Signal the run once the node's tasks reach a decision: N approvals, or too many
-    rejections for N to be reachable. The engine then closes the remaining tasks.
+    rejections for N to be reachable, or too few shares left that anyone may decide
+    (approvals.quorum). The engine then closes the remaining tasks.
 
     The signal's payload becomes the approval step's result, so later steps and
     conditions read each decision's form values there: `decisions[i]["values"]`,
@@ -243,20 +252,38 @@ def settle_approval(task: HumanTask, now: datetime) -> None:
     """
     node = approval_node_of(task)
     siblings = list(
-        HumanTask.objects.filter(step_id=task.step_id).values_list("outcome", flat=True)
+        HumanTask.objects.filter(step_id=task.step_id)
+        .select_related("assignee")
+        .prefetch_related("candidate_users", "candidate_groups")
     )
-    approvals = siblings.count(Outcome.APPROVED)
-    rejections = siblings.count(Outcome.REJECTED)
-    if Outcome.CHANGES_REQUESTED in siblings:
-        # One reviewer asking for changes sends the request back; the engine closes
-        # the other shares, and the next round asks everyone again.
-        signal = node.changes_requested_signal
-    elif approvals >= node.required:
-        signal = node.approved_signal
-    elif rejections > len(siblings) - node.required:
-        signal = node.rejected_signal
-    else:
+    outcomes = [sibling.outcome for sibling in siblings]
+    live = [sibling for sibling in siblings if sibling.is_live]
+    shares = quorum.Shares(
+        approved=outcomes.count(Outcome.APPROVED),
+        rejected=outcomes.count(Outcome.REJECTED),
+        changes_requested=outcomes.count(Outcome.CHANGES_REQUESTED),
+        open=len(live),
+    )
+    found = quorum.verdict(shares, required=node.required)
+    barred: list[HumanTask] = []
+    if found is None and live:
+        barred = undecidable_shares(live, node=node)
+        shares = replace(shares, open=len(live) - len(barred), undecidable=len(barred))
+        found = quorum.verdict(shares, required=node.required)
+    if found is None:
         return
+    reason = ""
+    if found is quorum.Verdict.UNREACHABLE:
+        reason = quorum.unreachable_reason(
+            shares, required=node.required, barred=[holders_of(share) for share in barred]
+        )
+        _record_unreachable(task, barred, reason, now)
+    signal = {
+        quorum.Verdict.APPROVED: node.approved_signal,
+        quorum.Verdict.REJECTED: node.rejected_signal,
+        quorum.Verdict.UNREACHABLE: node.rejected_signal,
+        quorum.Verdict.CHANGES_REQUESTED: node.changes_requested_signal,
+    }[found]
     decisions = HumanTask.objects.filter(step_id=task.step_id).exclude(outcome="")
     payload: dict[str, Any] = {
         "outcome": signal.rsplit(".", 1)[1],
@@ -273,6 +300,8 @@ def settle_approval(task: HumanTask, now: datetime) -> None:
     }
     if node.required == 1:
         payload["values"] = task.form_values
+    if reason:
+        payload["reason"] = reason
     engine.signal_run(
         run_id=task.run_id,
         name=signal,
@@ -281,6 +310,65 @@ def settle_approval(task: HumanTask, now: datetime) -> None:
         payload=payload,
         now=now,
     )
+
+
+def undecidable_shares(live: list[HumanTask], *, node: Approval) -> list[HumanTask]:
+    """Return the live shares that nobody may decide: every candidate (the holder, the
+    candidate people, their groups' active members) is inactive, barred by separation
+    of duties, or, where N of M must approve, already decided another share."""
+    if not live:
+        return []
+    task_duties = duties.duties_of(live[0])
+    step_id = live[0].step_id
+    decided = (
+        set(
+            HumanTask.objects.filter(step_id=step_id)
+            .exclude(decided_by=None)
+            .values_list("decided_by_id", flat=True)
+        )
+        if node.required > 1
+        else set()
+    )
+    undecidable = []
+    for share in live:
+        people = User.objects.filter(is_active=True).filter(
+            Q(pk=share.assignee_id)
+            | Q(pk__in=[user.pk for user in share.candidate_users.all()])
+            | Q(groups__in=[group.pk for group in share.candidate_groups.all()])
+        )
+        if not any(
+            person.pk not in decided and may_decide(person, task_duties)
+            for person in people.distinct()
+        ):
+            undecidable.append(share)
+    return undecidable
+
+
+def holders_of(share: HumanTask) -> str:
+    """Name who a share waits on: its holder, else its candidate people and groups."""
+    if share.assignee is not None:
+        return share.assignee.get_username()
+    names = [user.get_username() for user in share.candidate_users.all()]
+    names += [f"group {group.name}" for group in share.candidate_groups.all()]
+    return " or ".join(names) or "nobody"
+
+
+def _record_unreachable(
+    task: HumanTask, barred: list[HumanTask], reason: str, now: datetime
+) -> None:
+    """Put why the approval is rejected on the run's timeline and in each barred share's
+    audit trail (the engine then cancels them, as it does every share left open)."""
+    engine.warn_run(run=task.run, step=task.step, message=reason, now=now)
+    system = audit.system_actor()
+    for share in barred:
+        audit.record(
+            task=share,
+            event="quorum_unreachable",
+            actor=system,
+            channel=Channel.SYSTEM,
+            now=now,
+            comment=reason,
+        )
 
 
 def _refuse_second_share(task: HumanTask, user: Any) -> None:

@@ -20,7 +20,7 @@ from approvals.models import (
 )
 from approvals.notify import notifications
 from approvals.states import LIVE_TASK_STATES, Channel, Outcome, TaskKind, TaskState
-from workflows import due_times
+from workflows import due_times, engine
 from workflows.dsl import Approval, Node, RunData
 from workflows.models import StepRun, WorkflowRun
 
@@ -39,6 +39,7 @@ def open_tasks_for_step(run: WorkflowRun, step: StepRun, node: Approval) -> list
     usernames = node.assignees_for(data)
     users = list(User.objects.filter(username__in=usernames, is_active=True))
     groups = list(Group.objects.filter(name__in=node.groups))
+    warn_missing_groups(run, step, node.groups, found=groups, now=now)
     if node.required > 1:
         shares = [([user], []) for user in users] + [([], [group]) for group in groups]
     else:
@@ -52,6 +53,30 @@ def open_tasks_for_step(run: WorkflowRun, step: StepRun, node: Approval) -> list
         )
         for share_users, share_groups in shares
     ]
+
+
+def warn_missing_groups(
+    run: WorkflowRun, step: StepRun, names: tuple[str, ...], *, found: list[Group], now: Any
+) -> None:
+    """Warn on the run's timeline when the node names groups that do not exist (deleted
+    since start-up, when the system check approvals.E002 would have said so): nobody
+    in them will see the task."""
+    missing = sorted(set(names) - {group.name for group in found})
+    if not missing:
+        return
+    listed = ", ".join(repr(name) for name in missing)
+    engine.warn_run(
+        run=run,
+        step=step,
+        message=(
+            f"Group{'s' if len(missing) > 1 else ''} {listed} named by approval {step.node!r} "
+            f"do{'es' if len(missing) == 1 else ''} not exist, so nobody in "
+            f"{'them' if len(missing) > 1 else 'it'} can see its task. Create the group, or "
+            "reassign the task from the console."
+        ),
+        now=now,
+        detail={"missing_groups": missing},
+    )
 
 
 def _returning_reviewer(

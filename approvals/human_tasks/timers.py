@@ -15,6 +15,7 @@ from approvals import audit, duties, escalation
 from approvals.human_tasks import inbox_entries
 from approvals.human_tasks.acting import Act, audit_task, lock_task, may_decide
 from approvals.human_tasks.decide import approval_node_of, settle_approval, trace_closed
+from approvals.human_tasks.lifecycle import warn_missing_groups
 from approvals.models import (
     HumanTask,
     ReportingLine,
@@ -53,6 +54,7 @@ def _escalate(task: HumanTask, node: Approval, now: datetime) -> bool:
     policy = node.escalations[task.escalation_level]
     holders = [user for user in (task.assignee, task.owner) if user is not None]
     new_groups = list(Group.objects.filter(name__in=policy.to_groups))
+    warn_missing_groups(task.run, task.step, policy.to_groups, found=new_groups, now=now)
     new_users = []
     if policy.to_manager:
         subjects = holders or list(task.candidate_users.all())

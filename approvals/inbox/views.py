@@ -654,7 +654,10 @@ def _confirmation(request: HttpRequest, link_id: Any) -> str:
 
 
 def _link_status(problem: links.LinkProblem) -> int:
-    """410 for a link that was good once (expired, used, stale); 403 for one never good."""
+    """410 for a link that was good once (expired, used, stale); 400 for a token no link
+    has the shape of; 403 for another one never good."""
+    if problem.kind == "malformed":
+        return 400
     return 410 if problem.kind in {"expired", "used", "stale"} else 403
 
 

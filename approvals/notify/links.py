@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -12,15 +13,23 @@ from workflows import metrics
 
 _SALT = "approvals.email-link"
 
+# Every token `create_link` gives out: a link's id (a UUID), Signer's ":" and a
+# URL-safe base64 signature. A token with any other character (a NUL byte, a space,
+# a slash) was never a link, and is refused before it reaches the database.
+_TOKEN = re.compile(r"[0-9A-Za-z_:-]{1,200}")
+
+
+_NOT_VALID = (
+    "This link is not valid: it was changed or cut short. Open the task from your inbox instead."
+)
+
 
 class LinkProblem(Exception):
     """Why a link cannot be used; `kind` names it for the page and the tests."""
 
     MESSAGES = {
-        "tampered": (
-            "This link is not valid: it was changed or cut short. "
-            "Open the task from your inbox instead."
-        ),
+        "tampered": _NOT_VALID,
+        "malformed": _NOT_VALID,
         "expired": "This link has expired. Open the task from your inbox instead.",
         "used": "This link was already used. Each emailed link works once.",
         "stale": (
@@ -32,7 +41,9 @@ class LinkProblem(Exception):
 
     # Only a guessed, altered or someone else's link gives these; an honest
     # recipient meets the others (used, expired, stale), so only these count
-    # towards a lockout (approvals.throttling).
+    # towards a lockout (approvals.throttling). A malformed token does not: it
+    # cannot match any link, so there is nothing to slow down, and its path is
+    # not fit to be stored.
     GUESSES = frozenset({"tampered", "forwarded"})
 
     def __init__(self, kind: str) -> None:
@@ -59,6 +70,8 @@ def create_link(*, task: HumanTask, recipient, now: datetime) -> tuple[EmailLink
 
 def resolve(token: str, *, now: datetime, lock: bool = False) -> EmailLink:
     """Return the link a token names if it can still be used, or raise LinkProblem."""
+    if not _TOKEN.fullmatch(token):
+        raise LinkProblem("malformed")
     try:
         link_id = signing.Signer(salt=_SALT).unsign(token)
     except signing.BadSignature:

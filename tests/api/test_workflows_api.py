@@ -521,6 +521,37 @@ class TestLimits:
         assert response.status_code == 200
 
 
+class TestControlCharactersInThePath:
+    @pytest.mark.parametrize("path", ["/workflows/a%00b", "/tasks/a%00b", "/tasks/a%0Ab"])
+    def test_a_wrong_token_on_such_a_path_is_400_problem_json_not_500(self, path):
+        client = Client()
+
+        response = client.get(f"/api/v1{path}", headers={"Authorization": "Bearer wrong"})
+
+        assert response.status_code == 400
+        assert response["Content-Type"] == PROBLEM
+        assert "which no API path contains" in response.json()["detail"]
+
+    def test_a_signal_posted_with_a_wrong_token_to_such_a_path_is_400(self):
+        client = Client()
+
+        response = client.post(
+            "/api/v1/workflows/a%00b/signals/go",
+            {"payload": {}},
+            content_type="application/json",
+            headers={"Authorization": "Bearer wrong"},
+        )
+
+        assert response.status_code == 400
+        assert "U+0000" in response.json()["detail"]
+
+    def test_a_valid_token_is_told_the_same(self, api_as):
+        response = api_as("alice").get("/workflows/a%00b")
+
+        assert response.status_code == 400
+        assert response["Content-Type"] == PROBLEM
+
+
 class TestChildRuns:
     @pytest.fixture
     def parent(self, start, drive, alice):

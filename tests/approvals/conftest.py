@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -11,6 +12,9 @@ from django.utils import timezone
 
 from approvals.human_tasks import inbox_entries
 from approvals.models import HumanTask
+from tests.workflows.definitions import step
+from workflows import registry
+from workflows.dsl import Approval, Escalation, Workflow
 
 
 @pytest.fixture
@@ -53,3 +57,29 @@ def transition_url():
         return reverse("admin:approvals_humantask_transition", args=[task.pk, name])
 
     return url
+
+
+AUDITED = Workflow(
+    name="test_audited",
+    version=1,
+    start="review",
+    nodes=(
+        Approval(
+            "review",
+            title="Audit review",
+            groups=("auditors",),
+            escalations=(Escalation(after=timedelta(days=1), to_groups=("audit_board",)),),
+            on_approve="after",
+            on_reject=None,
+        ),
+        step("after"),
+    ),
+)
+
+
+@pytest.fixture
+def audited():
+    """A type whose approval names two groups nobody made, registered for the test."""
+    registry.register(AUDITED)
+    yield AUDITED
+    registry.unregister(AUDITED)

@@ -13,7 +13,7 @@ from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
 from approvals import audit, human_tasks, tasks
-from approvals.audit import GENESIS, SYSTEM_USERNAME, chain, verify_audit_chain
+from approvals.audit import GENESIS, SYSTEM_USERNAME, chain, hashing, verify_audit_chain
 from approvals.checks import check_audit_key
 from approvals.models import AuditCheckpoint
 from approvals.states import Channel
@@ -90,7 +90,7 @@ def recompute_unkeyed(entries) -> None:
         data = entry.additional_data
         data["chain"] = {
             "previous": previous,
-            "hash": chain._unkeyed_hash(previous, chain._content_of(entry)),
+            "hash": hashing.unkeyed_entry_hash(previous, chain._content_of(entry)),
         }
         LogEntry.objects.filter(pk=entry.pk).update(additional_data=data)
         previous = data["chain"]["hash"]
@@ -106,7 +106,7 @@ def recompute_keyed(entries) -> None:
     previous = GENESIS
     for entry in entries.order_by("id"):
         data = entry.additional_data
-        new_hash = chain._hash(previous, chain._content_of(entry), key=audit.chain_key())
+        new_hash = hashing.entry_hash(previous, chain._content_of(entry), key=audit.chain_key())
         data["chain"] = {"previous": previous, "hash": new_hash}
         LogEntry.objects.filter(pk=entry.pk).update(additional_data=data)
         previous = new_hash

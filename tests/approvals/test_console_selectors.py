@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from django.contrib.auth.models import User
 from django.db import connection
 
 from approvals.console.selectors import RunFilters, business_keys, filtered_runs, runs_page
@@ -22,6 +23,28 @@ def plan(filters: RunFilters) -> str:
 
 
 class TestPlans:
+    @pytest.fixture(autouse=True)
+    def many_runs(self, alice):
+        """Analysed runs of many requesters, states and correlation ids, so each plan is
+        the one a big table gets, whatever statistics earlier tests left behind."""
+        starters = [alice] + [
+            User.objects.create_user(username=f"requester-{n}") for n in range(29)
+        ]
+        WorkflowRun.objects.bulk_create(
+            WorkflowRun(
+                workflow_type="order",
+                workflow_version=1,
+                input={},
+                state="dead_lettered" if n % 50 == 0 else "succeeded",
+                started_by=starters[n % len(starters)],
+                correlation_id=f"shop-{n}",
+            )
+            for n in range(3000)
+        )
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE workflows_workflowrun")
+            cursor.execute("ANALYZE auth_user")
+
     def test_a_business_key_search_reads_the_gin_index_on_the_input(self):
         # Enough analysed runs that the planner weighs the key, not a tiny table's walk.
         WorkflowRun.objects.bulk_create(

@@ -156,6 +156,26 @@ class TestRefusedLinks:
 
         assert (response.status_code, problem_of(response)) == (403, "tampered")
 
+    @pytest.mark.parametrize("token", ["a%00b", "a%00b:c", "a%01b", "a%20b", "a%7Fb", "%C3%A9"])
+    def test_a_token_with_a_character_no_link_holds_gets_the_not_valid_page(
+        self, client, carol, token
+    ):
+        client.force_login(carol)
+
+        response = client.get(f"/email/{token}/")
+
+        assert (response.status_code, problem_of(response)) == (400, "malformed")
+        assert "This link is not valid" in response.text
+        assert response["Referrer-Policy"] == "no-referrer"
+
+    def test_a_malformed_token_is_refused_signed_out_and_on_post_alike(self, client, carol):
+        opened = client.get("/email/a%00b/")
+        client.force_login(carol)
+        posted = client.post("/email/a%00b/", {"outcome": "approved", "confirm": "x"})
+
+        assert (opened.status_code, problem_of(opened)) == (400, "malformed")
+        assert (posted.status_code, problem_of(posted)) == (400, "malformed")
+
     def test_a_stale_link_after_the_task_was_reassigned(
         self, client, manager_task, link_for, carol
     ):

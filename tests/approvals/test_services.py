@@ -311,6 +311,86 @@ class TestMultipleApprovers:
         assert run.human_tasks.filter(state=TaskState.CANCELLED).count() == 1
 
 
+class TestAQuorumThatCanNoLongerBeReached:
+    """Two of alice, bob and carol must approve; alice started the run, so she may not."""
+
+    @pytest.fixture
+    def run(self, people, start, drive):
+        return drive(start("test_two_of_three_people", {}, started_by=people["alice"]))
+
+    def share_of(self, run, user):
+        return run.human_tasks.get(assignee=user)
+
+    def test_a_rejection_beside_the_barred_requester_rejects_it_at_once(self, run, people, drive):
+        human_tasks.reject_human_task(
+            task_id=self.share_of(run, people["bob"]).pk,
+            user=people["bob"],
+            channel=INBOX,
+            reason="not this year",
+        )
+
+        run = drive(run)
+        assert run.state == RunState.SUCCEEDED  # on_reject=None: the run ends there
+        assert run.results["board"]["signal"] == "board.rejected"
+        assert "can no longer get them" in run.results["board"]["payload"]["reason"]
+        assert set(run.human_tasks.values_list("state", flat=True)) == {
+            TaskState.COMPLETED,
+            TaskState.CANCELLED,
+        }
+
+    def test_the_reason_is_on_the_runs_timeline_and_in_the_barred_shares_audit_trail(
+        self, run, people, drive
+    ):
+        alices = self.share_of(run, people["alice"])
+
+        human_tasks.reject_human_task(
+            task_id=self.share_of(run, people["bob"]).pk,
+            user=people["bob"],
+            channel=INBOX,
+            reason="not this year",
+        )
+
+        [warning] = run.events.filter(kind="warning")
+        assert warning.node == "board"
+        assert warning.detail["message"].startswith(
+            "This approval needs 2 approvals and can no longer get them (0 approved, 1 rejected,"
+            " 1 still open): nobody who may decide is left for 1 share (held by alice"
+        )
+        assert events(alices) == ["created", "quorum_unreachable", "cancelled"]
+        assert verify_audit_chain().intact
+
+    def test_carol_cannot_approve_a_share_the_rejection_already_closed(self, run, people):
+        human_tasks.reject_human_task(
+            task_id=self.share_of(run, people["bob"]).pk,
+            user=people["bob"],
+            channel=INBOX,
+            reason="not this year",
+        )
+
+        with pytest.raises(human_tasks.TaskError):
+            human_tasks.approve_human_task(
+                task_id=self.share_of(run, people["carol"]).pk, user=people["carol"], channel=INBOX
+            )
+
+    def test_approvals_that_can_still_reach_it_keep_it_waiting(self, run, people, drive):
+        human_tasks.approve_human_task(
+            task_id=self.share_of(run, people["bob"]).pk, user=people["bob"], channel=INBOX
+        )
+
+        run = drive(run)
+        assert run.state == RunState.WAITING
+        assert not run.events.filter(kind="warning").exists()
+
+    def test_and_carols_approval_then_approves_it(self, run, people, drive):
+        for name in ("bob", "carol"):
+            human_tasks.approve_human_task(
+                task_id=self.share_of(run, people[name]).pk, user=people[name], channel=INBOX
+            )
+
+        run = drive(run)
+        assert run.results["board"]["signal"] == "board.approved"
+
+
 @pytest.mark.django_db(transaction=True)
 class TestRaceOfTwoDecisions:
     def test_exactly_one_decision_is_recorded(self, people, start, drive):

@@ -81,8 +81,8 @@ def cluster_on(
         current_app.control.purge()
         cluster = Cluster(env, logs)
         try:
-            cluster.start_beat("beat-a")
-            cluster.start_beat("beat-b")
+            cluster.start_beat("beat-a", shared=True)
+            cluster.start_beat("beat-b", shared=True)
             cluster.ensure_workers(WORKERS)
             yield cluster
         finally:

@@ -8,7 +8,16 @@ show the outcome, as an operator would.
 
 The browser tests drive runs in the test process and must run before the first
 test that starts the cluster, whose workers would claim their steps:
-`pytest_collection_modifyitems` below runs every test using the cluster last.
+`pytest_collection_modifyitems` below runs every test using the cluster last,
+and keeps these tests in file order when pytest-randomly shuffles the others.
+
+Every process a test starts is ended by the time its teardown begins: stopping
+one sends SIGTERM, then SIGKILL after a grace, and a test whose process
+outlived it, or needed SIGKILL, fails on its own (`pytest_runtest_teardown`),
+before the database is flushed under a process still writing to it.
+
+Waits scale with BATON_TEST_SLOWDOWN (a float, 1 by default), which a slower
+or loaded machine raises: see `scaled`.
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import pytest
@@ -31,6 +40,86 @@ from workflows.models import WorkflowRun
 
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+
+# Seconds a process has to exit on SIGTERM before it is killed (times the slowdown).
+GRACE = 15
+
+
+def slowdown() -> float:
+    """Return BATON_TEST_SLOWDOWN, the factor by which this machine is slower (1 by default)."""
+    text = os.environ.get("BATON_TEST_SLOWDOWN", "").strip() or "1"
+    try:
+        factor = float(text)
+    except ValueError:
+        factor = 0.0
+    if not factor > 0:
+        raise pytest.UsageError(f"BATON_TEST_SLOWDOWN must be a positive number, not {text!r}")
+    return factor
+
+
+def scaled(seconds: float) -> float:
+    """Return `seconds` stretched by BATON_TEST_SLOWDOWN, for a timeout inside a test."""
+    return seconds * slowdown()
+
+
+# The processes tests started themselves (not the cluster's shared workers and
+# beats): each must have ended when its test's teardown begins.
+_started_by_tests: dict[int, tuple[str, subprocess.Popen]] = {}
+
+
+def start_process(
+    name: str, argv: list[str], *, env: dict[str, str], log: Path, shared: bool = False
+) -> subprocess.Popen:
+    """Start `argv` in a process group of its own, its output appended to `log`.
+
+    Unless it is `shared` (it serves every test and its fixture ends it), the
+    test that starts it must have ended it when its teardown begins.
+    """
+    with open(log, "ab") as output:
+        process = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    if not shared:
+        _started_by_tests[process.pid] = (name, process)
+    return process
+
+
+def end_process(process: subprocess.Popen, *, grace: float | None = None) -> bool:
+    """End `process` and its group: SIGTERM, then SIGKILL after `grace` (GRACE) scaled seconds.
+
+    Return whether it ended on SIGTERM. It has always ended when this returns.
+    """
+    return not end_processes([process], grace=grace)
+
+
+def end_processes(
+    processes: list[subprocess.Popen], *, grace: float | None = None
+) -> list[subprocess.Popen]:
+    """End each process as `end_process` does, all in one grace; return those it killed."""
+    for process in processes:
+        if process.poll() is None:
+            _signal_group(process, signal.SIGTERM)
+    deadline = time.monotonic() + scaled(GRACE if grace is None else grace)
+    killed = []
+    for process in processes:
+        try:
+            process.wait(timeout=max(deadline - time.monotonic(), 0))
+        except subprocess.TimeoutExpired:
+            _signal_group(process, signal.SIGKILL)
+            process.wait()
+            killed.append(process)
+    return killed
+
+
+def _signal_group(process: subprocess.Popen, signum: int) -> None:
+    with suppress(ProcessLookupError):  # it ended (and was reaped) since the caller looked
+        os.killpg(process.pid, signum)
 
 
 class Cluster:
@@ -40,21 +129,32 @@ class Cluster:
         self.env = env
         self.logs = logs
         self.workers: dict[str, subprocess.Popen] = {}
-        self.beats: list[subprocess.Popen] = []
+        self.beats: list[tuple[str, subprocess.Popen]] = []
 
-    def _spawn(self, name: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-        log = open(self.logs / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
-        return subprocess.Popen(
+    def _spawn(
+        self, name: str, *args: str, env: dict[str, str] | None = None, shared: bool = False
+    ) -> subprocess.Popen:
+        """Start `celery -A config *args`; one not `shared` must end before its test does."""
+        return start_process(
+            name,
             [str(BIN / "celery"), "-A", "config", *args],
-            cwd=ROOT,
             env={**self.env, **(env or {})},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+            log=self.logs / f"{name}.log",
+            shared=shared,
         )
 
-    def start_worker(self, name: str, *, queues: str | None = "baton.steps,baton.sweep") -> None:
-        """Start a worker consuming `queues` (None: no -Q, as `celery -A config worker`)."""
+    def start_worker(
+        self,
+        name: str,
+        *,
+        queues: str | None = "baton.steps,baton.sweep",
+        shared: bool = False,
+    ) -> None:
+        """Start a worker consuming `queues` (None: no -Q, as `celery -A config worker`).
+
+        A `shared` worker serves every test and is stopped with the cluster; any
+        other must be stopped by the test that started it.
+        """
         log = self.logs / f"{name}.log"
         offset = log.stat().st_size if log.exists() else 0
         self.workers[name] = self._spawn(
@@ -67,18 +167,13 @@ class Cluster:
             "--without-mingle",
             "--without-gossip",
             "--loglevel=INFO",
+            shared=shared,
         )
         wait_until(lambda: b" ready." in log.read_bytes()[offset:], timeout=60, what=f"{name} up")
 
     def stop_worker(self, name: str) -> None:
-        """Stop a worker as an operator would (SIGTERM: warm shutdown)."""
-        process = self.workers.pop(name)
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        """Stop a worker as an operator would (SIGTERM: warm shutdown), killing it after a grace."""
+        self._stop(name, self.workers.pop(name))
 
     @contextmanager
     def workers_paused(self) -> Iterator[None]:
@@ -92,8 +187,13 @@ class Cluster:
             for process in frozen:
                 os.killpg(process.pid, signal.SIGCONT)
 
-    def start_beat(self, name: str, *, database_scheduler: bool = False) -> subprocess.Popen:
-        """Start a beat: with a local schedule file, or Baton's scheduler over the database."""
+    def start_beat(
+        self, name: str, *, database_scheduler: bool = False, shared: bool = False
+    ) -> subprocess.Popen:
+        """Start a beat: with a local schedule file, or Baton's scheduler over the database.
+
+        Stop it with `stop_beat` before the test ends, unless it is `shared`.
+        """
         env = {}
         if database_scheduler:
             args = ["-S", "workflows.beat:Scheduler", "--loglevel=INFO"]
@@ -106,55 +206,95 @@ class Cluster:
                 "-s",
                 str(self.logs / f"{name}-schedule"),
             ]
-        process = self._spawn(name, "beat", *args, env=env)
-        self.beats.append(process)
+        process = self._spawn(name, "beat", *args, env=env, shared=shared)
+        self.beats.append((name, process))
         return process
 
     def stop_beat(self, process: subprocess.Popen) -> None:
-        self.beats.remove(process)
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=15)
+        """Stop a beat with SIGTERM, killing it after a grace; fail if it needed killing."""
+        (name,) = [name for name, beat in self.beats if beat is process]
+        self.beats.remove((name, process))
+        self._stop(name, process)
 
     def kill_worker(self, name: str) -> None:
         """SIGKILL a worker and its pool processes: no shutdown, no acknowledgements."""
         process = self.workers.pop(name)
-        os.killpg(process.pid, signal.SIGKILL)
+        _signal_group(process, signal.SIGKILL)
         process.wait()
 
     def ensure_workers(self, names: tuple[str, ...]) -> None:
         for name in names:
             if name not in self.workers or self.workers[name].poll() is not None:
-                self.start_worker(name)
+                self.start_worker(name, shared=True)
 
     def stop(self) -> None:
-        processes = [*self.workers.values(), *self.beats]
-        for process in processes:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
-        for process in processes:
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
+        """End every worker and beat still running: all get SIGTERM at once, then SIGKILL."""
+        processes = dict(self.beats) | self.workers
+        self.workers, self.beats = {}, []
+        killed = end_processes(list(processes.values()))
+        killed = [name for name, process in processes.items() if process in killed]
+        assert not killed, f"{', '.join(killed)} ignored SIGTERM for {scaled(GRACE)}s; killed"
+
+    def _stop(self, name: str, process: subprocess.Popen) -> None:
+        ended = end_process(process)
+        assert ended, f"{name} ignored SIGTERM for {scaled(GRACE)}s; killed"
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run the tests that use the cluster after all others (a stable sort keeps each order)."""
-    items.sort(key=lambda item: "cluster" in getattr(item, "fixturenames", ()))
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Run these tests after the others, in file order, and those using the cluster last.
+
+    pytest-randomly shuffles the items before this hook: the others keep its order,
+    which `-p randomly --randomly-seed=N` (N printed atop each run) reproduces; these
+    real-process tests keep the order they need. Each of these tests gets
+    pytest-timeout's limit times BATON_TEST_SLOWDOWN.
+    """
+    mine = [item for item in items if item.path.is_relative_to(HERE)]
+    others = [item for item in items if not item.path.is_relative_to(HERE)]
+    mine.sort(
+        key=lambda item: (
+            "cluster" in getattr(item, "fixturenames", ()),
+            str(item.path),
+            item.location[1] or 0,
+        )
+    )
+    items[:] = [*others, *mine]
+    limit = float(config.getini("timeout") or 0)
+    if limit and slowdown() != 1:
+        for item in mine:
+            item.add_marker(pytest.mark.timeout(scaled(limit)))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """End what the test started and left running, before its fixtures (and the flush), then fail.
+
+    The process ended before this test's teardown so that a process of this
+    test never writes into the next test's rows.
+    """
+    outlived = []
+    for pid, (name, process) in list(_started_by_tests.items()):
+        if process.poll() is None:
+            end_process(process, grace=5)
+            outlived.append(f"{name} (pid {pid})")
+        del _started_by_tests[pid]
+    yield
+    if outlived:
+        pytest.fail(f"{item.nodeid} left {', '.join(outlived)} running; ended it now")
 
 
 WORKERS = ("worker-a", "worker-b")
 
 
 @pytest.fixture(scope="package")
-def cluster(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[Cluster]:
+def process_env(django_db_setup, django_db_blocker) -> dict[str, str]:
+    """The environment of the processes tests start: the test database and the broker."""
     with django_db_blocker.unblock():
         if connection.vendor != "postgresql":
             pytest.fail("End-to-end tests need PostgreSQL: set DATABASE_URL (see README).")
     if settings.CELERY_BROKER_URL.startswith("filesystem"):
         pytest.fail("End-to-end tests need a broker server: set CELERY_BROKER_URL (see README).")
     database = settings.DATABASES["default"]
-    env = {
+    return {
         **os.environ,
         "DATABASE_URL": (
             f"postgres://{database['USER']}:{database['PASSWORD'] or ''}@{database['HOST']}:"
@@ -166,12 +306,15 @@ def cluster(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[Cl
         "BATON_WORKFLOW_MODULES": "workflows.examples.order,tests.workflows.definitions",
         "BATON_LOG_LEVEL": "INFO",
     }
+
+
+@pytest.fixture(scope="package")
+def cluster(process_env, tmp_path_factory) -> Iterator[Cluster]:
     current_app.control.purge()
-    logs = tmp_path_factory.mktemp("cluster")
-    cluster = Cluster(env, logs)
+    cluster = Cluster(process_env, tmp_path_factory.mktemp("cluster"))
     try:
-        cluster.start_beat("beat-a")
-        cluster.start_beat("beat-b")  # two sweepers at once, as in production
+        cluster.start_beat("beat-a", shared=True)
+        cluster.start_beat("beat-b", shared=True)  # two sweepers at once, as in production
         cluster.ensure_workers(WORKERS)
         yield cluster
     finally:
@@ -186,12 +329,14 @@ def workers(cluster: Cluster, transactional_db) -> Cluster:
 
 
 def wait_until(condition: Callable[[], object], *, timeout: float, what: str) -> None:
+    """Wait until `condition()` is true, for at most `timeout` seconds (scaled)."""
+    timeout = scaled(timeout)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if condition():
             return
         time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
 
 
 @pytest.fixture

@@ -8,20 +8,16 @@ from __future__ import annotations
 
 import http.client
 import os
-import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.e2e
+from tests.e2e.conftest import BIN, ROOT, end_process, scaled
 
-BIN = Path(sys.executable).parent
-ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.e2e
 
 
 def free_port() -> int:
@@ -51,7 +47,7 @@ def server(tmp_path_factory) -> Iterator[int]:
             start_new_session=True,
         )
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + scaled(30)
         while True:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
@@ -62,8 +58,7 @@ def server(tmp_path_factory) -> Iterator[int]:
                 time.sleep(0.2)
         yield port
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=30)
+        end_process(process, grace=30)
 
 
 def get(port: int, query_length: int) -> http.client.HTTPResponse:

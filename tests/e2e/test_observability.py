@@ -16,7 +16,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import signal
 import socket
 import subprocess
 import threading
@@ -36,7 +35,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.e2e.conftest import BIN, ROOT, wait_until
+from tests.e2e.conftest import BIN, ROOT, end_processes, wait_until
 from workflows.models import WorkflowRun
 from workflows.states import RunState
 from workflows.tokens import issue_token
@@ -136,14 +135,7 @@ class Processes:
         return log
 
     def stop(self) -> None:
-        for process in self.running:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
-        for process in self.running:
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
+        end_processes(self.running, grace=20)
 
 
 @pytest.fixture(scope="module")

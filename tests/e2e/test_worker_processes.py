@@ -7,6 +7,7 @@ kills workers with SIGKILL and starts new ones.
 from __future__ import annotations
 
 import itertools
+from datetime import timedelta
 
 import pytest
 from celery import current_app
@@ -310,3 +311,43 @@ class TestGraph:
         for run in runs:
             run = finished(run, RunState.SUCCEEDED)
             assert effects(run) == {"test.wake_up": 1}
+
+
+class TestCatchDeadlineAndJoin:
+    def test_a_declined_charge_takes_its_catch_path_on_real_workers(
+        self, workers, start, finished, effects
+    ):
+        run = start("test_catching", {"simulate": {"charge": "decline"}})
+
+        run = finished(run, RunState.SUCCEEDED)
+
+        assert effects(run) == {"test.prepare": 1, "test.manual_review": 1}
+        assert run.events.get(kind=EventKind.CAUGHT).detail["to"] == "manual_review"
+
+    def test_the_beat_moves_a_run_on_at_its_deadline(self, workers, start, finished, effects):
+        run = start("test_run_deadline_soon", {})
+
+        run = finished(run, RunState.SUCCEEDED, timeout=30)
+
+        assert steps_by_node(run)["await_go"].state == StepState.CANCELLED
+        assert effects(run) == {"test.prepare": 1, "test.expire": 1}
+        fired = run.events.get(kind=EventKind.DEADLINE_PASSED)
+        assert fired.at >= run.started_at + timedelta(seconds=2)
+
+    def test_a_two_of_three_join_stops_and_undoes_the_slow_branch(
+        self, workers, start, finished, effects
+    ):
+        # a1 and b1 fail twice before they succeed: seconds, while c1 is long under way.
+        simulate = {"c1": "slow", "a1": "flaky", "b1": "flaky"}
+        run = start("test_two_of_three_branches", {"simulate": simulate})
+        wait_for_effect(run, "c1")  # applied; the call goes on, heartbeating
+
+        run = finished(run, RunState.SUCCEEDED)
+
+        c1 = steps_by_node(run)["c1"]
+        assert (c1.state, c1.may_have_applied) == (StepState.COMPENSATED, True)
+        assert "c2" not in steps_by_node(run)
+        assert effects(run)["test.undo_c1"] == 1
+        assert effects(run)["test.after"] == 1
+        # The slow call heard it at a heartbeat and stopped: its answer was not recorded.
+        assert run.events.filter(node="c1", kind=EventKind.LATE_RESULT_DISCARDED).exists()

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from workflows import registry
-from workflows.activity import ActivityContext
+from workflows.activity import ActivityContext, NonRetryableError
 from workflows.calendars import BusinessTime
 from workflows.dsl import (
     Activity,
@@ -201,6 +201,26 @@ TWO_OF_THREE = Workflow(
     ),
 )
 registry.register(TWO_OF_THREE)
+
+# Two of alice, bob and carol, one share each: a run one of them starts has one
+# share its requester may not decide (approvals' separation of duties).
+TWO_OF_THREE_PEOPLE = Workflow(
+    name="test_two_of_three_people",
+    version=1,
+    start="board",
+    nodes=(
+        Approval(
+            "board",
+            title="Board vote of three people",
+            assignees=("alice", "bob", "carol"),
+            required=2,
+            on_approve="after",
+            on_reject=None,
+        ),
+        step("after"),
+    ),
+)
+registry.register(TWO_OF_THREE_PEOPLE)
 
 
 class BoardVote(BaseModel):
@@ -691,3 +711,144 @@ VERSIONED_V2 = Workflow(
     ),
 )
 VERSIONED_RENAMES = {"sign_off": "review", "await_go": "await_signal"}
+
+
+# Catch paths (see tests/workflows/test_catch.py): a declined charge goes to a manual
+# review instead of undoing the run; so does a charge that runs out of time.
+CATCHING = Workflow(
+    name="test_catching",
+    version=1,
+    start="prepare",
+    nodes=(
+        step("prepare", "charge"),
+        Activity(
+            "charge",
+            run=effect("charge"),
+            compensate=undo_effect("charge"),
+            next="ship",
+            on_error={"PaymentDeclined": "manual_review", "Timeout": "manual_review"},
+            retry=RetryPolicy(max_attempts=1),
+            compensation_retry=QUICK_RETRY,
+        ),
+        step("ship"),
+        step("manual_review"),
+    ),
+)
+
+# Run deadlines (see tests/workflows/test_deadlines.py): a wait that may outlive its run.
+RUN_DEADLINE_CANCELS = Workflow(
+    name="test_run_deadline_cancels",
+    version=1,
+    start="prepare",
+    deadline=timedelta(days=30),
+    nodes=(
+        step("prepare", "await_go"),
+        WaitForSignal("await_go", signals={"go": "went"}),
+        step("went"),
+    ),
+)
+
+RUN_DEADLINE_MOVES = Workflow(
+    name="test_run_deadline_moves",
+    version=1,
+    start="prepare",
+    deadline=BusinessTime(days=2),
+    on_deadline="expire",
+    nodes=(
+        step("prepare", "await_go"),
+        WaitForSignal("await_go", signals={"go": "went"}),
+        step("went"),
+        step("expire"),
+    ),
+)
+
+# Two of three branches (see TestNOfMJoin in tests/workflows/test_engine.py): each
+# branch does its work in two steps, so a losing branch may have completed one.
+TWO_OF_THREE_BRANCHES = Workflow(
+    name="test_two_of_three_branches",
+    version=1,
+    start="fan_out",
+    nodes=(
+        Parallel("fan_out", branches=("a1", "b1", "c1"), join="two_of_three"),
+        step("a1", "a2"),
+        step("a2", "two_of_three"),
+        step("b1", "b2"),
+        step("b2", "two_of_three"),
+        # Heartbeats, so a straggler stopped mid-call is undone within seconds.
+        step("c1", "c2", timeouts=Timeouts(heartbeat=timedelta(seconds=2))),
+        step("c2", "two_of_three", timeouts=Timeouts(heartbeat=timedelta(seconds=30))),
+        Join("two_of_three", wait_for=2, next="after"),
+        step("after"),
+    ),
+)
+
+# A deadline real workers see pass (tests/e2e): two seconds, then the run expires.
+RUN_DEADLINE_SOON = Workflow(
+    name="test_run_deadline_soon",
+    version=1,
+    start="prepare",
+    deadline=timedelta(seconds=2),
+    on_deadline="expire",
+    nodes=(
+        step("prepare", "await_go"),
+        WaitForSignal("await_go", signals={"go": "went"}),
+        step("went"),
+        step("expire"),
+    ),
+)
+
+for workflow in (
+    CATCHING,
+    RUN_DEADLINE_CANCELS,
+    RUN_DEADLINE_MOVES,
+    RUN_DEADLINE_SOON,
+    TWO_OF_THREE_BRANCHES,
+):
+    registry.register(workflow)
+
+
+# The kit's own check of catch paths, run deadlines and maps together (see
+# tests/workflows/test_loan_with_kit.py): a loan is paid out in tranches, two at a
+# time. A declined credit check goes to an underwriter instead of undoing the
+# application; an application still open after 30 days expires, whatever it waits for.
+class CreditDeclined(NonRetryableError):
+    """The credit bureau said no: a business answer, not a fault, so never retried."""
+
+
+def _tranches(data: RunData) -> list[int]:
+    return list(data.input.get("tranches", [100, 100, 100]))
+
+
+LOAN = Workflow(
+    name="test_loan",
+    version=1,
+    start="open_file",
+    deadline=timedelta(days=30),
+    on_deadline="expire",
+    nodes=(
+        step("open_file", "check_credit"),
+        Activity(
+            "check_credit",
+            run=effect("check_credit"),
+            mutating=False,
+            next="disburse",
+            on_error={"CreditDeclined": "underwriting", "Timeout": "underwriting"},
+            retry=QUICK_RETRY,
+        ),
+        WaitForSignal("underwriting", signals={"approve": "disburse", "decline": "close_file"}),
+        Map(
+            "disburse",
+            items=_tranches,
+            activity=item_effect,
+            compensate=undo_item_effect,
+            max_concurrency=2,
+            retry=QUICK_RETRY,
+            compensation_retry=QUICK_RETRY,
+            next="notify",
+        ),
+        Activity("notify", run=effect("notify"), mutating=False),
+        Activity("close_file", run=effect("close_file"), mutating=False),
+        Activity("expire", run=effect("expire"), mutating=False),
+    ),
+)
+registry.register(LOAN)

@@ -1,18 +1,22 @@
-"""Beat's scheduler: every replica names a tick alike, so each tick starts one run."""
+"""Beat's scheduler: every replica names a tick alike, so each tick starts one run; and a
+signal stops it without a query from its handler (in a real beat: test_beat_shutdown.py).
+"""
 
 from __future__ import annotations
 
 import json
+import signal
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from celery import current_app
+from celery import beat, current_app
 from celery.schedules import crontab, schedule
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
 from workflows import heartbeats
 from workflows.beat import SCHEDULED_FOR_HEADER, Scheduler, beat_heartbeat_name, scheduled_for
-from workflows.models import WorkflowRun
+from workflows.models import Heartbeat, WorkflowRun
 from workflows.tasks import schedule_key, start_scheduled_workflow
 
 
@@ -146,3 +150,63 @@ class TestSchedulerTick:
         scheduler.tick()
 
         assert heartbeats.last_seen(name=beat_heartbeat_name()) is not None
+
+
+@pytest.fixture
+def start_scheduler() -> Iterator[Callable[[], Scheduler]]:
+    """Start schedulers as `celery beat` does (celery's signal handlers first); restore after."""
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+
+    def start() -> Scheduler:
+        service = beat.Service(app=current_app, scheduler_cls=Scheduler)
+        current_app.Beat().install_sync_handler(service)
+        return service.scheduler
+
+    try:
+        yield start
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+@pytest.mark.django_db(transaction=True)  # the scheduler commits
+class TestStopSignal:
+    def test_a_signal_between_ticks_exits_at_once(self, start_scheduler):
+        start_scheduler()
+
+        with pytest.raises(SystemExit):
+            signal.raise_signal(signal.SIGTERM)
+
+    def test_a_signal_mid_tick_lets_no_further_statement_run_and_exits_after_it(
+        self, start_scheduler, monkeypatch
+    ):
+        scheduler = start_scheduler()
+        statements = []
+
+        def record_after_a_signal(*, name: str, now: datetime) -> None:
+            signal.raise_signal(signal.SIGINT)
+            statements.append("before the heartbeat")
+            Heartbeat.objects.create(name=name, at=now)
+            statements.append("after the heartbeat")
+
+        monkeypatch.setattr(heartbeats, "record", record_after_a_signal)
+
+        with pytest.raises(SystemExit):
+            scheduler.tick()
+
+        assert statements == ["before the heartbeat"]
+        assert not Heartbeat.objects.exists()
+
+    def test_the_schedule_is_saved_on_the_way_out(self, start_scheduler):
+        interval = IntervalSchedule.objects.create(every=1, period=IntervalSchedule.SECONDS)
+        PeriodicTask.objects.create(name="every-second", task="baton.sweep", interval=interval)
+        scheduler = start_scheduler()
+        sent = scheduler.reserve(scheduler.schedule["every-second"])  # as apply_async does
+        with pytest.raises(SystemExit):
+            signal.raise_signal(signal.SIGTERM)  # between ticks: beat leaves its loop
+
+        scheduler.close()  # as beat does on its way out
+
+        saved = PeriodicTask.objects.get(name="every-second")
+        assert saved.total_run_count == 1
+        assert saved.last_run_at == sent.last_run_at

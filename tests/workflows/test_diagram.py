@@ -36,3 +36,21 @@ class TestDraw:
         assert drawn["charge_payment"] == (UNDO_FAILED, False)
         assert drawn["ship"] == ("failed", False)
         assert drawn["reserve_inventory"] == ("succeeded", False)  # undone after, in reverse
+
+
+class TestCatchAndDeadlineEdges:
+    def test_a_catch_path_is_drawn_dashed_and_labelled_with_the_errors_it_catches(self):
+        arrows = draw(registry.get("test_catching"), []).arrows
+
+        dashed = [(arrow.label, arrow.dashed) for arrow in arrows if arrow.label]
+
+        assert dashed == [("PaymentDeclined, Timeout", True)]
+        assert sum(not arrow.dashed for arrow in arrows) == 2  # prepare -> charge -> ship
+
+    def test_a_run_deadline_path_is_drawn_dashed_from_the_start(self):
+        diagram = draw(registry.get("test_run_deadline_moves"), [])
+
+        boxes = {box.name: box for box in diagram.boxes}
+        deadline = next(arrow for arrow in diagram.arrows if arrow.label == "deadline")
+        assert (deadline.x2, deadline.y2) == (boxes["expire"].x, boxes["expire"].label_y)
+        assert deadline.dashed

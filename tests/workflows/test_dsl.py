@@ -592,3 +592,141 @@ class TestApprovalReminders:
         assert check_definition(workflow(node)) == [
             "a: remind_before must be a positive timedelta."
         ]
+
+
+class TestCatchTarget:
+    """Which catch path a failure for good takes: the most specific name wins."""
+
+    ACTIVITY = Activity(
+        "charge",
+        run=noop,
+        mutating=False,
+        on_error={
+            "CreditDeclined": "manual_review",
+            "NonRetryableError": "give_up",
+            "Timeout": "chase",
+        },
+    )
+
+    def test_the_error_class_itself_is_matched_first(self):
+        error = {"type": "CreditDeclined", "bases": ["NonRetryableError"]}
+
+        assert self.ACTIVITY.catch_target(error) == "manual_review"
+
+    def test_a_subclass_is_caught_by_its_base_class_name(self):
+        error = {"type": "CardExpired", "bases": ["NonRetryableError"]}
+
+        assert self.ACTIVITY.catch_target(error) == "give_up"
+
+    def test_every_engine_timeout_is_caught_as_timeout(self):
+        targets = [
+            self.ACTIVITY.catch_target({"type": kind})
+            for kind in ("StartToCloseTimeout", "HeartbeatTimeout", "ScheduleToStartTimeout")
+        ]
+
+        assert targets == ["chase"] * 3
+
+    def test_an_error_nothing_names_is_not_caught(self):
+        assert self.ACTIVITY.catch_target({"type": "ValueError"}) is None
+
+
+class TestCatchPathsCheck:
+    def test_a_catch_target_counts_as_reachable_and_may_end_the_run(self):
+        definition = workflow(
+            Activity("a", run=noop, mutating=False, next="b", on_error={"Boom": "review"}),
+            read_only("b"),
+            read_only("review"),
+        )
+
+        assert check_definition(definition) == []
+
+    def test_a_catch_target_that_is_not_a_node_is_named(self):
+        definition = workflow(
+            Activity("a", run=noop, mutating=False, on_error={"Boom": "nowhere"}),
+        )
+
+        assert check_definition(definition) == ["'a' leads to undefined node 'nowhere'"]
+
+    def test_a_catch_key_that_is_not_a_class_name_is_named(self):
+        definition = workflow(
+            Activity("a", run=noop, mutating=False, next="b", on_error={"credit declined": "b"}),
+            read_only("b"),
+        )
+
+        assert check_definition(definition) == [
+            "activity 'a' catches 'credit declined', which is not an exception class name "
+            "(or 'Timeout')"
+        ]
+
+    def test_a_catch_path_back_to_an_earlier_node_is_a_loop_like_any_other(self):
+        definition = workflow(
+            read_only("a", "b"),
+            Activity("b", run=noop, mutating=False, on_error={"Boom": "a"}),
+        )
+
+        assert check_definition(definition) == [
+            f"path with no end: a -> b -> a loops back {UNBOUNDED}"
+        ]
+
+
+class TestRunDeadlineCheck:
+    def test_a_deadline_path_of_its_own_passes_and_counts_as_reachable(self):
+        definition = Workflow(
+            name="check_me",
+            version=1,
+            start="a",
+            deadline=timedelta(days=30),
+            on_deadline="expire",
+            nodes=(read_only("a"), read_only("expire", "tell"), read_only("tell")),
+        )
+
+        assert check_definition(definition) == []
+
+    def test_a_deadline_node_that_does_not_exist_is_named(self):
+        definition = Workflow(
+            name="check_me",
+            version=1,
+            start="a",
+            deadline=timedelta(days=30),
+            on_deadline="expire",
+            nodes=(read_only("a"),),
+        )
+
+        assert check_definition(definition) == [
+            "on_deadline names 'expire', which is not a node (or say 'cancel' to cancel the run)"
+        ]
+
+    def test_a_deadline_path_that_joins_the_runs_own_path_is_refused(self):
+        definition = Workflow(
+            name="check_me",
+            version=1,
+            start="a",
+            deadline=timedelta(days=30),
+            on_deadline="expire",
+            nodes=(read_only("a", "tell"), read_only("expire", "tell"), read_only("tell")),
+        )
+
+        assert check_definition(definition) == [
+            "the deadline path from 'expire' shares 'tell' with the run's own path: "
+            "a deadline path needs nodes of its own"
+        ]
+
+    def test_on_deadline_without_a_deadline_is_named(self):
+        definition = Workflow(
+            name="check_me", version=1, start="a", on_deadline="a", nodes=(read_only("a"),)
+        )
+
+        assert check_definition(definition) == ["on_deadline='a' needs a deadline to fire at"]
+
+    def test_a_deadline_that_is_not_a_positive_duration_is_named(self):
+        definition = Workflow(
+            name="check_me",
+            version=1,
+            start="a",
+            deadline=timedelta(0),
+            nodes=(read_only("a"),),
+        )
+
+        assert check_definition(definition) == [
+            "the deadline must be a positive duration, not 0:00:00"
+        ]

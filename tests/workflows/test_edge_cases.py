@@ -15,7 +15,7 @@ from django.utils import timezone
 from tests.conftest import at_once, steps_by_node
 from tests.workflows.test_engine import later
 from workflows import engine
-from workflows.activity import LeaseLost
+from workflows.activity import ActivityCancelled, LeaseLost
 from workflows.dsl import Activity, Branch, Join, Parallel, Workflow, check_definition
 from workflows.engine import execute, sweeper, work
 from workflows.models import WorkflowRun
@@ -287,13 +287,22 @@ class TestLosingBranches:
         run = drive(run)
 
         assert run.state == RunState.SUCCEEDED
-        assert steps_by_node(run)["slow"].state == StepState.CANCELLED
         assert run.events.filter(node="slow", kind=EventKind.LATE_RESULT_DISCARDED).exists()
+        # Cancelled mid-attempt, it may have applied its effect: it is undone all the same.
+        assert steps_by_node(run)["slow"].state == StepState.COMPENSATED
 
-    def test_a_losing_branch_hears_it_should_stop_at_its_next_heartbeat(self, start):
+    def test_a_losing_branch_hears_it_was_cancelled_at_its_next_heartbeat(self, start):
         run = start("test_race_any", {})
         slow = execute.claim_step(run.steps.get(node="slow").pk, now=timezone.now())
         engine.execute_step(step_id=run.steps.get(node="fast").pk)
+
+        with pytest.raises(ActivityCancelled, match="was cancelled"):
+            slow.context.heartbeat()
+
+    def test_an_attempt_that_lost_its_lease_still_hears_it_lost_it(self, start):
+        run = start("test_race_any", {})
+        slow = execute.claim_step(run.steps.get(node="slow").pk, now=timezone.now())
+        engine.sweep(now=later(600))  # the lease expires: a retry is scheduled
 
         with pytest.raises(LeaseLost):
             slow.context.heartbeat()

@@ -5,8 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.urls import reverse
 
-from approvals.human_tasks import TaskConflict
+from approvals.human_tasks import ConflictOfDuty, TaskConflict
+from approvals.testing import TaskError
 from workflows import registry
 from workflows.activity import NonRetryableError
 from workflows.engine import work
@@ -204,6 +206,26 @@ class TestHumanTasks:
 
         with pytest.raises(TaskConflict, match="already decided another share"):
             workflow_env.approve(run, "board", as_user=bob)  # the finance group's share
+
+    def test_a_barred_decision_raises_the_kits_task_error_with_the_inboxs_message(
+        self, workflow_env, client, alice
+    ):
+        run = workflow_env.start("test_two_of_three_people", {}, started_by=alice)
+        task = workflow_env.task(run, "board", for_user=alice)
+        client.force_login(alice)
+        inbox = client.post(
+            reverse("approvals:approve", args=[task.pk]), headers={"HX-Request": "true"}
+        )
+
+        with pytest.raises(TaskError) as refused:
+            workflow_env.approve(run, "board", as_user=alice)
+
+        assert isinstance(refused.value, ConflictOfDuty)
+        assert str(refused.value) == (
+            "You requested this test two of three people, so you cannot decide it."
+        )
+        assert inbox.status_code == 403
+        assert str(refused.value) in inbox.text
 
     def test_a_rejection_needs_a_reason_and_ends_the_wait(self, workflow_env, alice, bob):
         run = workflow_env.start("test_two_of_three", {})

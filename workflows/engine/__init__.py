@@ -11,7 +11,7 @@ whose worker died.
 One module per use case: `start`, `execute` (claim, run, record), `signals`,
 `undo` (compensation, cancel, dead letters), `pause`, `operate` (an operator's
 retry of a failed run, or skip of a stuck step), `migrate` (moving live runs to
-another version), `sweeper`; `advance` moves a
+another version), `sweeper`, `notes` (a warning on a run's timeline); `advance` moves a
 run through its graph for all of them, asking `nodes` (one module per node kind)
 what entering a node or a due step does; `work` gathers what one use case writes
 and `batch` writes it. This package's face is the few functions below.
@@ -28,6 +28,7 @@ from workflows.engine import advance, children, execute, moves, signals, start, 
 from workflows.engine.errors import EngineError, IllegalRunOperation, RunAlreadyEnded, RunNotFound
 from workflows.engine.execute import execute_step
 from workflows.engine.migrate import MigrationReport, RunMove, migrate_runs, preview_migration
+from workflows.engine.notes import warn_run
 from workflows.engine.operate import retry_failed_run, skip_step
 from workflows.engine.pause import pause_run, resume_run
 from workflows.engine.signals import RESERVED_SIGNAL_ID_PREFIX, fail_waiting_step, signal_run
@@ -48,6 +49,7 @@ moves.install(
         step_succeeded_after=execute.step_succeeded_after,
         consume_signal=signals.consume_signal,
         undo_next=undo.undo_next,
+        undo_lost_branches=undo.undo_lost_branches,
         mark_undone=undo.mark_undone,
         cancel_run=undo.cancel_run,
         start_workflow=start.start_workflow,
@@ -80,4 +82,5 @@ __all__ = [
     "start_pending_runs",
     "start_workflow",
     "sweep",
+    "warn_run",
 ]

@@ -13,9 +13,9 @@ from workflows import registry
 from workflows.dsl import Workflow
 from workflows.engine import nodes
 from workflows.engine.nodes import join
-from workflows.engine.work import LIVE_FORWARD_RUN_STATES, UnitOfWork
+from workflows.engine.work import LIVE_FORWARD_RUN_STATES, UnitOfWork, undo_in_flight
 from workflows.models import StepRun, WorkflowRun
-from workflows.states import EventKind
+from workflows.states import EventKind, StepState
 
 
 def enter_node(
@@ -57,14 +57,29 @@ def continue_to(
     if next_node is not None:
         enter_node(run, definition, next_node, came_from=step, now=now, work=work)
     elif run.state in LIVE_FORWARD_RUN_STATES:
+        if definition.has_racing_joins and undo_in_flight(run, work):
+            return  # a lost branch is still being undone: its last undo ends the run
         run.succeed(result=step.result, now=now)
         work.event(run, None, EventKind.COMPLETED, now)
 
 
 def cancel_step(
-    run: WorkflowRun, definition: Workflow, step: StepRun, now: datetime, work: UnitOfWork
+    run: WorkflowRun,
+    definition: Workflow,
+    step: StepRun,
+    now: datetime,
+    work: UnitOfWork,
+    *,
+    attempt_running: bool = False,
 ) -> None:
-    step.cancel(now=now)
+    """Cancel a step that is not over. With `attempt_running`, its attempt is still at work
+    on a worker: it loses its lease (its result will be discarded, its heartbeat says it
+    was cancelled), it may have applied its effect, and its undo waits for its lease."""
+    if attempt_running and step.state == StepState.RUNNING:
+        step.may_have_applied = True
+        step.cancel(now=now, attempt_may_run_until=step.due_at)
+    else:
+        step.cancel(now=now)
     work.save(step)
     work.event(run, step, EventKind.CANCELLED, now)
     leave_node(run, definition, step, work)

@@ -26,6 +26,7 @@ from workflows.engine.work import (
     CANCELLABLE_STEP_STATES,
     CLAIMABLE_FORWARD_RUN_STATES,
     LIVE_FORWARD_RUN_STATES,
+    UNDO_CLAIMABLE_RUN_STATES,
     UNDOING_RUN_STATES,
     Claim,
     UnitOfWork,
@@ -119,7 +120,7 @@ _CLAIM = _CLAIM_TEMPLATE.format(
     scheduled=StepState.SCHEDULED,
     forward=StepKind.FORWARD,
     moving=", ".join(f"'{state}'" for state in CLAIMABLE_FORWARD_RUN_STATES),
-    undoing=", ".join(f"'{state}'" for state in UNDOING_RUN_STATES),
+    undoing=", ".join(f"'{state}'" for state in UNDO_CLAIMABLE_RUN_STATES),
 )
 
 
@@ -204,7 +205,9 @@ def _claim_with_orm(step_id: int, *, now: datetime) -> Claim | None:
             return None
         run = step.run
         allowed_run_states = (
-            CLAIMABLE_FORWARD_RUN_STATES if step.kind == StepKind.FORWARD else UNDOING_RUN_STATES
+            CLAIMABLE_FORWARD_RUN_STATES
+            if step.kind == StepKind.FORWARD
+            else UNDO_CLAIMABLE_RUN_STATES
         )
         if step.state != StepState.SCHEDULED or run.state not in allowed_run_states:
             logger.info(
@@ -308,6 +311,10 @@ def _heartbeat(
         pk=step_id, state=StepState.RUNNING, lease_token=token
     ).update(due_at=_lease_until(node, started_at=started_at, now=now), heartbeat_at=now)
     if not extended:
+        if StepRun.objects.filter(pk=step_id, state=StepState.CANCELLED).exists():
+            # Cancelled on its own (its branch lost a join's race, or the run's deadline
+            # moved it on): stop, as for a cancelled run.
+            raise ActivityCancelled(f"step {step_id} was cancelled")
         raise LeaseLost(f"step {step_id} is no longer held by this attempt")
     if forward and WorkflowRun.objects.filter(pk=run_id, state=RunState.CANCELLING).exists():
         raise ActivityCancelled(f"run {run_id} was cancelled")
@@ -332,7 +339,16 @@ def run_activity(claim: Claim) -> Outcome:
 
 
 def _describe(error: BaseException) -> dict[str, Any]:
-    return {"type": type(error).__name__, "message": str(error)[:2000]}
+    """The error as a step records it: its class's name and message, and the names of
+    its own base classes (nearest first), which catch paths match (Activity.on_error)."""
+    described = {"type": type(error).__name__, "message": str(error)[:2000]}
+    bases = [cls.__name__ for cls in type(error).__mro__[1:] if cls not in _ROOT_ERRORS]
+    if bases:
+        described["bases"] = bases
+    return described
+
+
+_ROOT_ERRORS = (Exception, BaseException, object)
 
 
 # Enough for the frames that matter: a traceback's end says where it failed.
@@ -405,7 +421,7 @@ def _step_succeeded(
     if step.kind == StepKind.COMPENSATION:
         undo.mark_undone(run, step, work)
         work.event(run, step, EventKind.COMPENSATED, now)
-        undo.undo_next(run, definition, now, work)
+        undo.undo_finished(run, definition, step, now, work)
         return
     step_succeeded_after(run, definition, step, now, work)
 
@@ -449,13 +465,38 @@ def attempt_failed(
         error_is_final=final,
         now=now,
     )
-    still_wanted = run.state in (LIVE_FORWARD_RUN_STATES if forward else UNDOING_RUN_STATES)
+    still_wanted = run.state in (LIVE_FORWARD_RUN_STATES if forward else UNDO_CLAIMABLE_RUN_STATES)
     if retry_at is not None and still_wanted:
         step.schedule_retry(error=error, retry_at=retry_at)
         work.save(step)
         work.event(run, step, EventKind.RETRY_SCHEDULED, now, detail={"retry_at": retry_at})
         return
     step_failed(run, definition, step, error, now, work)
+
+
+def _caught(
+    run: WorkflowRun,
+    definition: Workflow,
+    step: StepRun,
+    error: dict[str, Any],
+    now: datetime,
+    work: UnitOfWork,
+) -> bool:
+    """Take the failed activity's catch path for `error`, if it has one; say whether it did.
+
+    The step stays failed (undone later only if an attempt may have applied it), and
+    what the run did before stays done: the catch path undoes nothing.
+    """
+    node = definition.node(step.node)
+    if step.kind != StepKind.FORWARD or not isinstance(node, Activity):
+        return False
+    target = node.catch_target(error)
+    if target is None:
+        return False
+    work.event(run, step, EventKind.CAUGHT, now, detail={"error": error["type"], "to": target})
+    advance.continue_to(run, definition, step, target, now, work)
+    settle(run, work)
+    return True
 
 
 def step_failed(
@@ -471,6 +512,11 @@ def step_failed(
     work.save(step)
     work.event(run, step, EventKind.FAILED, now, detail=error)
     if step.kind == StepKind.COMPENSATION:
+        if run.state in LIVE_FORWARD_RUN_STATES:
+            # The undo of a branch that lost a join's race: the run cannot go on as if
+            # that branch never ran. It fails, and waits for an operator, who finishes
+            # undoing it (retry or resume the dead letter).
+            _begin_compensation(run, definition, step, now, work)
         run.dead_letter(error={"node": step.node, "compensation_error": error})
         work.event(run, None, EventKind.DEAD_LETTERED, now, detail={"node": step.node, **error})
         return
@@ -479,12 +525,21 @@ def step_failed(
         map_node.item_ended(run, definition, step, now, work, failed=True)
         settle(run, work)
         return
+    if run.state in LIVE_FORWARD_RUN_STATES and _caught(run, definition, step, error, now, work):
+        return
     if run.state in LIVE_FORWARD_RUN_STATES:
-        run.begin_compensation(error={"node": step.node, **error})
-        work.event(run, None, EventKind.COMPENSATING, now, detail={"failed_node": step.node})
-        cancellable = steps_of(run, work).filter(
-            kind=StepKind.FORWARD, state__in=CANCELLABLE_STEP_STATES
-        )
-        for sibling in cancellable:
-            advance.cancel_step(run, definition, sibling, now, work)
+        _begin_compensation(run, definition, step, now, work)
     undo.undo_next(run, definition, now, work)
+
+
+def _begin_compensation(
+    run: WorkflowRun, definition: Workflow, step: StepRun, now: datetime, work: UnitOfWork
+) -> None:
+    """Turn the run to undoing, `step` having failed for good: cancel what waits to start."""
+    run.begin_compensation(error={"node": step.node, **(step.last_error or {})})
+    work.event(run, None, EventKind.COMPENSATING, now, detail={"failed_node": step.node})
+    cancellable = steps_of(run, work).filter(
+        kind=StepKind.FORWARD, state__in=CANCELLABLE_STEP_STATES
+    )
+    for sibling in cancellable:
+        advance.cancel_step(run, definition, sibling, now, work)

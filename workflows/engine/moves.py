@@ -38,6 +38,7 @@ class Moves:
     consume_signal: Callable[..., None]
     # undo
     undo_next: Callable[..., None]
+    undo_lost_branches: Callable[..., None]
     mark_undone: Callable[..., None]
     cancel_run: Callable[..., Any]
     # start

@@ -8,7 +8,7 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from workflows import registry, tracing
+from workflows import due_times, registry, tracing
 from workflows.dsl import Workflow
 from workflows.engine import advance
 from workflows.engine.work import (
@@ -56,6 +56,9 @@ def start_workflow(
             parent_run_id=parent_step.run_id if parent_step is not None else None,
             trace_context=tracing.current_context(),
         )
+        if definition.deadline is not None:
+            # Counted from the request, so a run that waited in `pending` has no longer.
+            run.deadline_at = due_times.due_at(duration=definition.deadline, start=now)
         runnable = _has_capacity(definition)
         if runnable:
             run.start(now=now)  # inserted as running: no second write of the row

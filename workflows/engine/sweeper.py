@@ -5,9 +5,10 @@ from __future__ import annotations
 import gc
 import logging
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -17,6 +18,7 @@ from django.utils import timezone
 from workflows import registry
 from workflows.dsl import Workflow
 from workflows.engine import nodes
+from workflows.engine.deadlines import DEADLINE_RUN_STATES, fire_deadline
 from workflows.engine.start import start_pending_runs
 from workflows.engine.work import UNDOING_RUN_STATES, UnitOfWork, definition_of
 from workflows.models import StepRun, WorkflowRun
@@ -38,7 +40,29 @@ def sweep(*, now: datetime | None = None, batch: int | None = None) -> dict[str,
     """
     now = now or timezone.now()
     batch = batch or settings.BATON_SWEEP_BATCH
-    counts: dict[str, int] = {"steps": 0, "failed_runs": 0}
+    counts: dict[str, int] = {"deadlines": 0, "steps": 0, "failed_runs": 0}
+    _sweep_due(_due_deadline_run_ids, _fire_deadlines, "deadlines", now, batch, counts)
+    _sweep_due(_due_run_ids, _sweep_runs, "steps", now, batch, counts)
+    counts["pending_started"] = start_pending_runs(now=now, limit=batch)
+    for extra in registry.sweepers():
+        counts[extra.__name__] = extra(now=now)
+    return counts
+
+
+# Sweeps the runs given, locked with SKIP LOCKED: returns how many things it handled,
+# and the runs it locked.
+_RunSweep = Callable[[list[uuid.UUID], datetime], tuple[int, set[uuid.UUID]]]
+
+
+def _sweep_due(
+    due_run_ids: Callable[[datetime, set[uuid.UUID]], QuerySet[Any, uuid.UUID]],
+    sweep_runs: _RunSweep,
+    counted_as: str,
+    now: datetime,
+    batch: int,
+    counts: dict[str, int],
+) -> None:
+    """Sweep up to `batch` of what `due_run_ids` reads, one transaction's worth at a time."""
     # Runs another sweep holds, or whose handling failed: left for the next sweep.
     passed_over: set[uuid.UUID] = set()
     left = batch
@@ -49,50 +73,74 @@ def sweep(*, now: datetime | None = None, batch: int | None = None) -> dict[str,
         # sweep cost more the more was due).
         limit = min(left, _RUNS_PER_TRANSACTION)
         left -= limit
-        due_run_ids = _due_run_ids(now)
-        if passed_over:
-            due_run_ids = due_run_ids.exclude(run_id__in=passed_over)
-        due = list(due_run_ids[:limit])
+        due = list(due_run_ids(now, passed_over)[:limit])
         run_ids = list(dict.fromkeys(due))
-        swept = _sweep_batch(run_ids, now, counts)
+        swept = _sweep_batch(run_ids, now, counts, sweep_runs, counted_as)
         passed_over.update(run_id for run_id in run_ids if run_id not in swept)
         if len(due) < limit:
             break
-    counts["pending_started"] = start_pending_runs(now=now, limit=batch)
-    for extra in registry.sweepers():
-        counts[extra.__name__] = extra(now=now)
-    return counts
 
 
-def _due_run_ids(now: datetime) -> QuerySet[StepRun, uuid.UUID]:
-    return (
-        StepRun.objects.filter(
-            state__in=_SWEPT_STATES, due_at__lte=now, run__state__in=_SWEPT_RUN_STATES
+def _due_deadline_run_ids(
+    now: datetime, passed_over: set[uuid.UUID]
+) -> QuerySet[WorkflowRun, uuid.UUID]:
+    """Runs moving forward whose deadline passed, earliest first (through run_deadline_idx)."""
+    due = WorkflowRun.objects.filter(deadline_at__lte=now, state__in=DEADLINE_RUN_STATES)
+    if passed_over:
+        due = due.exclude(pk__in=passed_over)
+    return due.order_by("deadline_at").values_list("pk", flat=True)
+
+
+def _fire_deadlines(run_ids: list[uuid.UUID], now: datetime) -> tuple[int, set[uuid.UUID]]:
+    """Fire the deadlines of the runs no one else holds; return how many, and the runs locked."""
+    work = UnitOfWork(batched=True)
+    with transaction.atomic():
+        runs = list(
+            WorkflowRun.objects.select_for_update(skip_locked=True)
+            .filter(pk__in=run_ids, deadline_at__lte=now, state__in=DEADLINE_RUN_STATES)
+            .order_by("pk")
         )
-        .order_by("due_at")
-        .values_list("run_id", flat=True)
+        for run in runs:
+            fire_deadline(run, definition_of(run), now, work)
+        work.finish(*runs)
+    return len(runs), {run.pk for run in runs}
+
+
+def _due_run_ids(now: datetime, passed_over: set[uuid.UUID]) -> QuerySet[StepRun, uuid.UUID]:
+    """Runs with a step due, by the step's due time (through step_due_idx)."""
+    due = StepRun.objects.filter(
+        state__in=_SWEPT_STATES, due_at__lte=now, run__state__in=_SWEPT_RUN_STATES
     )
+    if passed_over:
+        due = due.exclude(run_id__in=passed_over)
+    return due.order_by("due_at").values_list("run_id", flat=True)
 
 
-def _sweep_batch(run_ids: list[uuid.UUID], now: datetime, counts: dict[str, int]) -> set[uuid.UUID]:
+def _sweep_batch(
+    run_ids: list[uuid.UUID],
+    now: datetime,
+    counts: dict[str, int],
+    sweep_runs: _RunSweep,
+    counted_as: str,
+) -> set[uuid.UUID]:
     """Sweep the runs in one transaction, or one by one if that fails; return those swept."""
     if not run_ids:
         return set()
     try:
         with _collector_paused():
-            steps, swept = _sweep_runs(run_ids, now)
+            steps, swept = sweep_runs(run_ids, now)
     except Exception:
         steps, swept = 0, set()
         for run_id in run_ids:
             try:
-                handled, alone = _sweep_runs([run_id], now)
+                handled, alone = sweep_runs([run_id], now)
             except Exception:
                 counts["failed_runs"] += 1
                 logger.exception("sweep.run_failed", extra={"run_id": str(run_id)})
             else:
                 steps += handled
                 swept |= alone
-    counts["steps"] += steps
+    counts[counted_as] += steps
     return swept
 
 

@@ -18,7 +18,7 @@ from typing import Any
 from celery import current_app
 from django.conf import settings
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from workflows import metrics, registry, tracing
 from workflows.activity import ActivityContext
@@ -29,6 +29,7 @@ from workflows.models import StepEvent, StepRun, WorkflowRun, new_row
 from workflows.states import (
     ACTIVE_STEP_STATES,
     FINAL_RUN_STATES,
+    LIVE_STEP_STATES,
     EventKind,
     RunState,
     StepKind,
@@ -59,6 +60,9 @@ LIVE_FORWARD_RUN_STATES = (RunState.RUNNING, RunState.WAITING, RunState.PAUSED)
 UNDOING_RUN_STATES = (RunState.COMPENSATING, RunState.CANCELLING)
 # A forward step is claimed only while its run moves forward (a paused run holds its steps).
 CLAIMABLE_FORWARD_RUN_STATES = (RunState.RUNNING, RunState.WAITING)
+# An undo is claimed while its run undoes, or while it moves forward (the undo of a
+# branch that lost a join's race); never while it is paused.
+UNDO_CLAIMABLE_RUN_STATES = (*UNDOING_RUN_STATES, *CLAIMABLE_FORWARD_RUN_STATES)
 
 
 @dataclass(frozen=True)
@@ -312,6 +316,14 @@ def settle(run: WorkflowRun, work: UnitOfWork) -> None:
 
 
 CANCELLABLE_STEP_STATES = (StepState.SCHEDULED, StepState.RETRY_WAIT, StepState.WAITING)
+# A compensation not yet over: an activity's, or a child run's being compensated.
+UNDO_IN_FLIGHT = Q(kind=StepKind.COMPENSATION, state__in=LIVE_STEP_STATES)
+
+
+def undo_in_flight(run: WorkflowRun, work: UnitOfWork) -> bool:
+    """Whether some step of the run is still being undone (a run moving forward undoes the
+    branches that lost a join's race, and may not end before that is over)."""
+    return steps_of(run, work).filter(UNDO_IN_FLIGHT).exists()
 
 
 def send_steps(step_ids: list[int], *, traces: dict[str, dict[str, str]] | None = None) -> None:

@@ -40,16 +40,21 @@ def enter(
     step.succeed(result={"arrived": arrived}, now=now)
     work.save(step)
     work.event(run, step, EventKind.COMPLETED, now, detail={"arrived": arrived})
-    # Branches that lost the race stop here; a running one loses its lease, so its
-    # heartbeat tells it to stop and its result, or failure, is discarded.
+    # Branches that lost the race stop here. A running attempt loses its lease: its
+    # heartbeat tells it it was cancelled, its result (or failure) is discarded, and
+    # it counts as maybe applied. What the lost branches completed is undone while
+    # the run goes on (the run ends only once that is over).
     region = [name for name, closer in definition.join_of.items() if closer == node.name]
+    engine = moves.engine()
     for straggler in steps_of(run, work).filter(
         node__in=region,
         kind=StepKind.FORWARD,
+        round=round,
         state__in=[*CANCELLABLE_STEP_STATES, StepState.RUNNING],
     ):
-        moves.engine().cancel_step(run, definition, straggler, now, work)
-    moves.engine().continue_to(run, definition, step, node.next, now, work)
+        engine.cancel_step(run, definition, straggler, now, work, attempt_running=True)
+    engine.undo_lost_branches(run, definition, node.name, round, now, work)
+    engine.continue_to(run, definition, step, node.next, now, work)
 
 
 def closed(run: WorkflowRun, name: str, round: int, work: UnitOfWork) -> bool:
