@@ -10,12 +10,14 @@ STAMP := $(VENV)/.installed
 # set these to point elsewhere (CI sets them explicitly).
 TEST_DATABASE_URL ?= $(or $(DATABASE_URL),postgres://postgres@127.0.0.1:5432/postgres)
 TEST_BROKER_URL ?= $(or $(CELERY_BROKER_URL),redis://127.0.0.1:6379/15)
+# The RabbitMQ e2e tests run the crash tests again in this virtual host (made if missing).
+TEST_RABBITMQ_URL ?= $(or $(BATON_TEST_RABBITMQ_URL),amqp://guest:guest@127.0.0.1:5672/baton_tests)
 
 # The benchmarks use the same server as the tests, in databases of their own
 # (baton_bench*), and Redis database 14 unless CELERY_BROKER_URL says otherwise.
 BENCH_BROKER_URL ?= $(or $(CELERY_BROKER_URL),redis://127.0.0.1:6379/14)
 
-.PHONY: demo test test-loaded bench chromium lint format clean
+.PHONY: demo test test-loaded bench chromium pgbouncer lint format clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -56,11 +58,18 @@ chromium:
 		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
 	}
 
+# The PgBouncer tests start Debian's pgbouncer on a port of their own (tests/pgbouncer.py).
+pgbouncer:
+	@command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || { \
+		echo "Installing Debian's pgbouncer for the PgBouncer tests"; \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q pgbouncer; \
+	}
+
 # The unit tests run in a random order (pytest-randomly prints its seed; rerun one
 # with PYTEST_ARGS=--randomly-seed=N); tests/e2e keeps the order it needs.
-test: $(STAMP) chromium
+test: $(STAMP) chromium pgbouncer
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
-		$(BIN)/pytest $(PYTEST_ARGS)
+		BATON_TEST_RABBITMQ_URL=$(TEST_RABBITMQ_URL) $(BIN)/pytest $(PYTEST_ARGS)
 
 # `make test` with both cores busy with another load, as on a slower CI machine;
 # the e2e tests' timeouts stretch by BATON_TEST_SLOWDOWN (3 unless set).

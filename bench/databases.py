@@ -71,6 +71,15 @@ class Server:
         if template:
             statement += sql.SQL(" TEMPLATE {}").format(sql.Identifier(template))
         with self._connect() as connection:
+            if template:
+                # PostgreSQL copies a template no one is connected to; behind PgBouncer
+                # (BATON_DB_POOLER) a server connection of the migration stays pooled
+                # on it. The template is the benchmark's own: end them.
+                connection.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = %s AND pid <> pg_backend_pid()",
+                    [template],
+                )
             connection.execute(statement)
 
     def names_starting(self, prefix: str) -> list[str]:

@@ -287,24 +287,52 @@ SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
 # Database: PostgreSQL in production, SQLite (WAL) for the demo
 # ---------------------------------------------------------------------------
 
+POOLERS = ("", "pgbouncer")
+
+
+def database(url: str, *, pooler: str = "") -> dict:
+    """Return Django's settings for the database at `url`, reached through `pooler` if any.
+
+    `pooler` "pgbouncer" is PgBouncer in transaction mode, which hands each
+    transaction whichever server connection is free, so nothing may outlive one:
+    no `options` startup parameter (PgBouncer refuses the connection), no
+    server-side cursors (Django's WITH HOLD cursors for `.iterator()` outside a
+    transaction), no prepared statements (psycopg prepares none: Django sets its
+    prepare_threshold to None, and it stays so). Baton's own SQL needs nothing else:
+    its SET is SET LOCAL, its advisory lock is transaction-scoped, it never LISTENs.
+    """
+    if pooler not in POOLERS:
+        raise ImproperlyConfigured(
+            f"BATON_DB_POOLER must be empty or 'pgbouncer' (transaction mode), not {pooler!r}."
+        )
+    settings = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
+    if settings["ENGINE"] == "django.db.backends.postgresql":
+        options = settings.setdefault("OPTIONS", {})
+        if pooler == "pgbouncer":
+            # Turn JIT off on the server instead (README, "Behind PgBouncer").
+            settings["DISABLE_SERVER_SIDE_CURSORS"] = True
+            options["prepare_threshold"] = None
+        else:
+            # Every query here is short and index-driven; PostgreSQL's JIT only adds its
+            # compile time (seen at 177 ms on the inbox counts) to such queries.
+            options["options"] = "-c jit=off"
+    if settings["ENGINE"] == "django.db.backends.sqlite3":
+        Path(settings["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+        # Web, worker and beat share one file: WAL lets readers run beside the writer,
+        # IMMEDIATE transactions take the write lock up front instead of failing mid-way.
+        settings["CONN_MAX_AGE"] = 0
+        settings["OPTIONS"] = {
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 30,
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    return settings
+
+
 DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'baton.sqlite3'}")
-DATABASES = {
-    "default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)
-}
-if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # Every query here is short and index-driven; PostgreSQL's JIT only adds its
-    # compile time (seen at 177 ms on the inbox counts) to such queries.
-    DATABASES["default"].setdefault("OPTIONS", {})["options"] = "-c jit=off"
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
-    # Web, worker and beat share one file: WAL lets readers run beside the writer,
-    # IMMEDIATE transactions take the write lock up front instead of failing mid-way.
-    DATABASES["default"]["CONN_MAX_AGE"] = 0
-    DATABASES["default"]["OPTIONS"] = {
-        "transaction_mode": "IMMEDIATE",
-        "timeout": 30,
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-    }
+# "pgbouncer" when DATABASE_URL leads to PgBouncer in transaction mode (see `database`).
+DATABASE_POOLER = env_str("BATON_DB_POOLER", "").strip().lower()
+DATABASES = {"default": database(DATABASE_URL, pooler=DATABASE_POOLER)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # ---------------------------------------------------------------------------
@@ -361,6 +389,37 @@ DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "baton@localhost")
 # Celery: the broker carries hints, PostgreSQL holds the truth
 # ---------------------------------------------------------------------------
 
+
+def is_rabbitmq(broker_url: str) -> bool:
+    """Return whether `broker_url` names an AMQP broker (RabbitMQ)."""
+    return broker_url.startswith(("amqp://", "amqps://", "pyamqp://"))
+
+
+def task_queues(broker_url: str) -> list[Queue]:
+    """Return every queue Baton sends to, declared as suits the broker at `broker_url`.
+
+    Declared, so a plain `celery -A config worker` consumes them all; `-Q baton.steps`
+    or `-Q baton.sweep` still makes a dedicated worker. Each queue has its own exchange
+    and routing key, as Celery would create it. On RabbitMQ they are quorum queues:
+    replicated by Raft across the cluster's nodes and durable, so a message survives
+    a broker node's loss, and one a worker held unacknowledged is delivered again when
+    its connection drops. Their exchanges are topic exchanges (a routing key without
+    wildcards matches only itself, as a direct exchange would) because Celery's native
+    delayed delivery, which quorum queues need for a countdown, refuses direct ones.
+    """
+    if not is_rabbitmq(broker_url):
+        return [Queue(name, Exchange(name), routing_key=name) for name in BATON_QUEUES]
+    return [
+        Queue(
+            name,
+            Exchange(name, type="topic"),
+            routing_key=name,
+            queue_arguments={"x-queue-type": "quorum"},
+        )
+        for name in BATON_QUEUES
+    ]
+
+
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _broker_dir = VAR_DIR / "broker"
@@ -373,10 +432,15 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
     }
-else:
-    # Longer than any message may wait unacknowledged; long waits live in the
-    # database, so no countdown ever comes near it.
+elif not is_rabbitmq(CELERY_BROKER_URL):
+    # Redis: a message not acknowledged within this many seconds is delivered again,
+    # even to a second worker while the first still runs it (acks_late). Longer than
+    # any message may wait unacknowledged; long waits live in the database, so no
+    # countdown ever comes near it. RabbitMQ has no such timeout: it delivers an
+    # unacknowledged message again only when its consumer's connection drops.
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+else:
+    CELERY_BROKER_TRANSPORT_OPTIONS = {}
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
@@ -390,12 +454,15 @@ CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
 # Keep worker connections across tasks (see config.celery.reuse_database_connections);
 # Celery's fix-up still closes them every this many tasks.
 CELERY_DB_REUSE_MAX = 1000
-# Every queue Baton sends to, declared, so a plain `celery -A config worker`
-# consumes them all; `-Q baton.steps` or `-Q baton.sweep` still makes a dedicated
-# worker. Each queue has its own exchange and routing key, as Celery would create it.
-CELERY_TASK_QUEUES = [
-    Queue(name, Exchange(name), routing_key=name) for name in ("baton.steps", "baton.sweep")
-]
+
+BATON_QUEUES = ("baton.steps", "baton.sweep")
+CELERY_TASK_QUEUES = task_queues(CELERY_BROKER_URL)
+# A queue Celery declares on the fly (a task routed to a queue not listed above) is
+# a quorum queue too on RabbitMQ; Redis ignores the setting.
+CELERY_TASK_CREATE_MISSING_QUEUE_TYPE = "quorum" if is_rabbitmq(CELERY_BROKER_URL) else "classic"
+# Quorum queues refuse a prefetch count shared by the channel (global QoS): Celery
+# sees them among the queues above and sets each consumer's own count instead.
+CELERY_WORKER_DETECT_QUORUM_QUEUES = True
 CELERY_TASK_DEFAULT_QUEUE = "baton.steps"
 CELERY_TASK_ROUTES = {"baton.sweep": {"queue": "baton.sweep"}}
 # django-celery-beat's DatabaseScheduler, stamping each message with its tick so that

@@ -8,15 +8,16 @@ operator; eve is an outsider who may see nothing.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, Permission, User
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 
 import tests.workflows.definitions  # noqa: F401  (registers the test workflow types)
 from approvals.models import GroupManager, HumanTask, ReportingLine
+from tests.pgbouncer import PgBouncer
 from workflows import engine
 from workflows.examples.models import ServiceEffect
 from workflows.models import StepRun, WorkflowRun
@@ -233,3 +234,37 @@ def operator(olga) -> User:
     """olga, also allowed to operate runs: she may start any type, for anyone."""
     olga.user_permissions.add(Permission.objects.get(codename="operate_workflowrun"))
     return User.objects.get(pk=olga.pk)  # a fresh row: permissions are cached per object
+
+
+@pytest.fixture(scope="session")
+def pgbouncer(django_db_setup, django_db_blocker) -> Iterator[PgBouncer]:
+    """PgBouncer in transaction mode in front of the test database's server (tests/pgbouncer.py).
+
+    Stopped before the test database is dropped (it holds server connections to it).
+    """
+    database = connection.settings_dict
+    if connection.vendor != "postgresql":
+        pytest.fail("The PgBouncer tests need PostgreSQL: set DATABASE_URL (see README).")
+    bouncer = PgBouncer(host=database["HOST"] or "127.0.0.1", port=int(database["PORT"] or 5432))
+    try:
+        yield bouncer
+    finally:
+        bouncer.stop()
+
+
+@pytest.fixture
+def through_pgbouncer(pgbouncer: PgBouncer, transactional_db) -> Iterator[PgBouncer]:
+    """Send this test's queries through PgBouncer, as settings with BATON_DB_POOLER=pgbouncer do.
+
+    Committed data (`transactional_db`): one transaction around the whole test would
+    pin one server connection and prove nothing about pooling.
+    """
+    saved = connection.settings_dict
+    connection.close()
+    # This thread's connection, and those other threads open (from connections.settings).
+    connection.settings_dict = connections.settings[DEFAULT_DB_ALIAS] = pgbouncer.database(saved)
+    try:
+        yield pgbouncer
+    finally:
+        connection.close()
+        connection.settings_dict = connections.settings[DEFAULT_DB_ALIAS] = saved

@@ -6,6 +6,7 @@ from celery import Celery
 
 import workflows.tasks  # noqa: F401  (registers Baton's tasks with the shared app)
 from config.celery import app as baton_app
+from config.settings import task_queues
 
 
 def fresh_app() -> Celery:
@@ -42,3 +43,22 @@ class TestDeclaredQueues:
         queues.select(["baton.sweep"])  # what `-Q baton.sweep` does
 
         assert list(queues.consume_from) == ["baton.sweep"]
+
+
+class TestQueuesOnEachBroker:
+    def test_on_rabbitmq_both_queues_are_quorum_queues_on_topic_exchanges(self) -> None:
+        queues = task_queues("amqp://guest:guest@rabbit:5672/baton")
+
+        declared = {q.name: (q.queue_arguments, q.exchange.type, q.routing_key) for q in queues}
+
+        assert declared == {
+            "baton.steps": ({"x-queue-type": "quorum"}, "topic", "baton.steps"),
+            "baton.sweep": ({"x-queue-type": "quorum"}, "topic", "baton.sweep"),
+        }
+
+    def test_on_redis_the_queues_stay_as_they_were(self) -> None:
+        queues = task_queues("redis://127.0.0.1:6379/0")
+
+        declared = {q.name: (q.queue_arguments, q.exchange.type) for q in queues}
+
+        assert declared == {"baton.steps": (None, "direct"), "baton.sweep": (None, "direct")}

@@ -336,3 +336,73 @@ class TestMetricsAndLogs:
 
         assert result.returncode != 0
         assert message in result.stderr
+
+
+class TestBroker:
+    def test_rabbitmq_gets_quorum_queues_and_no_visibility_timeout(self, tmp_path) -> None:
+        env = bare_env(
+            tmp_path, DJANGO_SECRET_KEY=KEY, CELERY_BROKER_URL="amqp://guest:guest@rabbit//"
+        )
+
+        values = loaded(
+            env,
+            "CELERY_TASK_CREATE_MISSING_QUEUE_TYPE",
+            "CELERY_WORKER_DETECT_QUORUM_QUEUES",
+            "CELERY_BROKER_TRANSPORT_OPTIONS",
+        )
+
+        assert values == {
+            "CELERY_TASK_CREATE_MISSING_QUEUE_TYPE": "quorum",
+            "CELERY_WORKER_DETECT_QUORUM_QUEUES": True,
+            "CELERY_BROKER_TRANSPORT_OPTIONS": {},
+        }
+
+    def test_redis_keeps_its_visibility_timeout_and_classic_queues(self, tmp_path) -> None:
+        env = bare_env(tmp_path, DJANGO_SECRET_KEY=KEY, CELERY_BROKER_URL="redis://redis:6379/0")
+
+        values = loaded(
+            env, "CELERY_TASK_CREATE_MISSING_QUEUE_TYPE", "CELERY_BROKER_TRANSPORT_OPTIONS"
+        )
+
+        assert values == {
+            "CELERY_TASK_CREATE_MISSING_QUEUE_TYPE": "classic",
+            "CELERY_BROKER_TRANSPORT_OPTIONS": {"visibility_timeout": 3600},
+        }
+
+
+class TestDatabasePooler:
+    def test_straight_to_postgresql_jit_is_turned_off_at_connection(self, tmp_path) -> None:
+        env = bare_env(tmp_path, DJANGO_SECRET_KEY=KEY, DATABASE_URL="postgres://b@db:5432/baton")
+
+        (database,) = loaded(env, "DATABASES")["DATABASES"].values()
+
+        assert database["OPTIONS"] == {"options": "-c jit=off"}
+        assert database.get("DISABLE_SERVER_SIDE_CURSORS", False) is False
+
+    def test_behind_pgbouncer_nothing_outlives_a_transaction(self, tmp_path) -> None:
+        env = bare_env(
+            tmp_path,
+            DJANGO_SECRET_KEY=KEY,
+            DATABASE_URL="postgres://b@pgbouncer:6432/baton",
+            BATON_DB_POOLER="pgbouncer",
+        )
+
+        (database,) = loaded(env, "DATABASES")["DATABASES"].values()
+
+        # PgBouncer refuses the `options` startup parameter; the rest would outlive
+        # a transaction on a server connection the next one may not get.
+        assert database["OPTIONS"] == {"prepare_threshold": None}
+        assert database["DISABLE_SERVER_SIDE_CURSORS"] is True
+
+    def test_an_unknown_pooler_is_refused_by_name(self, tmp_path) -> None:
+        env = bare_env(
+            tmp_path,
+            DJANGO_SECRET_KEY=KEY,
+            DATABASE_URL="postgres://b@db:5432/baton",
+            BATON_DB_POOLER="pgpool",
+        )
+
+        result = load_settings(env, "DATABASES")
+
+        assert result.returncode != 0
+        assert "BATON_DB_POOLER must be empty or 'pgbouncer'" in result.stderr
