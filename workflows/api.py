@@ -224,7 +224,8 @@ class UpdateOut(Schema):
     duplicate: bool = Field(description="true: this id was handled before; nothing changed now")
 
 
-KeyValue = str | int | float | bool
+# Business keys are text or whole numbers (a float is no key, and NaN no JSON PostgreSQL takes).
+KeyValue = str | int | bool
 
 
 class StartIfMissingIn(ApiIn):

@@ -327,3 +327,18 @@ class TestOpenApiDocument:
         query = document["paths"]["/api/v1/workflows/{run_id}/queries/{name}"]["get"]
         assert query["x-baton-queries"]["test_quoted"] == ["broken", "quote"]
         assert "/api/v1/signals" in document["paths"]
+
+
+class TestNumbersJsonCannotCarry:
+    def test_nan_in_a_signals_payload_is_422_not_500(self, api_as, quoted):
+        response = api_as("alice").client.post(
+            f"/api/v1/workflows/{quoted.pk}/signals/go",
+            '{"payload": {"rate": NaN}}',
+            content_type="application/json",
+            headers=api_as("alice").headers,
+        )
+
+        assert response.status_code == 422
+        assert response.json()["errors"] == [
+            {"field": "payload", "message": "numbers must be finite (JSON has no NaN or Infinity)"}
+        ]
