@@ -80,6 +80,22 @@ class TestUpdateChangesTheRun:
             )
 
 
+class TestWithTheKit:
+    """The README's example."""
+
+    def test_the_new_amount_is_what_the_charge_reads(self, workflow_env):
+        charge = workflow_env.spy("test_quoted", "charge")
+        run = workflow_env.start("test_quoted", {"order_id": "Q-1", "amount": 100})
+
+        answer = workflow_env.update(run, "change_amount", {"amount": 120, "reason": "extra seat"})
+        workflow_env.signal_by_key("test_quoted", "go", key={"order_id": "Q-1"})
+
+        assert answer == {"was": 100, "now": 120}
+        assert workflow_env.query(run, "quote")["amount"] == 120
+        assert charge.runs[0].input["amount"] == 120
+        workflow_env.assert_state(run, RunState.SUCCEEDED)
+
+
 class TestUpdateRefused:
     def test_a_payload_that_does_not_fit_the_schema_names_each_field(self, workflow_env, quoted):
         with pytest.raises(engine.InvalidUpdate) as refused:
