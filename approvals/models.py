@@ -249,7 +249,7 @@ class InboxEntry(models.Model):
     A read model with one writer, `approvals.human_tasks.inbox_entries.refresh`, which the
     services call whenever a task's state, holders, candidates, priority or due
     time change. A user's row is theirs alone; a group's row (queue only) shows
-    to each of its members. It carries the task's sort keys, so each tab is read
+    to each of its members. It carries the task's sort keys and title, so each tab is read
     as one range of an index in the order it is shown, whatever the number of
     tasks in the system; finished tasks have no rows.
     """
@@ -268,6 +268,9 @@ class InboxEntry(models.Model):
     # The task's priority negated: ascending order puts the most urgent first.
     sort_priority = models.SmallIntegerField()
     workflow_type = models.CharField(max_length=100)
+    # The task's title, so that a search filters the tab's own range of an index as it
+    # is read, never a join the planner might start from the other side.
+    title = models.CharField(max_length=200, default="")
 
     class Meta:
         indexes = [

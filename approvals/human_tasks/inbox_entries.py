@@ -3,12 +3,13 @@
 A live task shows in the inbox of whoever holds it ("mine"), of whoever
 delegated it ("delegated") and, while open, of each candidate user and group
 ("queue"). The selectors read those rows through indexes in the order they are
-shown; this module decides which rows a task has, and with which sort keys.
+shown; this module decides which rows a task has, with which sort keys and title.
 
 Call `refresh` after every change to a task's state, assignee, owner,
-candidates, priority or due time, in the same transaction as that change and
-with the task's row locked (the services' `_lock` does both), so two refreshes of
-one task never interleave and a reader never sees the rows of a half-made change.
+candidates, priority or due time (its title is set once, when it opens), in the
+same transaction as that change and with the task's row locked (the services'
+`_lock` does both), so two refreshes of one task never interleave and a reader
+never sees the rows of a half-made change.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ def entries_for(task: HumanTask) -> list[InboxEntry]:
         "sort_due": sort_due(task.due_at),
         "sort_priority": sort_priority(task.priority),
         "workflow_type": task.workflow_type,
+        "title": task.title,
     }
     if task.state == TaskState.OPEN:
         users = task.candidate_users.values_list("id", flat=True)

@@ -429,11 +429,11 @@ def _entries(shape: _Shape, values: Mapping[str, Any]) -> QuerySet[InboxEntry]:
         entries = entries.filter(sort_due__gt=values["due_soon"])  # no due time sorts far ahead
     if shape.search:
         if shape.vendor == "postgresql":
-            entries = entries.annotate(search=SearchVector("task__title", config="simple")).filter(
+            entries = entries.annotate(search=SearchVector("title", config="simple")).filter(
                 search=SearchQuery(values["search"], config="simple", search_type="websearch")
             )
         else:
-            entries = entries.filter(task__title__icontains=values["search"])
+            entries = entries.filter(title__icontains=values["search"])
     snoozed = Snooze.objects.filter(
         task_id=OuterRef("task_id"), user_id=values["user_id"], until__gt=values["now"]
     )

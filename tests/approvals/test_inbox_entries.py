@@ -1,5 +1,5 @@
 """The inbox's read model stays true: after every use case, each task's entries are exactly
-the tabs and people the rules give, with the task's current sort keys.
+the tabs and people the rules give, with the task's current sort keys and its title.
 
 The rules are written out again here, from the task row and its candidates, so that
 a mistake in `approvals.human_tasks.inbox_entries` cannot confirm itself.
@@ -26,7 +26,7 @@ NO_DUE_TIME = datetime(9999, 1, 1, tzinfo=UTC)
 
 
 def expected_entries(task: HumanTask) -> set[tuple]:
-    keys = (task.due_at or NO_DUE_TIME, -task.priority, task.workflow_type)
+    keys = (task.due_at or NO_DUE_TIME, -task.priority, task.workflow_type, task.title)
     if task.state == TaskState.OPEN:
         return {("queue", user.pk, None, *keys) for user in task.candidate_users.all()} | {
             ("queue", None, group.pk, *keys) for group in task.candidate_groups.all()
@@ -40,7 +40,7 @@ def expected_entries(task: HumanTask) -> set[tuple]:
 
 def stored_entries(task: HumanTask) -> set[tuple]:
     rows = InboxEntry.objects.filter(task=task).values_list(
-        "tab", "user_id", "group_id", "sort_due", "sort_priority", "workflow_type"
+        "tab", "user_id", "group_id", "sort_due", "sort_priority", "workflow_type", "title"
     )
     assert len(rows) == len(set(rows)), "an entry is stored twice"
     return set(rows)
@@ -188,7 +188,7 @@ class TestEnding:
 
 
 class TestMigration:
-    def test_the_migration_gives_existing_tasks_the_entries_refresh_would(
+    def test_the_migrations_give_existing_tasks_the_entries_refresh_would(
         self, manager_task, carol, start_expense, drive
     ):
         run = start_expense(amount="5000.00")
@@ -198,9 +198,12 @@ class TestMigration:
             task_id=manager_task.pk, user=carol, to_username="bob", channel=INBOX
         )
         InboxEntry.objects.all().delete()
-        migration = importlib.import_module("approvals.migrations.0002_inbox_entries")
+        entries = importlib.import_module("approvals.migrations.0002_inbox_entries")
+        titles = importlib.import_module("approvals.migrations.0013_inbox_entry_titles")
 
-        migration.fill_inbox_entries(django_apps, connection.schema_editor())
+        entries.fill_inbox_entries(django_apps, connection.schema_editor())
+        with connection.cursor() as cursor:
+            cursor.execute(titles.BACKFILL)
 
         assert InboxEntry.objects.count() == 3  # mine and delegated; the finance queue
         assert_in_step()

@@ -14,7 +14,10 @@ and keeps these tests in file order when pytest-randomly shuffles the others.
 Every process a test starts is ended by the time its teardown begins: stopping
 one sends SIGTERM, then SIGKILL after a grace, and a test whose process
 outlived it, or needed SIGKILL, fails on its own (`pytest_runtest_teardown`),
-before the database is flushed under a process still writing to it.
+before the database is flushed under a process still writing to it. The shared
+workers and beats do go on through the flush, and a sweep that locked one table
+before the flush's TRUNCATE reached it can deadlock with it: the flush is then
+tried again (`_flush_through_deadlocks`), as a retrying client would.
 
 Waits scale with BATON_TEST_SLOWDOWN (a float, 1 by default), which a slower
 or loaded machine raises: see `scaled`.
@@ -31,10 +34,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+import psycopg
 import pytest
 from celery import current_app
 from django.conf import settings
-from django.db import connection
+from django.db import DatabaseError, connection
 
 from workflows.models import WorkflowRun
 
@@ -280,6 +284,34 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     yield
     if outlived:
         pytest.fail(f"{item.nodeid} left {', '.join(outlived)} running; ended it now")
+
+
+@pytest.fixture(scope="package", autouse=True)
+def _flush_through_deadlocks() -> Iterator[None]:
+    """Retry a test's closing flush that PostgreSQL chose as a deadlock's victim.
+
+    The flush's TRUNCATE takes its tables' locks one by one, beside the shared
+    beats' sweeps, which take theirs in another order. Each try is one transaction,
+    so a try that lost leaves no table emptied.
+    """
+    operations = type(connection.ops)
+    flush = operations.execute_sql_flush
+
+    def execute_sql_flush(self, sql_list: list[str]) -> None:
+        for attempt in range(1, 6):
+            try:
+                return flush(self, sql_list)
+            except DatabaseError as error:
+                lost = isinstance(error.__cause__, psycopg.errors.DeadlockDetected)
+                if not lost or attempt == 5:
+                    raise
+                print(f"the flush lost a deadlock to a sweep (try {attempt}); again")
+
+    operations.execute_sql_flush = execute_sql_flush
+    try:
+        yield
+    finally:
+        operations.execute_sql_flush = flush
 
 
 WORKERS = ("worker-a", "worker-b")
