@@ -20,7 +20,7 @@ from ninja import Field, Header, Query, Router, Schema, Status
 from pydantic import BeforeValidator, ConfigDict, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from workflows import business_keys, engine, queries, registry, starting
+from workflows import business_keys, engine, queries, registry, replica, starting
 from workflows.business_keys import (
     CORRELATION_ID,
     AmbiguousKey,
@@ -573,6 +573,12 @@ def list_workflows(request: HttpRequest, query: Query[RunQuery]) -> dict[str, An
     if after is not None:
         created_at, last_id = after
         runs = runs.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=last_id))
+    return _runs_page(runs, limit=limit)
+
+
+@replica.reads_replica
+def _runs_page(runs: QuerySet[WorkflowRun], *, limit: int) -> dict[str, Any]:
+    """Read the first `limit` of `runs`, newest first, and the cursor of the next page."""
     page = list(runs.order_by("-created_at", "-id")[: limit + 1])
     next_cursor = None
     if len(page) > limit:
