@@ -104,6 +104,8 @@ class Scheduler(DatabaseScheduler):
     _at_work = 0
     _stop_requested = False
     _last_save = False
+    # Whether schedule_changed ran once: the change log read before it is the initial read's.
+    _changes_checked = False
 
     def __init__(self, *args: Any, lazy: bool = False, **kwargs: Any) -> None:
         # Before the first query: setting up the schedule reads the database.
@@ -173,6 +175,37 @@ class Scheduler(DatabaseScheduler):
                     # Beat keeps sending what is due; its healthcheck will show it stale.
                     logger.warning("beat.heartbeat_failed", exc_info=True)
         return delay
+
+    def schedule_changed(self) -> bool:
+        """Return whether the schedule changed since the last check, counting the first change
+        after its change log was emptied.
+
+        django-celery-beat compares the time of the last change with the one it read
+        before, and reads no change when it read none (the row gone: a flush, a restore).
+        """
+        emptied = self._changes_checked and self._last_timestamp is None
+        changed = super().schedule_changed()
+        self._changes_checked = True
+        return changed or (emptied and self._last_timestamp is not None)
+
+    def all_as_schedule(self) -> dict[str, Any]:
+        """Read the schedule, first reinstalling the settings' entries whose rows are gone.
+
+        Beat installs CELERY_BEAT_SCHEDULE (the sweep among it) when it starts; a row
+        deleted since (in the admin, by a restore or a flush) would otherwise be left
+        out of every later read, and the sweep would stop until each beat restarts.
+        An entry disabled in the database stays disabled.
+        """
+        wanted = self.app.conf.beat_schedule
+        present = set(self.Model.objects.filter(name__in=wanted).values_list("name", flat=True))
+        for name in wanted.keys() - present:
+            try:
+                self.Entry.from_entry(name, app=self.app, **wanted[name])
+            except Exception:  # as django-celery-beat's update_from_dict: the others still run
+                logger.exception("beat.reinstall_failed", extra={"entry": name})
+            else:
+                logger.warning("beat.entry_reinstalled", extra={"entry": name})
+        return super().all_as_schedule()
 
     def _do_sync(self) -> None:
         # Celery's loop calls this between ticks to save the schedule every few minutes.

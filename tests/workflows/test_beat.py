@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from celery import beat, current_app
 from celery.schedules import crontab, schedule
-from django_celery_beat.models import IntervalSchedule, PeriodicTask
+from django_celery_beat.models import IntervalSchedule, PeriodicTask, PeriodicTasks
 
 from workflows import heartbeats
 from workflows.beat import SCHEDULED_FOR_HEADER, Scheduler, beat_heartbeat_name, scheduled_for
@@ -210,3 +210,41 @@ class TestStopSignal:
         saved = PeriodicTask.objects.get(name="every-second")
         assert saved.total_run_count == 1
         assert saved.last_run_at == sent.last_run_at
+
+
+@pytest.mark.django_db(transaction=True)  # the scheduler commits
+class TestScheduleRowsGone:
+    def test_a_change_after_the_change_log_was_emptied_is_read(self, start_scheduler):
+        scheduler = start_scheduler()
+        PeriodicTasks.objects.all().delete()  # as a flush's TRUNCATE does
+        scheduler.schedule  # reads the emptied change log  # noqa: B018
+        interval = IntervalSchedule.objects.create(every=1, period=IntervalSchedule.SECONDS)
+        PeriodicTask.objects.create(name="every-second", task="baton.sweep", interval=interval)
+
+        schedule = scheduler.schedule
+
+        assert "every-second" in schedule
+
+    def test_an_entry_of_the_settings_whose_row_was_deleted_is_reinstalled_at_the_next_read(
+        self, start_scheduler
+    ):
+        scheduler = start_scheduler()
+        PeriodicTask.objects.filter(name="baton-sweep").delete()
+
+        schedule = scheduler.schedule
+
+        assert "baton-sweep" in schedule
+        assert PeriodicTask.objects.get(name="baton-sweep").enabled
+
+    def test_an_entry_of_the_settings_disabled_in_the_database_stays_disabled(
+        self, start_scheduler
+    ):
+        scheduler = start_scheduler()
+        sweep = PeriodicTask.objects.get(name="baton-sweep")
+        sweep.enabled = False
+        sweep.save()
+
+        schedule = scheduler.schedule
+
+        assert "baton-sweep" not in schedule
+        assert not PeriodicTask.objects.get(name="baton-sweep").enabled
