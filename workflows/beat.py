@@ -205,7 +205,9 @@ class Scheduler(DatabaseScheduler):
                 logger.exception("beat.reinstall_failed", extra={"entry": name})
             else:
                 logger.warning("beat.entry_reinstalled", extra={"entry": name})
-        return super().all_as_schedule()
+        schedule = super().all_as_schedule()
+        logger.info("beat.schedule_read", extra={"entries": sorted(schedule)})
+        return schedule
 
     def _do_sync(self) -> None:
         # Celery's loop calls this between ticks to save the schedule every few minutes.
