@@ -71,7 +71,7 @@ def cluster_on(
             f"{database['PORT']}/{database['NAME']}"
         ),
         "CELERY_BROKER_URL": broker_url,
-        "BATON_SWEEP_INTERVAL": "0.5",
+        "BATON_SWEEP_INTERVAL": "1",  # whole seconds, as the database schedules them
         "BATON_REDISPATCH_AFTER": "5",
         "BATON_WORKFLOW_MODULES": "workflows.examples.order,tests.workflows.definitions",
         "BATON_LOG_LEVEL": "INFO",

@@ -1,5 +1,8 @@
 """Real processes for end-to-end tests: two Celery workers and two beats over Redis.
 
+The beats run Baton's scheduler over the database (`workflows.beat:Scheduler`), as
+production does, so the tests exercise its ticks, heartbeats and stops.
+
 The workers and beats are started once for this package (and stopped after it, so
 they never touch other tests' rows) against pytest-django's test
 database (PostgreSQL) and the broker in CELERY_BROKER_URL. Tests use committed
@@ -17,7 +20,9 @@ outlived it, or needed SIGKILL, fails on its own (`pytest_runtest_teardown`),
 before the database is flushed under a process still writing to it. The shared
 workers and beats do go on through the flush, and a sweep that locked one table
 before the flush's TRUNCATE reached it can deadlock with it: the flush is then
-tried again (`_flush_through_deadlocks`), as a retrying client would.
+tried again (`_flush_through_deadlocks`), as a retrying client would. The flush
+empties the beats' schedule tables too: they keep the schedule they hold, and
+reinstall the settings' entries (the sweep) at their next read of it.
 
 Waits scale with BATON_TEST_SLOWDOWN (a float, 1 by default), which a slower
 or loaded machine raises: see `scaled`.
@@ -191,26 +196,14 @@ class Cluster:
             for process in frozen:
                 os.killpg(process.pid, signal.SIGCONT)
 
-    def start_beat(
-        self, name: str, *, database_scheduler: bool = False, shared: bool = False
-    ) -> subprocess.Popen:
-        """Start a beat: with a local schedule file, or Baton's scheduler over the database.
+    def start_beat(self, name: str, *, shared: bool = False) -> subprocess.Popen:
+        """Start a beat on Baton's scheduler over the database, as production runs it.
 
         Stop it with `stop_beat` before the test ends, unless it is `shared`.
         """
-        env = {}
-        if database_scheduler:
-            args = ["-S", "workflows.beat:Scheduler", "--loglevel=INFO"]
-            # Database interval schedules count whole seconds: the sweep's 0.5 s would be 0.
-            env["BATON_SWEEP_INTERVAL"] = "1"
-        else:
-            args = [
-                "-S",
-                "celery.beat:PersistentScheduler",
-                "-s",
-                str(self.logs / f"{name}-schedule"),
-            ]
-        process = self._spawn(name, "beat", *args, env=env, shared=shared)
+        process = self._spawn(
+            name, "beat", "-S", "workflows.beat:Scheduler", "--loglevel=INFO", shared=shared
+        )
         self.beats.append((name, process))
         return process
 
@@ -333,7 +326,8 @@ def process_env(django_db_setup, django_db_blocker) -> dict[str, str]:
             f"{database['PORT']}/{database['NAME']}"
         ),
         "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
-        "BATON_SWEEP_INTERVAL": "0.5",
+        # Database interval schedules count whole seconds: 0.5 would be 0.
+        "BATON_SWEEP_INTERVAL": "1",
         "BATON_REDISPATCH_AFTER": "5",
         "BATON_WORKFLOW_MODULES": "workflows.examples.order,tests.workflows.definitions",
         "BATON_LOG_LEVEL": "INFO",

@@ -101,7 +101,7 @@ def seconds_to_exit(
     `waiting...` wait, send it `signum`; return the seconds it took to exit, or None if it
     outlived the bound (it is killed then).
     """
-    beat = beats.start_beat(name, database_scheduler=True)
+    beat = beats.start_beat(name)
     try:
         wait_until(lambda: sent_a_few(beats.logs / f"{name}.log"), timeout=60, what=name)
         with other_session.transaction():
@@ -188,7 +188,7 @@ class TestBeatStopsWhenItsBrokerStopsAnswering:
         self, beats, rabbitmq_relay
     ):
         beats.env = {**beats.env, "CELERY_BROKER_URL": through(rabbitmq_relay)}
-        beat = beats.start_beat("beat-relayed", database_scheduler=True)
+        beat = beats.start_beat("beat-relayed")
         wait_until(lambda: sent_a_few(beats.logs / "beat-relayed.log"), timeout=60, what="beat")
 
         rabbitmq_relay.freeze()
