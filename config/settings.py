@@ -467,7 +467,19 @@ elif not is_rabbitmq(CELERY_BROKER_URL):
     # any message may wait unacknowledged; long waits live in the database, so no
     # countdown ever comes near it. RabbitMQ has no such timeout: it delivers an
     # unacknowledged message again only when its consumer's connection drops.
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+    #
+    # A Redis that stops answering without closing the connection (a failover behind
+    # a virtual IP, a NAT's timeout, a frozen host) would keep a publish (web,
+    # worker, beat) waiting on its reply for ever: each blocking read waits at most
+    # socket_timeout seconds, then the publish is retried on a new connection. A
+    # consumer's BRPOP is read by the event loop when its reply has arrived, so the
+    # timeout never ends a worker's wait for work (and BRPOP's own, 1 s, is shorter);
+    # kombu's health check drops a BRPOP connection that stopped answering.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": 3600,
+        "socket_timeout": 10,
+        "socket_connect_timeout": 5,
+    }
 else:
     CELERY_BROKER_TRANSPORT_OPTIONS = {}
 CELERY_TASK_IGNORE_RESULT = True

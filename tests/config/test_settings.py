@@ -357,7 +357,9 @@ class TestBroker:
             "CELERY_BROKER_TRANSPORT_OPTIONS": {},
         }
 
-    def test_redis_keeps_its_visibility_timeout_and_classic_queues(self, tmp_path) -> None:
+    def test_redis_gets_a_visibility_timeout_socket_timeouts_and_classic_queues(
+        self, tmp_path
+    ) -> None:
         env = bare_env(tmp_path, DJANGO_SECRET_KEY=KEY, CELERY_BROKER_URL="redis://redis:6379/0")
 
         values = loaded(
@@ -366,7 +368,11 @@ class TestBroker:
 
         assert values == {
             "CELERY_TASK_CREATE_MISSING_QUEUE_TYPE": "classic",
-            "CELERY_BROKER_TRANSPORT_OPTIONS": {"visibility_timeout": 3600},
+            "CELERY_BROKER_TRANSPORT_OPTIONS": {
+                "visibility_timeout": 3600,
+                "socket_timeout": 10,
+                "socket_connect_timeout": 5,
+            },
         }
 
 
