@@ -15,7 +15,11 @@ query held, and waited for ever on that connection's lock. This scheduler
 replaces that handler when it starts, with one that runs no query:
 - while the scheduler is not at work (beat sleeps between ticks), it raises
   SystemExit, and celery's loop saves the schedule on its way out;
-- while it is at work, it asks PostgreSQL to cancel the statement in flight
+- while it sends a message, which no broker timeout bounds once retries are
+  counted (a broker that stopped answering keeps the send waiting), it raises
+  SystemExit too: the message may be lost, so the entry's last run time is not
+  saved, and beat sends the tick again when it next starts (keyed, as below);
+- while it is otherwise at work, it asks PostgreSQL to cancel the statement in flight
   (from another connection, as psql's Ctrl-C does) and notes the request; the
   scheduler then runs no further statement and leaves the tick with SystemExit.
 The last save is bounded by a statement timeout, so a lock held elsewhere
@@ -104,6 +108,8 @@ class Scheduler(DatabaseScheduler):
     _at_work = 0
     _stop_requested = False
     _last_save = False
+    # Whether a message is on its way to the broker: no query runs meanwhile.
+    _sending = False
     # Whether schedule_changed ran once: the change log read before it is the initial read's.
     _changes_checked = False
 
@@ -116,9 +122,10 @@ class Scheduler(DatabaseScheduler):
             super().__init__(*args, lazy=lazy, **kwargs)
 
     def _on_stop_signal(self, signum: int, frame: FrameType | None) -> None:
-        """Stop beat now if the scheduler is idle, else cancel its statement and stop after."""
+        """Stop beat now if the scheduler is idle or sending, else cancel its statement and
+        stop after."""
         self._stop_requested = True
-        if not self._at_work:
+        if not self._at_work or self._sending:
             raise SystemExit()
         cancel_statement_in_flight()
 
@@ -162,7 +169,15 @@ class Scheduler(DatabaseScheduler):
             entry = self.reserve(entry)
         headers = {**entry.options.get("headers", {}), SCHEDULED_FOR_HEADER: tick.isoformat()}
         entry.options = {**entry.options, "headers": headers}
-        return super().apply_async(entry, producer=producer, advance=False, **kwargs)
+        self._sending = True
+        try:
+            return super().apply_async(entry, producer=producer, advance=False, **kwargs)
+        except SystemExit:
+            # Stopped mid-send: the tick is not saved as sent, so it is sent again.
+            self._dirty.discard(entry.name)
+            raise
+        finally:
+            self._sending = False
 
     def tick(self, *args: Any, **kwargs: Any) -> float:
         with self._at_work_until_stopped():

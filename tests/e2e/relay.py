@@ -25,6 +25,8 @@ class Relay:
         self._frozen = threading.Event()
         self._stopped = threading.Event()
         self._sockets: list[socket.socket] = [self._listener]
+        # Each client connection: whether it spoke last (its request awaits a reply).
+        self._client_spoke_last: dict[socket.socket, bool] = {}
 
     def __enter__(self) -> Relay:
         threading.Thread(target=self._serve, name="relay", daemon=True).start()
@@ -39,6 +41,10 @@ class Relay:
     def freeze(self) -> None:
         """Stop forwarding, for good; the connections stay open."""
         self._frozen.set()
+
+    def awaits_reply(self) -> bool:
+        """Whether, frozen, a client waits for the reply to a request it sent."""
+        return self._frozen.is_set() and any(self._client_spoke_last.values())
 
     def _serve(self) -> None:
         while not self._stopped.is_set():
@@ -58,6 +64,9 @@ class Relay:
                 selector.register(end, selectors.EVENT_READ)
             while not self._stopped.is_set():
                 if self._frozen.is_set():
+                    # Bytes left unread: a request the server will never see.
+                    if any(key.fileobj is client for key, _ in selector.select(timeout=0)):
+                        self._client_spoke_last[client] = True
                     self._stopped.wait(0.1)
                     continue
                 for key, _ in selector.select(timeout=0.1):
@@ -68,3 +77,4 @@ class Relay:
                         peers[key.fileobj].sendall(data)
                     except OSError:
                         return
+                    self._client_spoke_last[client] = key.fileobj is client

@@ -4,9 +4,10 @@ and even when its broker has stopped answering.
 The first tests hold a lock in a second session so that one of the beat's
 statements waits in PostgreSQL, and signal the beat while it waits: the moment at
 which celery's own handler used to save the schedule from inside the interrupted
-query, on the connection that query held, and wait for ever. The last one puts
-the beat behind a relay to RabbitMQ that stops forwarding: beat used to wait for
-ever for the broker to acknowledge the close of its connection.
+query, on the connection that query held, and wait for ever. The last ones put
+the beat behind a relay to its broker that stops forwarding: beat used to wait for
+ever for RabbitMQ to acknowledge the close of its connection, and for Redis to
+answer a message it sends.
 """
 
 from __future__ import annotations
@@ -168,10 +169,19 @@ def rabbitmq_relay() -> Iterator[Relay]:
         yield relay
 
 
-def through(relay: Relay) -> str:
-    """Return the tests' RabbitMQ URL with its host and port those of `relay`."""
-    url = urlsplit(rabbitmq_url())
-    return url._replace(netloc=f"{url.netloc.rsplit('@', 1)[0]}@127.0.0.1:{relay.port}").geturl()
+@pytest.fixture
+def redis_relay() -> Iterator[Relay]:
+    """A relay to the tests' Redis (CELERY_BROKER_URL), which the test can make stop answering."""
+    url = urlsplit(settings.CELERY_BROKER_URL)
+    with Relay((url.hostname or "127.0.0.1", url.port or 6379)) as relay:
+        yield relay
+
+
+def through(relay: Relay, url: str | None = None) -> str:
+    """Return the broker `url` (the tests' RabbitMQ's by default) through `relay`."""
+    parts = urlsplit(url or rabbitmq_url())
+    credentials = f"{parts.netloc.rsplit('@', 1)[0]}@" if "@" in parts.netloc else ""
+    return parts._replace(netloc=f"{credentials}127.0.0.1:{relay.port}").geturl()
 
 
 def exits_within(process: subprocess.Popen, *, seconds: float) -> bool:
@@ -192,6 +202,26 @@ class TestBeatStopsWhenItsBrokerStopsAnswering:
         wait_until(lambda: sent_a_few(beats.logs / "beat-relayed.log"), timeout=60, what="beat")
 
         rabbitmq_relay.freeze()
+        beat.send_signal(signal.SIGTERM)
+        exited = exits_within(beat, seconds=scaled(EXITS_WITHIN))
+        end_process(beat, grace=1)  # killed if still running, not left to the next test
+
+        assert exited, f"beat still running {scaled(EXITS_WITHIN):g}s after SIGTERM"
+
+    def test_a_sigterm_ends_it_within_seconds_though_a_message_it_sends_gets_no_reply(
+        self, beats, redis_relay
+    ):
+        beats.env = {
+            **beats.env,
+            "CELERY_BROKER_URL": through(redis_relay, settings.CELERY_BROKER_URL),
+        }
+        beat = beats.start_beat("beat-relayed")
+        log = beats.logs / "beat-relayed.log"
+        wait_until(lambda: sent_a_few(log), timeout=60, what="beat")
+
+        redis_relay.freeze()
+        # Its next message, if not the one in flight, goes to a Redis that never answers.
+        wait_until(redis_relay.awaits_reply, timeout=30, what="beat to wait on Redis's reply")
         beat.send_signal(signal.SIGTERM)
         exited = exits_within(beat, seconds=scaled(EXITS_WITHIN))
         end_process(beat, grace=1)  # killed if still running, not left to the next test

@@ -197,6 +197,32 @@ class TestStopSignal:
         assert statements == ["before the heartbeat"]
         assert not Heartbeat.objects.exists()
 
+    def test_a_signal_while_a_message_is_sent_exits_at_once_and_leaves_the_tick_unsaved(
+        self, start_scheduler, monkeypatch
+    ):
+        interval = IntervalSchedule.objects.create(every=1, period=IntervalSchedule.SECONDS)
+        PeriodicTask.objects.create(
+            name="every-second",
+            task="baton.sweep",
+            interval=interval,
+            last_run_at=datetime.now(UTC) - timedelta(seconds=5),
+        )
+        scheduler = start_scheduler()
+        steps = []
+
+        def send_to_a_broker_that_stopped_answering(*args: object, **kwargs: object) -> None:
+            signal.raise_signal(signal.SIGTERM)
+            steps.append("sent")
+
+        monkeypatch.setattr(beat.Scheduler, "apply_async", send_to_a_broker_that_stopped_answering)
+
+        with pytest.raises(SystemExit):
+            scheduler.tick()
+        scheduler.close()  # as beat does on its way out
+
+        assert steps == []
+        assert PeriodicTask.objects.get(name="every-second").total_run_count == 0
+
     def test_the_schedule_is_saved_on_the_way_out(self, start_scheduler):
         interval = IntervalSchedule.objects.create(every=1, period=IntervalSchedule.SECONDS)
         PeriodicTask.objects.create(name="every-second", task="baton.sweep", interval=interval)
