@@ -2,17 +2,17 @@
 
 The `task-row` partial of approvals/inbox/inbox.html draws a row from an `InboxRow`
 alone: the values the row shows, with nothing else in its context (no request,
-no user, no task object). A row's HTML therefore follows from its `InboxRow`, the
-snooze choices, the active time zone and language, and the request's CSRF token.
+no user, no task object, no CSRF token). A row holds no form of its own: its
+actions are buttons of the one form around the table (`formaction`, and `hx-post`
+for htmx), which carries the page's one CSRF token and the shared snooze choice.
+A row's HTML therefore follows from its `InboxRow`, the active time zone and
+language, and nothing else.
 
-Each process keeps the HTML of the rows it drew lately, keyed on all of those but
-the token, and reuses it when the same key comes back, as it does on every poll of
-an open inbox: drawing 25 rows took about 8 ms of a 21 ms page, reusing them a
-fifth of a millisecond. A kept row is never stale nor someone else's: its key
-holds every value its template can read, and equal keys draw equal HTML, whoever
-asks. The CSRF token differs per request, so the kept HTML holds `CSRF_MARKER`
-in its place and each answer puts in its own token. The marker starts with "<",
-which no escaped value can hold, so no text from data can pass for it.
+Each process keeps the HTML of the rows it drew lately, keyed on all of those, and
+reuses it when the same key comes back, as it does on every poll of an open
+inbox. A kept row is never stale nor someone else's: its key holds every value
+its template can read, and equal keys draw equal HTML, whoever asks.
+BATON_INBOX_ROW_CACHE turns the keeping off (every row drawn afresh).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.template.loader import get_template
@@ -36,9 +37,7 @@ from approvals.models import HumanTask
 from approvals.states import Priority, Sla, TaskState
 
 TEMPLATE = "approvals/inbox/inbox.html#task-row"
-# What the kept HTML holds where each answer's CSRF token goes.
-CSRF_MARKER = mark_safe("<csrf-token>")  # nosec B308 B703 # a constant, never data
-# About a hundred pages of 25 rows: some 9 MB per process (2 kB of HTML and its key a row).
+# About a hundred pages of 25 rows: a few MB per process (1 kB of HTML and its key a row).
 KEPT_ROWS = 2500
 
 _LINKS = ("task", "claim", "approve", "snooze")
@@ -125,38 +124,33 @@ def rows_for(
     return rows
 
 
-def html(rows: list[InboxRow], *, snooze_labels: tuple[str, ...], csrf_token: str) -> SafeString:
-    """Return the rows' HTML, drawing only those this process has not drawn lately."""
+def html(rows: list[InboxRow]) -> SafeString:
+    """Return the rows' HTML, drawing only those this process has not drawn lately
+    (all of them when BATON_INBOX_ROW_CACHE is off)."""
     time_zone, language = timezone.get_current_timezone_name(), translation.get_language()
-    drawn = "".join(_kept(row, snooze_labels, time_zone, language) for row in rows)
-    return mark_safe(drawn.replace(CSRF_MARKER, csrf_token))  # nosec B308 B703 # drawn escaped
+    draw = _kept if settings.BATON_INBOX_ROW_CACHE else _afresh
+    return mark_safe("".join(draw(row, time_zone, language) for row in rows))  # nosec B308 B703 # drawn escaped
 
 
-def html_of_one(
-    row: InboxRow, *, snooze_labels: tuple[str, ...], csrf_token: str, error: str, done: str
-) -> SafeString:
+def html_of_one(row: InboxRow, *, error: str, done: str) -> SafeString:
     """Return one row's HTML with a message in it (after an action), drawn afresh."""
-    return _draw(row, snooze_labels, csrf_token=csrf_token, error=error, done=done)
+    return _draw(row, error=error, done=done)
 
 
 @functools.lru_cache(maxsize=KEPT_ROWS)
-def _kept(row: InboxRow, snooze_labels: tuple[str, ...], time_zone: str, language: str) -> str:
+def _kept(row: InboxRow, time_zone: str, language: str) -> str:
     # The time zone and language are the active ones: they are in the key because
     # the due time's text follows them.
-    return _draw(row, snooze_labels, csrf_token=CSRF_MARKER, error="", done="")
+    return _draw(row, error="", done="")
 
 
-def _draw(
-    row: InboxRow, snooze_labels: tuple[str, ...], *, csrf_token: str, error: str, done: str
-) -> SafeString:
+def _afresh(row: InboxRow, time_zone: str, language: str) -> str:
+    return _draw(row, error="", done="")
+
+
+def _draw(row: InboxRow, *, error: str, done: str) -> SafeString:
     # No request: a plain context, without context processors, holding only these.
-    context: dict[str, Any] = {
-        "row": row,
-        "snooze_choices": snooze_labels,
-        "csrf_token": csrf_token,
-        "error": error,
-        "done": done,
-    }
+    context: dict[str, Any] = {"row": row, "error": error, "done": done}
     return get_template(TEMPLATE).render(context)
 
 

@@ -1,4 +1,5 @@
-"""The inbox's rows: drawn from their values alone, and a kept row never stale nor another's."""
+"""The inbox's rows: drawn from their values alone, without a form of their own, and a kept
+row never stale nor another's."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 from django.template import Node, NodeList
 from django.template.base import FilterExpression, Variable
-from django.template.defaulttags import CsrfTokenNode, ForNode
+from django.template.defaulttags import CsrfTokenNode
 from django.template.loader import get_template
 from django.template.smartif import TokenBase
 from django.test import Client
@@ -25,8 +26,8 @@ from approvals.states import Sla
 pytestmark = pytest.mark.django_db
 
 CSRF_INPUT = re.compile(r'name="csrfmiddlewaretoken" value="([^"]*)"')
-# What the task-row partial's context holds (see inbox_rows._draw), and its loop's name.
-CONTEXT = {"row", "snooze_choices", "csrf_token", "error", "done", "label", "forloop"}
+# What the task-row partial's context holds (see inbox_rows._draw).
+CONTEXT = {"row", "error", "done"}
 
 
 def a_row(**overrides: Any) -> InboxRow:
@@ -57,8 +58,8 @@ def a_row(**overrides: Any) -> InboxRow:
     return InboxRow(**{**values, **overrides})
 
 
-def draw(row: InboxRow, token: str = "t" * 64) -> str:
-    return inbox_rows.html([row], snooze_labels=("1 hour",), csrf_token=token)
+def draw(row: InboxRow) -> str:
+    return inbox_rows.html([row])
 
 
 def names_read(nodelist: NodeList) -> set[tuple[str, ...]]:
@@ -90,7 +91,7 @@ def names_read(nodelist: NodeList) -> set[tuple[str, ...]]:
 
 
 class TestTheRowTemplate:
-    def test_reads_nothing_but_its_row_the_snooze_choices_the_token_and_a_message(self):
+    def test_reads_nothing_but_its_row_and_a_message(self):
         partial = get_template(inbox_rows.TEMPLATE).template
 
         read = names_read(partial.nodelist)
@@ -98,18 +99,32 @@ class TestTheRowTemplate:
         assert {lookups[0] for lookups in read} <= CONTEXT
         fields = {field.name for field in dataclasses.fields(InboxRow)}
         assert {lookups[1] for lookups in read if lookups[0] == "row"} <= fields
-        # The loop really is the one over the snooze choices (its name is allowed above).
-        loops = partial.nodelist.get_nodes_by_type(ForNode)
-        assert [(loop.loopvars, loop.sequence.var.var) for loop in loops] == [
-            (["label"], "snooze_choices")
-        ]
 
     def test_the_walk_above_finds_what_a_row_reads(self):
         partial = get_template(inbox_rows.TEMPLATE).template
 
         read = names_read(partial.nodelist)
 
-        assert {("row", "title"), ("row", "sla", "label"), ("error",), ("csrf_token",)} <= read
+        assert {("row", "title"), ("row", "sla", "label"), ("error",)} <= read
+
+    def test_holds_no_form_no_token_and_no_select(self):
+        partial = get_template(inbox_rows.TEMPLATE).template
+
+        html = draw(a_row(state="open"))
+
+        assert partial.nodelist.get_nodes_by_type(CsrfTokenNode) == []
+        assert "<form" not in html
+        assert "<select" not in html
+        assert "csrfmiddlewaretoken" not in html
+
+    def test_each_action_is_a_button_posting_the_table_form_to_its_own_url(self):
+        html = draw(a_row(state="open"))
+
+        for url in ("/tasks/1/claim/", "/tasks/1/approve/", "/tasks/1/snooze/"):
+            button = re.search(rf'<button [^>]*formaction="{url}"[^>]*>', html)
+            assert button is not None, url
+            assert f'hx-post="{url}"' in button.group()
+            assert 'name="version" value="3"' in button.group()
 
 
 class TestKeptRows:
@@ -139,17 +154,14 @@ class TestKeptRows:
         after = draw(a_row(**change))
 
         assert after != before
-        assert after == inbox_rows.html_of_one(
-            a_row(**change), snooze_labels=("1 hour",), csrf_token="t" * 64, error="", done=""
-        )
+        assert after == inbox_rows.html_of_one(a_row(**change), error="", done="")
 
-    def test_a_row_drawn_again_is_the_same_html_with_this_answers_token(self):
-        first = draw(a_row(), token="a" * 64)
+    def test_a_row_drawn_again_is_the_same_html(self):
+        first = draw(a_row())
 
-        again = draw(a_row(), token="b" * 64)
+        again = draw(a_row())
 
-        assert again == first.replace("a" * 64, "b" * 64)
-        assert set(CSRF_INPUT.findall(again)) == {"b" * 64}
+        assert again == first
 
     def test_the_due_time_follows_the_active_time_zone(self):
         with timezone.override("UTC"):
@@ -160,13 +172,15 @@ class TestKeptRows:
         assert "Mar 2, 09:30" in in_utc
         assert "Mar 2, 18:30" in in_tokyo
 
-    def test_text_like_the_token_marker_is_shown_as_text(self):
-        title = "".join(inbox_rows.CSRF_MARKER)  # plain text, as a title comes from the database
+    def test_with_the_row_cache_off_each_row_is_drawn_afresh_and_the_same(self, settings):
+        kept = draw(a_row())
+        settings.BATON_INBOX_ROW_CACHE = False
+        hits = inbox_rows._kept.cache_info().hits
 
-        html = draw(a_row(title=title), token="t" * 64)
+        afresh = draw(a_row())
 
-        assert "&lt;csrf-token&gt;" in html
-        assert html.count("t" * 64) == len(CSRF_INPUT.findall(html))
+        assert afresh == kept
+        assert inbox_rows._kept.cache_info().hits == hits
 
 
 class TestKeptRowsInTheInbox:
@@ -181,7 +195,7 @@ class TestKeptRowsInTheInbox:
         assert "Urgent" in response.text
         assert manager_task.title not in response.text
 
-    def test_each_reviewer_acts_with_their_own_token(self, bob, carol, groups, make_task):
+    def test_each_reviewer_acts_with_their_own_pages_token(self, bob, carol, groups, make_task):
         # An open task in finance's queue: bob and carol are shown the same row.
         task = make_task(groups=[groups["finance"]])
         browsers, tokens = {}, {}
@@ -189,10 +203,9 @@ class TestKeptRowsInTheInbox:
             browser = Client(enforce_csrf_checks=True)
             browser.force_login(person)
             page = browser.get(reverse("approvals:inbox"), {"tab": "queue"}).text
-            row = re.search(rf'<tr id="row-{task.pk}">.*?</tr>', page, re.DOTALL)
-            assert row is not None
+            assert f'<tr id="row-{task.pk}">' in page
             browsers[person.username] = browser
-            tokens[person.username] = set(CSRF_INPUT.findall(row.group()))
+            tokens[person.username] = set(CSRF_INPUT.findall(task_list(page)))
 
         refused = browsers["carol"].post(
             reverse("approvals:snooze", args=[task.pk]),
@@ -205,3 +218,9 @@ class TestKeptRowsInTheInbox:
 
         assert refused.status_code == 403
         assert accepted.status_code == 302
+
+
+def task_list(page: str) -> str:
+    found = re.search(r'<section id="task-list".*?</section>', page, re.DOTALL)
+    assert found is not None
+    return found.group()
