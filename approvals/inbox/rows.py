@@ -28,13 +28,13 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.template.loader import get_template
 from django.urls import reverse
-from django.utils import timezone, translation
+from django.utils import dateformat, timezone, translation
 from django.utils.safestring import SafeString, mark_safe
 
 from approvals import task_forms
 from approvals.escalation import sla
 from approvals.models import HumanTask
-from approvals.states import Priority, Sla, TaskState
+from approvals.states import Priority, Sla, TaskKind, TaskState
 
 TEMPLATE = "approvals/inbox/inbox.html#task-row"
 # About a hundred pages of 25 rows: a few MB per process (1 kB of HTML and its key a row).
@@ -77,6 +77,25 @@ class InboxRow:
     claim_url: str
     approve_url: str
     snooze_url: str
+
+    # What the template decides from the values above, decided here once per row: a row
+    # drawn afresh spent most of its time in the template's conditions and lookups.
+    @functools.cached_property
+    def actions(self) -> str:
+        """Which actions the row offers: "decide", "revision" (the requester's), "barred",
+        "watch" (someone else decides it), or "" once it is finished."""
+        if not self.is_live:
+            return ""
+        if self.kind == TaskKind.REVISION:
+            return "revision"
+        if self.barred:
+            return "barred"
+        return "decide" if self.decides else "watch"
+
+    @functools.cached_property
+    def selectable(self) -> bool:
+        """Whether bulk approval may take it: the viewer decides it in one click."""
+        return self.actions == "decide" and not self.needs_form
 
 
 def rows_for(
@@ -149,9 +168,23 @@ def _afresh(row: InboxRow, time_zone: str, language: str) -> str:
 
 
 def _draw(row: InboxRow, *, error: str, done: str) -> SafeString:
-    # No request: a plain context, without context processors, holding only these.
-    context: dict[str, Any] = {"row": row, "error": error, "done": done}
+    # No request: a plain context, without context processors, holding only these. The
+    # due time is written here in the active time zone, as the `date` filter would.
+    context: dict[str, Any] = {
+        "row": row,
+        "due": _due(row.due_at),
+        "error": error,
+        "done": done,
+    }
     return get_template(TEMPLATE).render(context)
+
+
+def _due(due_at: datetime | None) -> tuple[str, str] | None:
+    """The due time as the row shows it: ISO 8601 for the machine, short for the reader."""
+    if due_at is None:
+        return None
+    local = timezone.localtime(due_at)
+    return local.isoformat(), dateformat.format(local, "M j, H:i")
 
 
 @receiver(setting_changed)

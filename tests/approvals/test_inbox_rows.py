@@ -27,7 +27,7 @@ pytestmark = pytest.mark.django_db
 
 CSRF_INPUT = re.compile(r'name="csrfmiddlewaretoken" value="([^"]*)"')
 # What the task-row partial's context holds (see inbox_rows._draw).
-CONTEXT = {"row", "error", "done"}
+CONTEXT = {"row", "due", "error", "done"}
 
 
 def a_row(**overrides: Any) -> InboxRow:
@@ -97,7 +97,8 @@ class TestTheRowTemplate:
         read = names_read(partial.nodelist)
 
         assert {lookups[0] for lookups in read} <= CONTEXT
-        fields = {field.name for field in dataclasses.fields(InboxRow)}
+        # Its fields, and what InboxRow decides from them alone (its properties).
+        fields = {field.name for field in dataclasses.fields(InboxRow)} | {"actions", "selectable"}
         assert {lookups[1] for lookups in read if lookups[0] == "row"} <= fields
 
     def test_the_walk_above_finds_what_a_row_reads(self):
