@@ -1,34 +1,37 @@
-"""The inbox's rows: what each one shows, and its HTML, kept for when the same row comes back.
+"""The inbox's rows: what each one shows, and its HTML, drawn once per shape and filled in.
 
 The `task-row` partial of approvals/inbox/inbox.html draws a row from an `InboxRow`
 alone: the values the row shows, with nothing else in its context (no request,
 no user, no task object, no CSRF token). A row holds no form of its own: its
 actions are buttons of the one form around the table (`formaction`, and `hx-post`
 for htmx), which carries the page's one CSRF token and the shared snooze choice.
-A row's HTML therefore follows from its `InboxRow`, the active time zone and
-language, and nothing else.
 
-Each process keeps the HTML of the rows it drew lately, keyed on all of those, and
-reuses it when the same key comes back, as it does on every poll of an open
-inbox. A kept row is never stale nor someone else's: its key holds every value
-its template can read, and equal keys draw equal HTML, whoever asks.
-BATON_INBOX_ROW_CACHE turns the keeping off (every row drawn afresh).
+Drawing 25 rows through the template took most of a page whose rows were not
+kept from an earlier answer. So a row is drawn the way approvals.inbox.compiled_queries
+compiles SQL: each value the template prints is replaced by a stand-in, the
+row's shape (what its conditions read: its state, kind, which actions it offers,
+which values are empty) is drawn once per process and language, and each row
+fills its own escaped values into its shape's HTML, in one pass. No row's HTML
+is kept, so none is ever stale nor someone else's, and the first answer of a
+process costs what the next ones do, but for drawing each shape once.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.template.loader import get_template
 from django.urls import reverse
-from django.utils import dateformat, timezone, translation
+from django.utils import dateformat, formats, timezone, translation
+from django.utils.html import conditional_escape
 from django.utils.safestring import SafeString, mark_safe
 
 from approvals import task_forms
@@ -37,8 +40,29 @@ from approvals.models import HumanTask
 from approvals.states import Priority, Sla, TaskKind, TaskState
 
 TEMPLATE = "approvals/inbox/inbox.html#task-row"
-# About a hundred pages of 25 rows: a few MB per process (1 kB of HTML and its key a row).
-KEPT_ROWS = 2500
+# The values the template prints, each drawn as a stand-in when not empty (whether one is
+# empty is part of the shape: the template tests it). The due time's two texts are two more.
+_PRINTED = (
+    "task_id",
+    "version",
+    "title",
+    "workflow_type",
+    "priority_label",
+    "state_label",
+    "assignee",
+    "owner",
+    "substitute_for",
+    "barred",
+    "task_url",
+    "claim_url",
+    "approve_url",
+    "snooze_url",
+)
+# A stand-in is its name between NULs: escaping leaves it as it is, and no value from the
+# database holds a NUL (PostgreSQL's text cannot; workflows.cleaning refuses them).
+_STAND_IN = re.compile("\x00([a-z_]+)\x00")
+# More shapes than a page could show: a few dozen occur.
+SHAPES = 512
 
 _LINKS = ("task", "claim", "approve", "snooze")
 _ANY_TASK = UUID(int=0)
@@ -144,43 +168,54 @@ def rows_for(
 
 
 def html(rows: list[InboxRow]) -> SafeString:
-    """Return the rows' HTML, drawing only those this process has not drawn lately
-    (all of them when BATON_INBOX_ROW_CACHE is off)."""
-    time_zone, language = timezone.get_current_timezone_name(), translation.get_language()
-    draw = _kept if settings.BATON_INBOX_ROW_CACHE else _afresh
-    return mark_safe("".join(draw(row, time_zone, language) for row in rows))  # nosec B308 B703 # drawn escaped
+    """Return the rows' HTML: each row's values filled into its shape's."""
+    language = translation.get_language()
+    return mark_safe("".join(_filled(row, language) for row in rows))  # nosec B308 B703 # escaped
 
 
 def html_of_one(row: InboxRow, *, error: str, done: str) -> SafeString:
     """Return one row's HTML with a message in it (after an action), drawn afresh."""
-    return _draw(row, error=error, done=done)
+    return _draw(row, due=_due(row.due_at), error=error, done=done)
 
 
-@functools.lru_cache(maxsize=KEPT_ROWS)
-def _kept(row: InboxRow, time_zone: str, language: str) -> str:
-    # The time zone and language are the active ones: they are in the key because
-    # the due time's text follows them.
-    return _draw(row, error="", done="")
+def _filled(row: InboxRow, language: str) -> str:
+    values: dict[str, str] = {}
+    stand_ins: dict[str, Any] = {}
+    for name in _PRINTED:
+        value = getattr(row, name)
+        if value != "":
+            values[name] = _printed(value)
+            stand_ins[name] = f"\x00{name}\x00"
+    due = _due(row.due_at)
+    if due is not None:
+        values["due_iso"], values["due_text"] = _printed(due[0]), _printed(due[1])
+    shape = dataclasses.replace(row, due_at=None, **stand_ins)
+    drawn = _drawn_shape(shape, due is not None, language)
+    return _STAND_IN.sub(lambda found: values[found[1]], drawn)
 
 
-def _afresh(row: InboxRow, time_zone: str, language: str) -> str:
-    return _draw(row, error="", done="")
+@functools.lru_cache(maxsize=SHAPES)
+def _drawn_shape(shape: InboxRow, has_due: bool, language: str) -> str:
+    # The language is the active one: the template's own words could follow it.
+    due = ("\x00due_iso\x00", "\x00due_text\x00") if has_due else None
+    return _draw(shape, due=due, error="", done="")
 
 
-def _draw(row: InboxRow, *, error: str, done: str) -> SafeString:
-    # No request: a plain context, without context processors, holding only these. The
-    # due time is written here in the active time zone, as the `date` filter would.
-    context: dict[str, Any] = {
-        "row": row,
-        "due": _due(row.due_at),
-        "error": error,
-        "done": done,
-    }
+def _printed(value: Any) -> str:
+    """`value` as the template prints it: localized, then escaped (render_value_in_context);
+    text is its own localized form."""
+    return conditional_escape(value if isinstance(value, str) else str(formats.localize(value)))
+
+
+def _draw(row: InboxRow, *, due: tuple[str, str] | None, error: str, done: str) -> SafeString:
+    # No request: a plain context, without context processors, holding only these.
+    context: dict[str, Any] = {"row": row, "due": due, "error": error, "done": done}
     return get_template(TEMPLATE).render(context)
 
 
 def _due(due_at: datetime | None) -> tuple[str, str] | None:
-    """The due time as the row shows it: ISO 8601 for the machine, short for the reader."""
+    """The due time as the row shows it, in the active time zone: ISO 8601 for the
+    machine, short for the reader (as the `date` filter writes them)."""
     if due_at is None:
         return None
     local = timezone.localtime(due_at)
@@ -188,10 +223,10 @@ def _due(due_at: datetime | None) -> tuple[str, str] | None:
 
 
 @receiver(setting_changed)
-def _forget_kept_rows(**kwargs: Any) -> None:
+def _forget_drawn_shapes(**kwargs: Any) -> None:
     """Settings change in tests only, and some (USE_THOUSAND_SEPARATOR, TEMPLATES) change
-    how a row is drawn: drop what was kept."""
-    _kept.cache_clear()
+    how a row is drawn: drop the shapes drawn."""
+    _drawn_shape.cache_clear()
 
 
 def _username(user: Any) -> str:

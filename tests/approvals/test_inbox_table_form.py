@@ -1,6 +1,6 @@
 """The inbox's table: one form, one CSRF token and no <select> in its rows, whatever their
 number; each row's buttons post that form to their own action; and a page reads the same
-few queries with the row cache on or off."""
+few queries, whether its process has drawn rows of their shape before (warm) or not (cold)."""
 
 from __future__ import annotations
 
@@ -193,14 +193,14 @@ class TestActionsFromTheList:
 
 
 class TestQueriesPerPage:
-    @pytest.mark.parametrize("row_cache", [False, True], ids=["cold", "warm"])
-    def test_a_full_page_reads_three_queries_with_the_row_cache_off_or_on(
-        self, settings, browser, claimed_by_carol, row_cache
+    @pytest.mark.parametrize("drawn_before", [False, True], ids=["cold", "warm"])
+    def test_a_full_page_reads_three_queries_cold_or_warm(
+        self, browser, claimed_by_carol, drawn_before
     ):
-        settings.BATON_INBOX_ROW_CACHE = row_cache
         claimed_by_carol(30)
-        inbox_rows._kept.cache_clear()
-        browser.get(reverse("approvals:inbox"))  # warms the kept rows, when they are on
+        inbox_rows._drawn_shape.cache_clear()
+        if drawn_before:
+            browser.get(reverse("approvals:inbox"))
 
         with CaptureQueriesContext(connection) as captured:
             page = browser.get(reverse("approvals:inbox")).text
@@ -209,13 +209,14 @@ class TestQueriesPerPage:
         assert len(captured.captured_queries) == LOGIN_QUERIES + INBOX_QUERIES
 
     def test_a_cold_page_reads_as_many_queries_for_two_rows_as_for_a_full_page(
-        self, settings, browser, claimed_by_carol
+        self, browser, claimed_by_carol
     ):
-        settings.BATON_INBOX_ROW_CACHE = False
         claimed_by_carol(1)
+        inbox_rows._drawn_shape.cache_clear()
         with CaptureQueriesContext(connection) as with_two:
             browser.get(reverse("approvals:inbox"))
         claimed_by_carol(29)
+        inbox_rows._drawn_shape.cache_clear()
 
         with CaptureQueriesContext(connection) as with_many:
             browser.get(reverse("approvals:inbox"))
