@@ -155,16 +155,9 @@ def celery_worker(children: Children, name: str, *, queue: str) -> None:
 
 
 def gunicorn(
-    children: Children,
-    name: str,
-    *,
-    database_url: str,
-    workers: int,
-    threads: int,
-    env: dict[str, str] | None = None,
+    children: Children, name: str, *, database_url: str, workers: int, threads: int
 ) -> int:
-    """Serve Baton (and the bare page) with gunicorn on 127.0.0.1, with `env` added to its
-    environment; return its port."""
+    """Serve Baton (and the bare page) with gunicorn on 127.0.0.1; return its port."""
     port = free_port()
     offset = children.start(
         name,
@@ -182,7 +175,7 @@ def gunicorn(
             "--keep-alive",
             "30",
         ],
-        env={"DATABASE_URL": database_url, **(env or {})},
+        env={"DATABASE_URL": database_url},
     )
     children.wait_for_log(name, b"Booting worker", offset=offset)
 
