@@ -1,5 +1,5 @@
 """The inbox's rows: drawn from their values alone, without a form of their own, each the
-HTML its template draws for it, whatever shape it shares with others."""
+HTML its template draws for it, whatever shape it shares with others, kept or not."""
 
 from __future__ import annotations
 
@@ -162,6 +162,17 @@ class TestRowsFilledIntoTheirShape:
 
         assert after != before
         assert after == inbox_rows.html_of_one(a_row(**change), error="", done="")
+
+    @pytest.mark.parametrize("row_cache", [True, False], ids=["kept", "not kept"])
+    def test_a_row_is_the_same_html_kept_or_not(self, settings, row_cache):
+        settings.BATON_INBOX_ROW_CACHE = row_cache
+        inbox_rows._kept.cache_clear()
+        first = draw(a_row())
+
+        again = draw(a_row())
+
+        assert again == first == inbox_rows.html_of_one(a_row(), error="", done="")
+        assert inbox_rows._kept.cache_info().hits == (1 if row_cache else 0)
 
     def test_rows_of_one_shape_draw_it_once(self):
         inbox_rows._drawn_shape.cache_clear()

@@ -1,6 +1,6 @@
 """The inbox's table: one form, one CSRF token and no <select> in its rows, whatever their
 number; each row's buttons post that form to their own action; and a page reads the same
-few queries, whether its process has drawn rows of their shape before (warm) or not (cold)."""
+few queries with the row cache off (cold) or on (warm)."""
 
 from __future__ import annotations
 
@@ -193,14 +193,13 @@ class TestActionsFromTheList:
 
 
 class TestQueriesPerPage:
-    @pytest.mark.parametrize("drawn_before", [False, True], ids=["cold", "warm"])
-    def test_a_full_page_reads_three_queries_cold_or_warm(
-        self, browser, claimed_by_carol, drawn_before
+    @pytest.mark.parametrize("row_cache", [False, True], ids=["cold", "warm"])
+    def test_a_full_page_reads_three_queries_with_the_row_cache_off_or_on(
+        self, settings, browser, claimed_by_carol, row_cache
     ):
+        settings.BATON_INBOX_ROW_CACHE = row_cache
         claimed_by_carol(30)
-        inbox_rows._drawn_shape.cache_clear()
-        if drawn_before:
-            browser.get(reverse("approvals:inbox"))
+        browser.get(reverse("approvals:inbox"))  # keeps its rows, when the cache is on
 
         with CaptureQueriesContext(connection) as captured:
             page = browser.get(reverse("approvals:inbox")).text
@@ -209,8 +208,9 @@ class TestQueriesPerPage:
         assert len(captured.captured_queries) == LOGIN_QUERIES + INBOX_QUERIES
 
     def test_a_cold_page_reads_as_many_queries_for_two_rows_as_for_a_full_page(
-        self, browser, claimed_by_carol
+        self, settings, browser, claimed_by_carol
     ):
+        settings.BATON_INBOX_ROW_CACHE = False
         claimed_by_carol(1)
         inbox_rows._drawn_shape.cache_clear()
         with CaptureQueriesContext(connection) as with_two:
