@@ -63,8 +63,9 @@ _PRINTED = (
     "approve_url",
     "snooze_url",
 )
-# A stand-in is its name between NULs: escaping leaves it as it is, and no value from the
-# database holds a NUL (PostgreSQL's text cannot; workflows.cleaning refuses them).
+# A stand-in is its name between NULs, which escaping leaves as they are and the template's
+# own text never holds. Values are filled in one pass, which never looks into what it
+# filled in: a value that reads like a stand-in is shown as it is.
 _STAND_IN = re.compile("\x00([a-z_]+)\x00")
 # More shapes than a page could show: a few dozen occur.
 SHAPES = 512
@@ -196,6 +197,7 @@ def _kept(row: InboxRow, time_zone: str, language: str) -> str:
 
 
 def _filled(row: InboxRow, language: str) -> str:
+    """The row's HTML: its shape's, drawn once, with the row's own values put in."""
     values: dict[str, str] = {}
     stand_ins: dict[str, Any] = {}
     for name in _PRINTED:
