@@ -30,7 +30,7 @@ from approvals.states import Channel
 from approvals.task_forms import document_task_forms
 from config import outages
 from workflows import tokens
-from workflows.api import ApiProblem
+from workflows.api import ApiProblem, document_updates, signals_router
 from workflows.api import router as workflows_router
 
 logger = logging.getLogger("baton.api")
@@ -74,8 +74,10 @@ class BrowserSession(SessionAuth):
 class BatonAPI(NinjaAPI):
     def get_openapi_schema(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """Document error bodies as application/problem+json, as they are sent, and each
-        workflow type's task forms (approvals.task_forms.document_task_forms)."""
+        workflow type's task forms (approvals.task_forms.document_task_forms), update
+        payloads and queries (workflows.api.document_updates)."""
         schema = document_task_forms(super().get_openapi_schema(*args, **kwargs))
+        schema = document_updates(schema)
         for operations in schema.get("paths", {}).values():
             for operation in operations.values():
                 for status, response in operation.get("responses", {}).items():
@@ -102,6 +104,7 @@ api = BatonAPI(
 api.add_router("/workflows", console_router)
 api.add_router("/workflows", workflows_router)
 api.add_router("/tasks", tasks_router)
+api.add_router("/signals", signals_router)
 
 # The longest query string the API reads, in characters as sent. gunicorn.conf.py lets
 # request lines through up to 8190 bytes, so a client past this limit (and short of

@@ -170,6 +170,9 @@ MIDDLEWARE = [
     "config.request_ids.RequestIdMiddleware",
     # A view that cannot reach the database answers 503 and Retry-After, not 500.
     "config.outages.DatabaseOutageMiddleware",
+    # With a read replica, a person who just wrote reads the primary for a few seconds
+    # (workflows.replica); without one, it does nothing.
+    "workflows.replica.ReadYourWritesMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -333,6 +336,32 @@ DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'baton.sqlite3'}")
 # "pgbouncer" when DATABASE_URL leads to PgBouncer in transaction mode (see `database`).
 DATABASE_POOLER = env_str("BATON_DB_POOLER", "").strip().lower()
 DATABASES = {"default": database(DATABASE_URL, pooler=DATABASE_POOLER)}
+# A streaming replica of the primary (hot standby) for the heavy read-only pages: the
+# inbox's lists and counts, the console's lists, the SLA dashboard, the API's lists. Reached
+# as the primary is (BATON_DB_POOLER). Unset, everything reads the primary. See
+# workflows.replica and README's "Read replica".
+DATABASE_REPLICA_URL = env_str("DATABASE_REPLICA_URL", "")
+if DATABASE_REPLICA_URL:
+    DATABASES["replica"] = database(DATABASE_REPLICA_URL, pooler=DATABASE_POOLER)
+    if DATABASES["replica"]["ENGINE"] != "django.db.backends.postgresql":
+        raise ImproperlyConfigured(
+            "DATABASE_REPLICA_URL must be a PostgreSQL URL (postgres://...), a streaming "
+            f"replica of DATABASE_URL's server, not {DATABASE_REPLICA_URL.split(':')[0]!r}."
+        )
+    # Seconds to give up connecting, then read the primary: without it, a replica whose
+    # host drops packets would hold each page for the system's TCP timeout (minutes).
+    DATABASES["replica"]["OPTIONS"].setdefault("connect_timeout", 2)
+    # Under tests, the replica is the test database itself: no second one is created.
+    DATABASES["replica"]["TEST"] = {"MIRROR": "default"}
+# After a person's write, their pages read the primary for this many seconds, so they
+# see what they did however far the replica lags (0: never; only with a replica).
+BATON_REPLICA_PIN_SECONDS = env_float("BATON_REPLICA_PIN_SECONDS", 5.0)
+if BATON_REPLICA_PIN_SECONDS < 0:
+    raise ImproperlyConfigured(
+        f"BATON_REPLICA_PIN_SECONDS must be 0 or more, not {BATON_REPLICA_PIN_SECONDS:g}."
+    )
+# Without a replica, the router has no opinion and every query goes to `default`.
+DATABASE_ROUTERS = ["workflows.replica.ReplicaRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # ---------------------------------------------------------------------------

@@ -18,6 +18,8 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections
 import tests.workflows.definitions  # noqa: F401  (registers the test workflow types)
 from approvals.models import GroupManager, HumanTask, ReportingLine
 from tests.pgbouncer import PgBouncer
+from tests.replica import DATABASE as replica_database
+from tests.replica import ReplicaPair
 from workflows import engine
 from workflows.examples.models import ServiceEffect
 from workflows.models import StepRun, WorkflowRun
@@ -266,5 +268,50 @@ def through_pgbouncer(pgbouncer: PgBouncer, transactional_db) -> Iterator[PgBoun
     try:
         yield pgbouncer
     finally:
+        connection.close()
+        connection.settings_dict = connections.settings[DEFAULT_DB_ALIAS] = saved
+
+
+@pytest.fixture(scope="session")
+def replica_pair() -> Iterator[ReplicaPair]:
+    """A PostgreSQL primary with Baton's migrated database, and its streaming replica,
+    on ports of their own (tests/replica.py)."""
+    pair = ReplicaPair()
+    try:
+        yield pair
+    finally:
+        pair.stop()
+
+
+@pytest.fixture(scope="module")
+def on_replica_pair(replica_pair: ReplicaPair, django_db_setup) -> Iterator[ReplicaPair]:
+    """Point `default` at the pair's primary and add the `replica` database, as
+    DATABASE_URL and DATABASE_REPLICA_URL do, for the tests of one module.
+
+    Module-scoped, so that `replica` exists before pytest-django sets up each test of
+    a module marked `django_db(transaction=True, databases=["default", "replica"])`:
+    committed data, which the replica sees once it has replayed it, emptied from the
+    primary after each test. The replica is a mirror: it is never flushed.
+    """
+    saved = connection.settings_dict
+    connection.close()
+    primary = {
+        **saved,
+        "NAME": replica_database,
+        "HOST": "127.0.0.1",
+        "PORT": replica_pair.primary.port,
+    }
+    connection.settings_dict = connections.settings[DEFAULT_DB_ALIAS] = primary
+    connections.settings["replica"] = {
+        **primary,
+        "PORT": replica_pair.replica.port,
+        "TEST": {**primary["TEST"], "MIRROR": DEFAULT_DB_ALIAS},
+    }
+    try:
+        yield replica_pair
+    finally:
+        connections["replica"].close()
+        del connections["replica"]
+        del connections.settings["replica"]
         connection.close()
         connection.settings_dict = connections.settings[DEFAULT_DB_ALIAS] = saved

@@ -1,4 +1,4 @@
-"""REST API v1 for workflow runs: start, query, list, signal, cancel, retry.
+"""REST API v1 for workflow runs: start, query, list, signal, update, cancel, retry.
 
 Endpoints translate HTTP into one engine call each. Errors are raised as
 `ApiProblem` and rendered as application/problem+json (RFC 9457) by the handlers
@@ -17,10 +17,17 @@ from uuid import UUID
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from ninja import Field, Header, Query, Router, Schema, Status
-from pydantic import BeforeValidator, ConfigDict, field_validator
+from pydantic import BeforeValidator, ConfigDict, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from workflows import engine, registry, starting
+from workflows import business_keys, engine, queries, registry, replica, starting
+from workflows.business_keys import (
+    CORRELATION_ID,
+    AmbiguousKey,
+    BusinessKey,
+    InvalidKey,
+    NoLiveRun,
+)
 from workflows.cleaning import Refused, clean_datetime, clean_text, refuse_unstorable
 from workflows.client_address import client_address
 from workflows.dsl import InvalidInput
@@ -31,6 +38,8 @@ from workflows.states import LIVE_RUN_STATES, RunState, StepKind, StepState
 from workflows.versions import InvalidMigration
 
 router = Router(tags=["workflows"])
+# POST /signals: a signal to the run a business key names (see workflows.business_keys).
+signals_router = Router(tags=["signals"])
 
 
 # ---------------------------------------------------------------------------
@@ -192,6 +201,85 @@ class SignalOut(Schema):
     duplicate: bool
 
 
+class QueryOut(Schema):
+    query: str
+    result: Any = Field(description="the query's answer, as its function returned it")
+
+
+class UpdateIn(ApiIn):
+    id: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="de-duplicates: a repeat gets the first answer",
+    )
+    payload: dict[str, Any] = Field(
+        default_factory=dict, description="validated against the update's schema"
+    )
+
+
+class UpdateOut(Schema):
+    update_id: str
+    result: Any = Field(description="the update handler's answer")
+    duplicate: bool = Field(description="true: this id was handled before; nothing changed now")
+
+
+# Business keys are text or whole numbers (a float is no key, and NaN no JSON PostgreSQL takes).
+KeyValue = str | int | bool
+
+
+class StartIfMissingIn(ApiIn):
+    input: dict[str, Any] = Field(
+        description="the new run's input (validated by the type's schema); a key field is "
+        "filled in from the key"
+    )
+
+
+class KeyedSignalIn(ApiIn):
+    type: str = Field(min_length=1, max_length=100, description="a workflow type, e.g. order")
+    correlation_id: str | None = Field(
+        None, min_length=1, max_length=200, description="find the run by its correlation id"
+    )
+    key: dict[str, KeyValue] | None = Field(
+        None,
+        min_length=1,
+        max_length=1,
+        description="or by one searchable input field of the type: {field: value}",
+    )
+    name: str = Field(min_length=1, max_length=150, description="the signal's name")
+    id: str | None = Field(
+        None,
+        min_length=1,
+        max_length=180,
+        description="de-duplicates; required with start_if_missing",
+    )
+    payload: dict[str, Any] = Field(default_factory=dict)
+    start_if_missing: StartIfMissingIn | None = Field(
+        None, description="start a run with this input when no live run has the key"
+    )
+
+    @model_validator(mode="after")
+    def one_key(self) -> KeyedSignalIn:
+        if (self.correlation_id is None) == (self.key is None):
+            raise PydanticCustomError(
+                "one_key", "give either correlation_id or key (one searchable field), not both"
+            )
+        return self
+
+    def business_key(self) -> BusinessKey:
+        if self.correlation_id is not None:
+            return BusinessKey(self.type, CORRELATION_ID, self.correlation_id)
+        [(field, value)] = (self.key or {}).items()
+        return BusinessKey(self.type, field, value)
+
+
+class KeyedSignalOut(Schema):
+    run_id: UUID = Field(description="the run signalled")
+    signal_id: str
+    duplicate: bool = Field(description="true: this id was delivered before; nothing changed now")
+    started: bool = Field(description="true: no live run had the key, so this one was started")
+
+
 class RunStateOut(Schema):
     id: UUID
     state: str
@@ -229,6 +317,42 @@ class MigrationOut(Schema):
     runs: list[RunMoveOut]
 
 
+def document_updates(schema: dict[str, Any]) -> dict[str, Any]:
+    """Document, in the OpenAPI document `schema`, every registered type's update payloads
+    (one component each, the update's `payload` as any one of them) and query names."""
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    payload = components.get("UpdateIn", {}).get("properties", {}).get("payload")
+    choices: list[dict[str, Any]] = []
+    updates: dict[str, dict[str, dict[str, str]]] = {}
+    queries: dict[str, list[str]] = {}
+    for workflow in sorted(registry.all_definitions(), key=lambda w: (w.name, w.version)):
+        if workflow.queries:
+            queries[workflow.name] = sorted({*queries.get(workflow.name, ()), *workflow.queries})
+        for name, update in sorted(workflow.updates.items()):
+            component = f"Update_{workflow.name}_v{workflow.version}_{name}"
+            document = update.schema.model_json_schema(ref_template="#/components/schemas/{model}")
+            for definition, part in document.pop("$defs", {}).items():
+                components.setdefault(definition, part)
+            document["title"] = f"{workflow.name} v{workflow.version}: {name}"
+            document["description"] = (
+                f"The payload of update {name!r} of workflow type {workflow.name!r} "
+                f"(version {workflow.version}). " + (update.schema.__doc__ or "").strip()
+            ).strip()
+            components[component] = document
+            reference = {"$ref": f"#/components/schemas/{component}"}
+            choices.append(reference)
+            updates.setdefault(workflow.name, {})[name] = reference
+    if payload is not None:
+        payload["anyOf"] = [*choices, {"type": "object", "additionalProperties": True}]
+        payload.pop("type", None)
+        payload["x-baton-updates"] = updates
+    for operations in schema.get("paths", {}).values():
+        for operation in operations.values():
+            if operation.get("operationId", "").endswith("query_workflow"):
+                operation["x-baton-queries"] = queries
+    return schema
+
+
 # ---------------------------------------------------------------------------
 # Who may see and act on a run
 # ---------------------------------------------------------------------------
@@ -264,12 +388,20 @@ def _run(request: HttpRequest, run_id: UUID) -> WorkflowRun:
 
 
 def _may_act(request: HttpRequest, run: WorkflowRun) -> None:
-    if run.started_by_id != request.user.pk and not request.user.has_perm(
-        "workflows.operate_workflowrun"
-    ):
+    if run.started_by_id != request.user.pk and not _operates(request.user):
         raise ApiProblem(
             403, "Forbidden", "Only whoever started this run, or an operator, can do that."
         )
+
+
+def _operates(user: Any) -> bool:
+    return bool(user.has_perm("workflows.operate_workflowrun"))
+
+
+def runs_they_may_signal(user: Any) -> QuerySet[WorkflowRun]:
+    """The runs `user` may signal, cancel or update: those they started, or all for operators."""
+    runs = WorkflowRun.objects.all()
+    return runs if _operates(user) else runs.filter(started_by=user)
 
 
 # ---------------------------------------------------------------------------
@@ -441,6 +573,12 @@ def list_workflows(request: HttpRequest, query: Query[RunQuery]) -> dict[str, An
     if after is not None:
         created_at, last_id = after
         runs = runs.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=last_id))
+    return _runs_page(runs, limit=limit)
+
+
+@replica.reads_replica
+def _runs_page(runs: QuerySet[WorkflowRun], *, limit: int) -> dict[str, Any]:
+    """Read the first `limit` of `runs`, newest first, and the cursor of the next page."""
     page = list(runs.order_by("-created_at", "-id")[: limit + 1])
     next_cursor = None
     if len(page) > limit:
@@ -549,6 +687,115 @@ def signal_workflow(request: HttpRequest, run_id: UUID, name: str, body: SignalI
     except engine.IllegalRunOperation as error:
         raise ApiProblem(403, "Reserved signal", str(error)) from None
     return Status(202, {"signal_id": signal.signal_id, "duplicate": not created})
+
+
+@router.get(
+    "/{run_id}/queries/{name}",
+    response={200: QueryOut, **ERRORS},
+    summary="Ask a run a query",
+)
+def query_workflow(request: HttpRequest, run_id: UUID, name: str) -> dict[str, Any]:
+    """Answer the run's query `name` from its stored data: nothing is written, no step runs.
+    404 for a query the run's type does not have (naming those it has); 422 when the
+    query fails for this run, with its error."""
+    run = _run(request, run_id)
+    try:
+        result = queries.query_run(run=run, name=name)
+    except queries.UnknownQuery as error:
+        raise ApiProblem(404, "Unknown query", str(error)) from None
+    except queries.QueryFailed as error:
+        raise ApiProblem(422, "Query failed", str(error), state=run.state) from None
+    return {"query": name, "result": result}
+
+
+@router.post(
+    "/{run_id}/updates/{name}",
+    response={200: UpdateOut, **ERRORS},
+    summary="Update a run",
+)
+def update_workflow(request: HttpRequest, run_id: UUID, name: str, body: UpdateIn) -> Status:
+    """Validate the payload against the update's schema, let its handler answer and record
+    it, durably, with its effect on the run; answer 200 with the handler's result. The same
+    id again answers the first result and changes nothing. 404 for an update the type does
+    not have; 409 when the run is not where it accepts the update (ended, paused, not
+    waiting where it must); 422 for a payload the schema or the handler refuses."""
+    run = _run(request, run_id)
+    _may_act(request, run)
+    try:
+        answer = engine.update_run(
+            run_id=run.pk, name=name, payload=body.payload, update_id=body.id
+        )
+    except engine.UnknownUpdate as error:
+        raise ApiProblem(404, "Unknown update", str(error)) from None
+    except engine.RunAlreadyEnded as error:
+        raise ApiProblem(409, "Run has ended", str(error), state=error.state) from None
+    except engine.UpdateNotAccepted as error:
+        raise ApiProblem(409, "Update not accepted now", str(error), state=error.state) from None
+    except engine.IllegalRunOperation as error:
+        raise ApiProblem(409, "Update id taken", str(error)) from None
+    except engine.InvalidUpdate as error:
+        raise ApiProblem(422, "Update refused", str(error), errors=error.errors) from None
+    return Status(
+        200,
+        {"update_id": answer.update_id, "result": answer.result, "duplicate": answer.duplicate},
+    )
+
+
+@signals_router.post("", response={202: KeyedSignalOut, **ERRORS}, summary="Signal a run by key")
+def signal_by_key(request: HttpRequest, body: KeyedSignalIn) -> Status:
+    """Find the one live run (pending, running, waiting or paused) of `type` that has the
+    correlation id or searchable field value, among the runs you may signal, and signal it
+    in one transaction. 404 if none has it; 409 naming how many do if several. With
+    `start_if_missing` (and an `id`), start the run when none has the key and signal it in
+    the same transaction (Temporal's signal-with-start); a retry with the same id starts
+    nothing and answers `duplicate`."""
+    start = body.start_if_missing
+    try:
+        keyed = business_keys.signal_by_key(
+            key=body.business_key(),
+            name=body.name,
+            payload=body.payload,
+            signal_id=body.id,
+            among=runs_they_may_signal(request.user),
+            start_input=start.input if start is not None else None,
+            started_by=request.user,
+            remote_addr=client_address(request),
+        )
+    except UnknownWorkflow as error:
+        raise ApiProblem(404, "Unknown workflow type", str(error)) from None
+    except InvalidKey as error:
+        raise ApiProblem(422, "Invalid business key", str(error)) from None
+    except NoLiveRun as error:
+        raise ApiProblem(404, "No live run", str(error)) from None
+    except AmbiguousKey as error:
+        raise ApiProblem(409, "Several runs have this key", str(error)) from None
+    except starting.StartRefused as error:
+        raise ApiProblem(403, "Forbidden", str(error)) from None
+    except starting.KeyTaken as error:
+        raise ApiProblem(409, "Signal id taken", str(error)) from None
+    except InvalidInput as error:
+        raise ApiProblem(
+            422,
+            "Invalid workflow input",
+            "The start input does not fit the type's schema.",
+            errors=[
+                {**problem, "field": f"start_if_missing.input.{problem['field']}"}
+                for problem in error.errors
+            ],
+        ) from None
+    except engine.RunAlreadyEnded as error:
+        raise ApiProblem(409, "Run has ended", str(error), state=error.state) from None
+    except engine.IllegalRunOperation as error:
+        raise ApiProblem(403, "Reserved signal", str(error)) from None
+    return Status(
+        202,
+        {
+            "run_id": keyed.run_id,
+            "signal_id": keyed.signal_id,
+            "duplicate": keyed.duplicate,
+            "started": keyed.started,
+        },
+    )
 
 
 @router.post("/{run_id}/cancel", response={202: RunStateOut, **ERRORS}, summary="Cancel a run")

@@ -19,7 +19,10 @@ replaces that handler when it starts, with one that runs no query:
   (from another connection, as psql's Ctrl-C does) and notes the request; the
   scheduler then runs no further statement and leaves the tick with SystemExit.
 The last save is bounded by a statement timeout, so a lock held elsewhere
-cannot keep beat alive either. What a cut-short save loses is each entry's
+cannot keep beat alive either; and so is the release of the broker connection
+that follows it, which waits for the broker to acknowledge each close (RabbitMQ's
+Close-Ok, with no timeout of its own): a broker that has stopped answering, or
+answers late under load, cannot keep beat alive. What a cut-short save loses is each entry's
 last run time, and that is safe to lose: beat then sends a tick again, whose
 start is keyed on its schedule and time, and finds the run already there.
 """
@@ -42,6 +45,8 @@ from celery.schedules import BaseSchedule, crontab, schedule
 from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 from django_celery_beat.schedulers import DatabaseScheduler
+from kombu import Connection
+from kombu.common import ignore_errors
 
 from workflows import heartbeats
 
@@ -53,6 +58,8 @@ HEARTBEAT_EVERY = 10.0
 # Seconds each statement of the last save may take once beat is stopping
 # (docker waits 10 s after SIGTERM before SIGKILL).
 LAST_SAVE_STATEMENT_TIMEOUT = 3.0
+# Seconds beat waits, once stopping, for the broker to acknowledge the close of its connection.
+BROKER_RELEASE_TIMEOUT = 2.0
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
@@ -173,19 +180,44 @@ class Scheduler(DatabaseScheduler):
             super()._do_sync()
 
     def close(self) -> None:
-        """Save the schedule a last time, each statement bounded, and release the broker.
+        """Save the schedule a last time, each statement bounded, and release the broker,
+        waiting a bounded time for it to acknowledge.
 
         Celery calls this once beat leaves its loop, outside any signal handler;
         a second signal meanwhile cancels the statement in flight.
         """
         self._last_save = True
         self._at_work += 1
+        # Celery's close releases the connection it finds cached here, with no bound on
+        # the wait: taken out first, it is released below instead.
+        self.__dict__.pop("producer", None)
+        broker = self.__dict__.pop("connection", None)
         try:
             close_old_connections()
             bound_statements(seconds=LAST_SAVE_STATEMENT_TIMEOUT)
             super().close()
         finally:
             self._at_work -= 1
+            if broker is not None:
+                release_within(broker, seconds=BROKER_RELEASE_TIMEOUT)
+
+
+def release_within(broker: Connection, *, seconds: float) -> bool:
+    """Release the `broker` connection, waiting at most `seconds` for the broker to acknowledge;
+    return whether it did. Never raise.
+
+    The release runs in a daemon thread, which a broker that never answers leaves
+    blocked: it holds nothing beat needs, and does not hold up the process's exit.
+    """
+    releasing = threading.Thread(
+        target=ignore_errors, args=(broker, broker.release), name="beat-release", daemon=True
+    )
+    releasing.start()
+    releasing.join(seconds)
+    if releasing.is_alive():
+        logger.warning("beat.broker_release_timed_out", extra={"seconds": seconds})
+        return False
+    return True
 
 
 def cancel_statement_in_flight() -> None:

@@ -21,6 +21,7 @@ any time zone still works.
 
 from __future__ import annotations
 
+import math
 import unicodedata
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
@@ -65,7 +66,10 @@ def clean_text(value: str, *, max_length: int | None, multiline: bool = False) -
 
 def refuse_unstorable(value: Any) -> None:
     """Raise Refused if any text in a JSON value (keys too) holds a NUL or a lone surrogate,
-    which PostgreSQL cannot store; other control characters are data and pass."""
+    or a number is NaN or infinite (Python's JSON reader takes them, PostgreSQL's refuses
+    them): what PostgreSQL cannot store. Other control characters are data and pass."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise Refused("numbers must be finite (JSON has no NaN or Infinity)")
     if isinstance(value, str):
         if "\x00" in value:
             raise Refused("text must not contain NUL characters")

@@ -10,6 +10,7 @@ history.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -477,6 +478,49 @@ HUMAN_NODES = (Approval, Revise)
 
 
 # ---------------------------------------------------------------------------
+# Queries and updates: reading and changing a live run from outside
+# ---------------------------------------------------------------------------
+
+# A query reads the run's data and returns JSON-able data; it never writes or runs a step.
+QueryFunction = Callable[[RunData], Any]
+
+
+class UpdateRefused(Exception):
+    """Raised by an update handler to refuse an update; the message is the caller's answer."""
+
+
+@dataclass(frozen=True)
+class Updated:
+    """What an update handler returns when the update changes the run's input.
+
+    `result` is the caller's answer; `input` is the run's whole new input, validated
+    by the definition's input schema and written with the update, in one transaction.
+    A handler that changes nothing may return its answer alone.
+    """
+
+    result: Any = None
+    input: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Update:
+    """A signal with a schema and an answer (Temporal's update): validated, handled, answered.
+
+    `schema` (a pydantic model) validates the payload; `handler(data, payload)` gets the
+    run's data and the validated payload, and returns the caller's answer, or an
+    `Updated` that also replaces the run's input; it raises `UpdateRefused` to say no.
+    The update is then recorded as a signal of the same name (de-duplicated by its id,
+    so a repeated id gets the first answer), and, like any signal, resumes a wait for
+    that name. Accepted while the run is running or waiting; with `waiting_at`, only
+    while it waits at one of those nodes.
+    """
+
+    handler: Callable[[RunData, Any], Any]
+    schema: type[pydantic.BaseModel]
+    waiting_at: tuple[str, ...] = ()
+
+
+# ---------------------------------------------------------------------------
 # Workflows
 # ---------------------------------------------------------------------------
 
@@ -558,6 +602,10 @@ class Workflow:
     # is in flight is cancelled, and the run goes on from that node).
     deadline: Duration | None = None
     on_deadline: str = DEADLINE_CANCELS
+    # Questions a live run answers from its stored data (GET .../queries/<name>), and
+    # updates it accepts (POST .../updates/<name>): see `QueryFunction` and `Update`.
+    queries: Mapping[str, QueryFunction] = field(default_factory=dict)
+    updates: Mapping[str, Update] = field(default_factory=dict)
 
     def __str__(self) -> str:
         return f"{self.name} v{self.version}"
@@ -729,6 +777,8 @@ def check_definition(workflow: Workflow) -> list[str]:
         )
 
     problems.extend(_deadline_problems(workflow))
+    problems.extend(_query_problems(workflow))
+    problems.extend(_update_problems(workflow))
     starts = (workflow.start, *_defined(workflow, workflow.deadline_node))
     unreachable = set(names) - _reachable(workflow, starts)
     problems.extend(f"node {name!r} is unreachable from the start" for name in sorted(unreachable))
@@ -799,6 +849,80 @@ def _deadline_problems(workflow: Workflow) -> list[str]:
             "with the run's own path: a deadline path needs nodes of its own"
         ]
     return []
+
+
+# What a query's or an update's name may hold: it is a segment of the API's paths.
+_CALL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+
+
+def _name_problem(kind: str, name: object) -> str | None:
+    if isinstance(name, str) and _CALL_NAME.fullmatch(name):
+        return None
+    return (
+        f"{kind} name {name!r} must be 1 to 100 letters, digits, '_', '.' or '-' "
+        "(it is part of the API's path)"
+    )
+
+
+def _query_problems(workflow: Workflow) -> list[str]:
+    if not isinstance(workflow.queries, Mapping):
+        return [f"queries must map names to functions, not {workflow.queries!r}"]
+    problems = []
+    for name, function in workflow.queries.items():
+        if problem := _name_problem("query", name):
+            problems.append(problem)
+        if not callable(function):
+            problems.append(f"query {name!r} is {function!r}, not a function of the run's data")
+    return problems
+
+
+def _update_problems(workflow: Workflow) -> list[str]:
+    """An update has a handler, a schema with a JSON Schema, and nodes that may wait; its
+    name is a signal's, so it may not be a human task's decision."""
+    if not isinstance(workflow.updates, Mapping):
+        return [f"updates must map names to Update(handler, schema=...), not {workflow.updates!r}"]
+    reserved = {
+        signal: node.name
+        for node in workflow.nodes
+        if isinstance(node, HUMAN_NODES)
+        for signal in node.signals
+    }
+    problems = []
+    for name, update in workflow.updates.items():
+        if problem := _name_problem("update", name):
+            problems.append(problem)
+        if not isinstance(update, Update):
+            problems.append(f"update {name!r} is {update!r}, not an Update(handler, schema=...)")
+            continue
+        if name in reserved:
+            problems.append(
+                f"update {name!r} is the decision of the human task of {reserved[name]!r}: "
+                "choose another name"
+            )
+        if not callable(update.handler):
+            problems.append(f"update {name!r} has a handler that is not a function")
+        schema = update.schema
+        if not (isinstance(schema, type) and issubclass(schema, pydantic.BaseModel)):
+            problems.append(
+                f"update {name!r} has a schema that is not a pydantic model: {schema!r}"
+            )
+        else:
+            try:
+                schema.model_json_schema()
+            except pydantic.PydanticUserError as error:
+                problems.append(f"update {name!r} has a schema without a JSON Schema: {error}")
+        if not isinstance(update.waiting_at, tuple):
+            problems.append(
+                f"update {name!r} has waiting_at={update.waiting_at!r}: it must be a tuple of "
+                "node names (write ('review',) for one node)"
+            )
+            continue
+        problems.extend(
+            f"update {name!r} is accepted while waiting at {node!r}, which is not a node"
+            for node in update.waiting_at
+            if node not in workflow.nodes_by_name
+        )
+    return problems
 
 
 def _go_back_problems(workflow: Workflow, go_back: GoBack) -> list[str]:

@@ -78,6 +78,10 @@ DECISION_LATENCY = Histogram(
     ["type", "node", "outcome"],
     buckets=_DECISION_BUCKETS,
 )
+REPLICA_FALLBACKS = Counter(
+    "baton_replica_fallbacks",
+    "Reads meant for the read replica that the primary answered, the replica having failed.",
+)
 EMAIL_LINKS = Counter(
     "baton_email_links",
     "Emailed decision links used to decide, or refused (with why).",

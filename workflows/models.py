@@ -696,6 +696,9 @@ class Signal(models.Model):
         StepRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="signal"
     )
     consumed_at = models.DateTimeField(null=True, blank=True)
+    # An update's answer, {"result": ...}: what a repeat of its id is told (see
+    # engine.updates); null for a plain signal.
+    answer = models.JSONField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["received_at", "id"]

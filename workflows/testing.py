@@ -2,13 +2,14 @@
 clock the test moves.
 
 Everything goes through the engine's public use cases against the test database:
-`start_workflow`, `execute_step` (what a worker does), `signal_run`, `cancel_run` and the
-real `sweep`, which fires timers,
-retries, lost leases, escalations, deadlines and run deadlines from the due times stored
-in the database. Nothing is mocked but the broker: the kit runs every scheduled step itself,
-so no message leaves the process. The clock is the kit's `now`, passed to every use
-case; `advance(days=3)` moves it and lets the sweep fire whatever fell due meanwhile,
-each at its own due time (as a sweep running every few seconds would), in one call.
+`start_workflow`, `execute_step` (what a worker does), `signal_run`, `update_run`,
+`cancel_run`, queries and signals by business key as the API asks them, and the real
+`sweep`, which fires timers, retries, lost leases, escalations, deadlines and run
+deadlines from the due times stored in the database. Nothing is mocked but the broker:
+the kit runs every scheduled step itself, so no message leaves the process. The clock
+is the kit's `now`, passed to every use case; `advance(days=3)` moves it and lets the
+sweep fire whatever fell due meanwhile, each at its own due time (as a sweep running
+every few seconds would), in one call.
 
 Enable the fixture in a conftest.py with `pytest_plugins = ["workflows.testing"]` (or
 `["approvals.testing"]`, the same kit that also decides human tasks), then:
@@ -37,7 +38,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from workflows import engine, registry
+from workflows import business_keys, engine, queries, registry
 from workflows.activity import ActivityContext
 from workflows.dsl import Map, Node, Workflow
 from workflows.engine import work
@@ -225,6 +226,70 @@ class WorkflowEnvironment:
             )
         self.settle()
         return self.refresh(run)
+
+    def query(self, run: WorkflowRun, name: str) -> Any:
+        """Return the answer of the run's query `name`, as the API would (nothing moves).
+
+        A query that fails raises `queries.QueryFailed`, one the type lacks `UnknownQuery`.
+        """
+        return queries.query_run(run=self.refresh(run), name=name)
+
+    def update(
+        self,
+        run: WorkflowRun,
+        name: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        update_id: str | None = None,
+    ) -> Any:
+        """Send the update `name`, as the API would, settle, and return the handler's answer.
+
+        A refusal raises the engine's error, whose message is the API's answer:
+        `InvalidUpdate` (422), `UpdateNotAccepted` or `RunAlreadyEnded` (409), `UnknownUpdate`.
+        """
+        with as_if_committed():
+            answer = engine.update_run(
+                run_id=run.pk, name=name, payload=payload or {}, update_id=update_id, now=self.now
+            )
+        self.settle()
+        return answer.result
+
+    def signal_by_key(
+        self,
+        workflow_type: str,
+        name: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        correlation_id: str | None = None,
+        key: dict[str, Any] | None = None,
+        signal_id: str | None = None,
+        start_input: dict[str, Any] | None = None,
+        started_by: Any = None,
+    ) -> WorkflowRun:
+        """Signal the one live run of the type with the correlation id or the searchable
+        field (`key={"order_id": "A-1"}`), or start it with `start_input`, as `POST
+        /signals` would; settle and return the run. A refusal raises `business_keys`'
+        error (`NoLiveRun`, `AmbiguousKey`, `InvalidKey`)."""
+        if (correlation_id is None) == (key is None) or (key is not None and len(key) != 1):
+            raise ValueError("give either correlation_id or key with one field, not both")
+        field, value = (
+            (business_keys.CORRELATION_ID, correlation_id)
+            if key is None
+            else next(iter(key.items()))
+        )
+        self._moved = True
+        with as_if_committed():
+            keyed = business_keys.signal_by_key(
+                key=business_keys.BusinessKey(workflow_type, field, value),
+                name=name,
+                payload=payload,
+                signal_id=signal_id,
+                start_input=start_input,
+                started_by=started_by,
+                now=self.now,
+            )
+        self.settle()
+        return WorkflowRun.objects.get(pk=keyed.run_id)
 
     def cancel(self, run: WorkflowRun) -> WorkflowRun:
         """Cancel the run (its completed steps are undone) and settle."""

@@ -27,7 +27,7 @@ from django.db.models.fields.tuple_lookups import Tuple, TupleLessThan
 from approvals import request_pages
 from approvals.console import services
 from approvals.request_pages import RequestPage
-from workflows import registry
+from workflows import registry, replica
 from workflows.cleaning import Refused, clean_text
 from workflows.models import Signal, StepEvent, StepRun, WorkflowRun
 from workflows.states import LIVE_STEP_STATES, EventKind, RunState, StepKind
@@ -181,6 +181,7 @@ class RunsPage:
     next_cursor: str = ""
 
 
+@replica.reads_replica
 def runs_page(*, filters: RunFilters, limit: int = PAGE_SIZE) -> RunsPage:
     """Return one page of runs matching `filters`, newest first, after `filters.cursor`."""
     runs = filtered_runs(filters)

@@ -30,6 +30,7 @@ from django.db.models.functions import Extract, TruncDate
 from approvals.escalation import DUE_SOON
 from approvals.models import HumanTask, InboxEntry
 from approvals.states import LIVE_TASK_STATES, InboxTab, Sla, TaskState
+from workflows import replica
 from workflows.models import WorkflowRun
 from workflows.states import RunState
 
@@ -204,6 +205,7 @@ def scoped(tasks: QuerySet[HumanTask], *, group_ids: Collection[int] | None) -> 
     return tasks if group_ids is None else tasks.filter(offered_to(group_ids=group_ids))
 
 
+@replica.reads_replica
 def dashboard(*, now: datetime, group_ids: Collection[int] | None = None) -> Dashboard:
     """Read the whole dashboard in a fixed number of queries; with `group_ids`, only
     the tasks offered to those groups (a manager's view) and no run trends."""

@@ -34,6 +34,7 @@ from approvals.console.selectors import query_date, query_text, start_of
 from approvals.console.sla import offered_to, scoped, sla_condition
 from approvals.models import HumanTask
 from approvals.states import LIVE_TASK_STATES, Sla, TaskState, outcome_words
+from workflows import replica
 
 PAGE_SIZE = 25
 LIVE = "live"
@@ -192,6 +193,7 @@ class TasksPage:
     next_cursor: str = ""
 
 
+@replica.reads_replica
 def tasks_page(
     *,
     filters: TaskFilters,

@@ -21,7 +21,6 @@ from uuid import UUID
 
 from django.contrib.auth import get_user_model
 from django.contrib.postgres.search import SearchQuery, SearchVector
-from django.db import connection
 from django.db.models import Exists, JSONField, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.expressions import RawSQL
 from django.db.models.fields.tuple_lookups import Tuple, TupleGreaterThan
@@ -34,7 +33,7 @@ from approvals.inbox import compiled_queries
 from approvals.models import GroupManager, HumanTask, InboxEntry, SavedFilter, Snooze
 from approvals.permissions import Person
 from approvals.states import InboxTab, Priority, Sla
-from workflows import registry
+from workflows import registry, replica
 from workflows.cleaning import Refused, clean_datetime, clean_text
 from workflows.dsl import Approval
 from workflows.models import WorkflowRun
@@ -164,10 +163,12 @@ _ROW_COLUMNS = (
 )
 
 
+@replica.reads_replica
 def inbox(*, user: Any, filters: InboxFilters, now: datetime, limit: int = PAGE_SIZE) -> Page:
     """Return one page of a tab, after `filters.cursor`, and the cursor of the next page;
     raise BadCursor if the cursor is not one this function gave out."""
     after = _decode(filters.cursor, filters.sort)
+    connection = replica.read_connection()
     shape = _Shape(
         vendor=connection.vendor,
         tab=filters.tab,
@@ -203,10 +204,12 @@ def decides_in_tab(tab: str) -> bool:
     return tab != InboxTab.DELEGATED
 
 
+@replica.reads_replica
 def inbox_header(*, user: Any, now: datetime) -> Header:
     """Count each tab's tasks, up to COUNT_CAP, read the saved filters and whether `user`
     manages a group (who then finds their groups' SLA dashboard here): one query."""
     values = {"user_id": user.pk, "now": now}
+    connection = replica.read_connection()
     if connection.vendor in _COMPILED_ON:
         sql, params = _header(connection.vendor).bind(values)
     else:
@@ -342,6 +345,7 @@ def _page_tasks(cursor: Any, task_ids: list[UUID], *, sort: str, user_id: int) -
     select_related and annotate would give, from SQL compiled once per number of tasks."""
     if not task_ids:
         return []
+    connection = replica.read_connection()
     shape = _RowsShape(vendor=connection.vendor, sort=sort, count=len(task_ids))
     values = {"user_id": user_id, **{f"id{n}": task_id for n, task_id in enumerate(task_ids)}}
     if shape.vendor in _COMPILED_ON:
@@ -387,7 +391,7 @@ def _rows_sql(shape: _RowsShape, values: Mapping[str, Any]) -> tuple[str, tuple[
 def _task_of(row: tuple[Any, ...], users: dict[int, Any]) -> HumanTask:
     """A task, its run and the users it names, from one row of _ROW_COLUMNS, as
     `select_related` would build them (every other field deferred)."""
-    db = connection.alias
+    db = replica.read_alias()
     tasks_end = len(_TASK_COLUMNS)
     runs_end = tasks_end + len(_RUN_COLUMNS)
     task = HumanTask.from_db(db, _TASK_COLUMNS, converted(HumanTask, _TASK_COLUMNS, row))

@@ -406,3 +406,50 @@ class TestDatabasePooler:
 
         assert result.returncode != 0
         assert "BATON_DB_POOLER must be empty or 'pgbouncer'" in result.stderr
+
+
+class TestReadReplica:
+    def test_without_one_every_query_has_one_database(self, tmp_path) -> None:
+        env = bare_env(tmp_path, DJANGO_SECRET_KEY=KEY, DATABASE_URL="postgres://b@db:5432/baton")
+
+        databases = loaded(env, "DATABASES")["DATABASES"]
+
+        assert list(databases) == ["default"]
+
+    def test_one_is_a_second_database_reached_like_the_first(self, tmp_path) -> None:
+        env = bare_env(
+            tmp_path,
+            DJANGO_SECRET_KEY=KEY,
+            DATABASE_URL="postgres://b@db:5432/baton",
+            DATABASE_REPLICA_URL="postgres://b@db-replica:5432/baton",
+        )
+
+        settings = loaded(env, "DATABASES", "BATON_REPLICA_PIN_SECONDS")
+        replica = settings["DATABASES"]["replica"]
+
+        assert (replica["HOST"], replica["NAME"]) == ("db-replica", "baton")
+        # It gives up connecting soon, and then the pages read the primary.
+        assert replica["OPTIONS"] == {"options": "-c jit=off", "connect_timeout": 2}
+        # Under tests it is the test database: nothing to create, nothing to flush.
+        assert replica["TEST"]["MIRROR"] == "default"
+        assert settings["BATON_REPLICA_PIN_SECONDS"] == 5.0
+
+    @pytest.mark.parametrize(
+        ("variables", "message"),
+        [
+            (
+                {"DATABASE_REPLICA_URL": "sqlite:///replica.sqlite3"},
+                "DATABASE_REPLICA_URL must be a PostgreSQL URL",
+            ),
+            ({"BATON_REPLICA_PIN_SECONDS": "-1"}, "BATON_REPLICA_PIN_SECONDS must be 0 or more"),
+        ],
+    )
+    def test_a_bad_value_is_refused_by_name(self, tmp_path, variables, message) -> None:
+        env = bare_env(
+            tmp_path, DJANGO_SECRET_KEY=KEY, DATABASE_URL="postgres://b@db:5432/baton", **variables
+        )
+
+        result = load_settings(env, "DATABASES")
+
+        assert result.returncode != 0
+        assert message in result.stderr

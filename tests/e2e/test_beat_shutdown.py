@@ -1,9 +1,12 @@
-"""A real beat on Baton's scheduler ends within seconds of SIGTERM or SIGINT, even mid-query.
+"""A real beat on Baton's scheduler ends within seconds of SIGTERM or SIGINT, even mid-query,
+and even when its broker has stopped answering.
 
-Each test holds a lock in a second session so that one of the beat's statements
-waits in PostgreSQL, and signals the beat while it waits: the moment at which
-celery's own handler used to save the schedule from inside the interrupted
-query, on the connection that query held, and wait for ever.
+The first tests hold a lock in a second session so that one of the beat's
+statements waits in PostgreSQL, and signal the beat while it waits: the moment at
+which celery's own handler used to save the schedule from inside the interrupted
+query, on the connection that query held, and wait for ever. The last one puts
+the beat behind a relay to RabbitMQ that stops forwarding: beat used to wait for
+ever for the broker to acknowledge the close of its connection.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import psycopg
 import pytest
@@ -21,6 +25,8 @@ from django.db import connection
 from django_celery_beat.models import IntervalSchedule, PeriodicTask, PeriodicTasks
 
 from tests.e2e.conftest import Cluster, end_process, scaled, wait_until
+from tests.e2e.rabbitmq import ensure_virtual_host, rabbitmq_url
+from tests.e2e.relay import Relay
 
 pytestmark = pytest.mark.e2e
 
@@ -151,3 +157,43 @@ class TestBeatStopsWhileItsQueryWaits:
         ]
 
         assert None not in exits, f"seconds to exit, None for still running: {exits}"
+
+
+@pytest.fixture
+def rabbitmq_relay() -> Iterator[Relay]:
+    """A relay to the tests' RabbitMQ, which the test can make stop answering."""
+    url = urlsplit(rabbitmq_url())
+    ensure_virtual_host(url.geturl())
+    with Relay((url.hostname or "127.0.0.1", url.port or 5672)) as relay:
+        yield relay
+
+
+def through(relay: Relay) -> str:
+    """Return the tests' RabbitMQ URL with its host and port those of `relay`."""
+    url = urlsplit(rabbitmq_url())
+    return url._replace(netloc=f"{url.netloc.rsplit('@', 1)[0]}@127.0.0.1:{relay.port}").geturl()
+
+
+def exits_within(process: subprocess.Popen, *, seconds: float) -> bool:
+    """Wait at most `seconds` for `process` to exit; return whether it did."""
+    try:
+        process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
+
+
+class TestBeatStopsWhenItsBrokerStopsAnswering:
+    def test_a_sigterm_ends_it_within_seconds_though_the_broker_never_acknowledges_the_close(
+        self, beats, rabbitmq_relay
+    ):
+        beats.env = {**beats.env, "CELERY_BROKER_URL": through(rabbitmq_relay)}
+        beat = beats.start_beat("beat-relayed", database_scheduler=True)
+        wait_until(lambda: sent_a_few(beats.logs / "beat-relayed.log"), timeout=60, what="beat")
+
+        rabbitmq_relay.freeze()
+        beat.send_signal(signal.SIGTERM)
+        exited = exits_within(beat, seconds=scaled(EXITS_WITHIN))
+        end_process(beat, grace=1)  # killed if still running, not left to the next test
+
+        assert exited, f"beat still running {scaled(EXITS_WITHIN):g}s after SIGTERM"

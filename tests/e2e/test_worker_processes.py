@@ -14,7 +14,8 @@ from celery import current_app
 
 from tests.conftest import steps_by_node
 from tests.e2e.conftest import wait_until
-from workflows import engine
+from workflows import business_keys, engine
+from workflows.business_keys import BusinessKey
 from workflows.engine import work
 from workflows.examples.models import ServiceEffect
 from workflows.models import WorkflowRun
@@ -294,6 +295,26 @@ class TestGraph:
         run = finished(run, RunState.SUCCEEDED)
 
         assert effects(run) == {"test.prepare": 1, "test.went": 1}
+
+    def test_an_update_then_a_signal_by_key_finish_the_run_with_the_new_amount(
+        self, workers, start, finished, effects
+    ):
+        run = start("test_quoted", {"order_id": "E-1", "amount": 100})
+        wait_until(
+            lambda: run.steps.filter(node="await_go", state=StepState.WAITING).exists(),
+            timeout=60,
+            what="the quote to wait for its go",
+        )
+
+        answer = engine.update_run(
+            run_id=run.pk, name="change_amount", payload={"amount": 120, "reason": "extra"}
+        )
+        business_keys.signal_by_key(key=BusinessKey("test_quoted", "order_id", "E-1"), name="go")
+
+        run = finished(run, RunState.SUCCEEDED)
+        assert answer.result == {"was": 100, "now": 120}
+        assert run.input["amount"] == 120
+        assert effects(run) == {"test.prepare": 1, "test.charge": 1}
 
     def test_two_beats_fire_each_timer_once(self, workers, start, finished, effects):
         runs = [start("test_sleeping", {}) for _ in range(5)]

@@ -17,6 +17,7 @@ from workflows import registry
 from workflows.activity import ActivityContext, NonRetryableError
 from workflows.calendars import BusinessTime
 from workflows.dsl import (
+    ANYONE,
     Activity,
     Approval,
     Branch,
@@ -32,6 +33,9 @@ from workflows.dsl import (
     RunData,
     Sleep,
     Timeouts,
+    Update,
+    Updated,
+    UpdateRefused,
     WaitForSignal,
     Workflow,
 )
@@ -852,3 +856,72 @@ LOAN = Workflow(
     ),
 )
 registry.register(LOAN)
+
+
+# Queries, updates and signals by business key (tests/workflows/test_queries.py,
+# test_updates.py, test_business_keys.py): a quote is prepared, waits for the
+# customer's go, then charges. While it waits, its amount may change (an update
+# validated by AmountChange); anyone may ask for the quote (a query).
+class QuotedOrder(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    order_id: str = Field(min_length=1)
+    amount: int = Field(gt=0)
+    currency: str = "EUR"
+
+
+class AmountChange(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    amount: int = Field(gt=0)
+    reason: str = Field(min_length=1)
+
+
+class Acceptance(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    accepted_by: str = Field(min_length=1)
+
+
+def quote(data: RunData) -> dict[str, Any]:
+    return {
+        "order_id": data.input["order_id"],
+        "amount": data.input["amount"],
+        "currency": data.input["currency"],
+        "prepared": "prepare" in data.results,
+    }
+
+
+def change_amount(data: RunData, change: AmountChange) -> Updated:
+    was = data.input["amount"]
+    if change.amount > 10 * was:
+        raise UpdateRefused(f"{change.amount} is more than ten times the quoted {was}.")
+    return Updated(
+        result={"was": was, "now": change.amount}, input={**data.input, "amount": change.amount}
+    )
+
+
+def accept(data: RunData, acceptance: Acceptance) -> dict[str, Any]:
+    return {"accepted": data.input["amount"], "by": acceptance.accepted_by}
+
+
+QUOTED = Workflow(
+    name="test_quoted",
+    version=1,
+    start="prepare",
+    input_schema=QuotedOrder,
+    searchable=("order_id",),
+    starters=ANYONE,
+    nodes=(
+        step("prepare", "await_go"),
+        WaitForSignal("await_go", signals={"go": "charge", "accept": "charge", "stop": None}),
+        step("charge"),
+    ),
+    queries={"quote": quote, "broken": lambda data: data.input["missing"]},
+    updates={
+        "change_amount": Update(change_amount, schema=AmountChange, waiting_at=("await_go",)),
+        # An update whose name the wait listens for: answered, then the run goes on.
+        "accept": Update(accept, schema=Acceptance),
+    },
+)
+registry.register(QUOTED)

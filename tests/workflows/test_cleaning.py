@@ -61,6 +61,11 @@ class TestRefuseUnstorable:
     def test_other_control_characters_are_data(self):
         refuse_unstorable({"note": "tab\there\x1b"})
 
+    @pytest.mark.parametrize("number", [float("nan"), float("inf"), float("-inf")])
+    def test_a_number_json_cannot_carry_is_refused(self, number):
+        with pytest.raises(Refused, match="numbers must be finite"):
+            refuse_unstorable({"payload": [1.5, number]})
+
 
 class TestCleanDatetime:
     def test_reads_iso_8601_into_utc(self):

@@ -24,6 +24,7 @@ from workflows.dsl import (
     Parallel,
     Revise,
     RunData,
+    Update,
     WaitForSignal,
     Workflow,
     check_definition,
@@ -729,4 +730,91 @@ class TestRunDeadlineCheck:
 
         assert check_definition(definition) == [
             "the deadline must be a positive duration, not 0:00:00"
+        ]
+
+
+class Change(pydantic.BaseModel):
+    amount: int
+
+
+def answer(data, payload):
+    return None
+
+
+def waiting(**options) -> Workflow:
+    return Workflow(
+        name="check_me",
+        version=1,
+        start="a",
+        nodes=(WaitForSignal("a", signals={"go": None}),),
+        **options,
+    )
+
+
+class TestQueriesAndUpdatesCheck:
+    def test_queries_and_updates_that_name_waiting_nodes_pass(self):
+        definition = waiting(
+            queries={"quote": lambda data: {}},
+            updates={"change": Update(answer, schema=Change, waiting_at=("a",))},
+        )
+
+        assert check_definition(definition) == []
+
+    def test_a_query_that_is_no_function_is_named(self):
+        assert check_definition(waiting(queries={"quote": 42})) == [
+            "query 'quote' is 42, not a function of the run's data"
+        ]
+
+    def test_a_name_that_cannot_be_part_of_a_path_is_refused(self):
+        problems = check_definition(
+            waiting(
+                queries={"the quote": lambda data: {}},
+                updates={"a/b": Update(answer, schema=Change)},
+            )
+        )
+
+        assert problems == [
+            "query name 'the quote' must be 1 to 100 letters, digits, '_', '.' or '-' "
+            "(it is part of the API's path)",
+            "update name 'a/b' must be 1 to 100 letters, digits, '_', '.' or '-' "
+            "(it is part of the API's path)",
+        ]
+
+    def test_an_update_that_is_not_an_update_is_named(self):
+        assert check_definition(waiting(updates={"change": answer})) == [
+            f"update 'change' is {answer!r}, not an Update(handler, schema=...)"
+        ]
+
+    def test_an_update_schema_must_be_a_pydantic_model(self):
+        assert check_definition(waiting(updates={"change": Update(answer, schema=dict)})) == [
+            "update 'change' has a schema that is not a pydantic model: <class 'dict'>"
+        ]
+
+    def test_an_update_accepted_at_a_node_that_does_not_exist_is_named(self):
+        definition = waiting(updates={"change": Update(answer, schema=Change, waiting_at=("b",))})
+
+        assert check_definition(definition) == [
+            "update 'change' is accepted while waiting at 'b', which is not a node"
+        ]
+
+    def test_a_bare_node_name_for_waiting_at_is_refused(self):
+        definition = waiting(updates={"change": Update(answer, schema=Change, waiting_at="a")})
+
+        assert check_definition(definition) == [
+            "update 'change' has waiting_at='a': it must be a tuple of node names "
+            "(write ('review',) for one node)"
+        ]
+
+    def test_an_update_may_not_take_a_human_decisions_name(self):
+        definition = Workflow(
+            name="check_me",
+            version=1,
+            start="review",
+            nodes=(Approval("review", groups=("finance",)),),
+            updates={"review.approved": Update(answer, schema=Change)},
+        )
+
+        assert check_definition(definition) == [
+            "update 'review.approved' is the decision of the human task of 'review': "
+            "choose another name"
         ]

@@ -9,6 +9,7 @@ nothing that matters, and the sweep finds every step whose message was lost or
 whose worker died.
 
 One module per use case: `start`, `execute` (claim, run, record), `signals`,
+`updates` (a signal validated, handled and answered in the same request),
 `undo` (compensation, cancel, dead letters), `pause`, `operate` (an operator's
 retry of a failed run, or skip of a stuck step), `migrate` (moving live runs to
 another version), `sweeper`, `notes` (a warning on a run's timeline); `advance` moves a
@@ -35,6 +36,13 @@ from workflows.engine.signals import RESERVED_SIGNAL_ID_PREFIX, fail_waiting_ste
 from workflows.engine.start import start_pending_runs, start_workflow
 from workflows.engine.sweeper import sweep
 from workflows.engine.undo import cancel_run, resume_dead_letter, retry_dead_letter
+from workflows.engine.updates import (
+    InvalidUpdate,
+    UnknownUpdate,
+    UpdateAnswer,
+    UpdateNotAccepted,
+    update_run,
+)
 from workflows.engine.work import EXECUTE_STEP_TASK, EXECUTE_STEPS_TASK
 
 moves.install(
@@ -63,10 +71,14 @@ __all__ = [
     "RESERVED_SIGNAL_ID_PREFIX",
     "EngineError",
     "IllegalRunOperation",
+    "InvalidUpdate",
     "MigrationReport",
     "RunAlreadyEnded",
     "RunMove",
     "RunNotFound",
+    "UnknownUpdate",
+    "UpdateAnswer",
+    "UpdateNotAccepted",
     "cancel_run",
     "execute_step",
     "fail_waiting_step",
@@ -82,5 +94,6 @@ __all__ = [
     "start_pending_runs",
     "start_workflow",
     "sweep",
+    "update_run",
     "warn_run",
 ]

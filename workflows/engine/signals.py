@@ -51,27 +51,55 @@ def signal_run(
             return existing, False
         if run.is_finished or run.state == RunState.DEAD_LETTERED:
             raise RunAlreadyEnded(run)
-        signal = Signal.objects.create(
-            run=run,
+        signal = deliver_signal(
+            run,
+            definition_of(run),
             name=name,
-            signal_id=signal_id or str(uuid.uuid4()),
             payload=payload or {},
-            received_at=now,
+            signal_id=signal_id or str(uuid.uuid4()),
+            now=now,
+            work=work,
         )
-        work.event(
-            run, None, EventKind.SIGNALLED, now, detail={"name": name, "id": signal.signal_id}
-        )
-        definition = definition_of(run)
-        # A map's items waiting for a slot never wait for a signal: leave them out.
-        waiting = run.steps.filter(kind=StepKind.FORWARD, state=StepState.WAITING, item=None)
-        for step in waiting:
-            node = definition.node(step.node)
-            if isinstance(node, WaitForSignal) and name in node.signals:
-                consume_signal(run, definition, step, node, signal, now, work)
-                settle(run, work)
-                break
         work.finish(run)
     return signal, True
+
+
+def deliver_signal(
+    run: WorkflowRun,
+    definition: Workflow,
+    *,
+    name: str,
+    payload: dict[str, Any],
+    signal_id: str,
+    now: datetime,
+    work: UnitOfWork,
+    answer: dict[str, Any] | None = None,
+) -> Signal:
+    """Record a signal to a locked run and resume the wait for it, if one waits.
+
+    An update's signal carries its `answer` (see engine.updates).
+    """
+    signal = Signal.objects.create(
+        run=run,
+        name=name,
+        signal_id=signal_id,
+        payload=payload,
+        received_at=now,
+        answer=answer,
+    )
+    detail: dict[str, Any] = {"name": name, "id": signal.signal_id}
+    if answer is not None:
+        detail["update"] = True
+    work.event(run, None, EventKind.SIGNALLED, now, detail=detail)
+    # A map's items waiting for a slot never wait for a signal: leave them out.
+    waiting = run.steps.filter(kind=StepKind.FORWARD, state=StepState.WAITING, item=None)
+    for step in waiting:
+        node = definition.node(step.node)
+        if isinstance(node, WaitForSignal) and name in node.signals:
+            consume_signal(run, definition, step, node, signal, now, work)
+            settle(run, work)
+            break
+    return signal
 
 
 RESERVED_SIGNAL_ID_PREFIX = "approval-"
@@ -87,6 +115,12 @@ def _refuse_reserved_signal(definition: Workflow, name: str, signal_id: str | No
             raise IllegalRunOperation(
                 f"{name!r} is decided by the human task of {node.name!r}, not by a signal."
             )
+    if name in definition.updates:
+        # Sent as a plain signal, it would skip the update's schema and handler.
+        raise IllegalRunOperation(
+            f"{name!r} is an update of {definition.name!r}: send it as an update, "
+            "which validates its payload and answers."
+        )
 
 
 def consume_signal(
