@@ -579,6 +579,9 @@ if "BATON_EXPENSE_ESCALATE_AFTER_HOURS" in os.environ:
 BATON_EXPENSE_FINANCE_THRESHOLD = env_str("BATON_EXPENSE_FINANCE_THRESHOLD", "1000")
 # Seconds between refreshes of the inbox list.
 BATON_INBOX_POLL_SECONDS = int(env_float("BATON_INBOX_POLL_SECONDS", 20))
+# Whether each process keeps the HTML of the inbox rows it filled lately (approvals.inbox.rows);
+# off, every row is filled afresh into its shape (the benchmark's "cold" inbox).
+BATON_INBOX_ROW_CACHE = env_bool("BATON_INBOX_ROW_CACHE", True)
 
 # ---------------------------------------------------------------------------
 # Hardening: throttled credentials (django-axes) and the audit chain's key
