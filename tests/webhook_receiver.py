@@ -26,6 +26,10 @@ class Receiver:
     secret: str = ""
     # Answer 500 to this many requests first (before verifying them).
     fail_first: int = 0
+    # Keep the answer to this request (counted from 1) until `release` is set, after
+    # verifying it: the sender's worker can be killed while it waits.
+    hold: int = 0
+    release: threading.Event = field(default_factory=threading.Event)
     verified: list[Received] = field(default_factory=list)
     requests: int = 0
     bad_signatures: int = 0
@@ -35,7 +39,8 @@ class Receiver:
     def answer(self, headers: dict[str, str], body: bytes) -> int:
         with self.lock:
             self.requests += 1
-            if self.requests <= self.fail_first:
+            number = self.requests
+            if number <= self.fail_first:
                 return 500
             try:
                 payload = Webhook(self.secret).verify(body, headers)
@@ -43,7 +48,9 @@ class Receiver:
                 self.bad_signatures += 1
                 return 400
             self.verified.append(Received(message_id=headers["webhook-id"], payload=payload))
-            return 204
+        if number == self.hold:
+            self.release.wait(timeout=120)
+        return 204
 
     def types(self) -> list[str]:
         with self.lock:
@@ -56,9 +63,9 @@ class Receiver:
 
 
 @contextmanager
-def receiving(*, secret: str = "", fail_first: int = 0) -> Iterator[Receiver]:
+def receiving(*, secret: str = "", fail_first: int = 0, hold: int = 0) -> Iterator[Receiver]:
     """Listen on 127.0.0.1 on a free port until the block ends."""
-    receiver = Receiver(secret=secret, fail_first=fail_first)
+    receiver = Receiver(secret=secret, fail_first=fail_first, hold=hold)
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
@@ -80,6 +87,7 @@ def receiving(*, secret: str = "", fail_first: int = 0) -> Iterator[Receiver]:
     try:
         yield receiver
     finally:
+        receiver.release.set()
         server.shutdown()
         server.server_close()
         thread.join()

@@ -210,7 +210,9 @@ def delivery_workflow() -> Workflow:
                     max_interval=timedelta(hours=2),
                     non_retryable=("RefusedAddress", "EndpointDisabled"),
                 ),
-                timeouts=Timeouts(start_to_close=timedelta(seconds=REQUEST_TIMEOUT_SECONDS * 3)),
+                # A POST's connect and answer each time out: a worker that died
+                # mid-POST gives its delivery back soon after.
+                timeouts=Timeouts(start_to_close=timedelta(seconds=REQUEST_TIMEOUT_SECONDS * 2)),
             ),
         ),
     )
