@@ -137,6 +137,11 @@ def _start_delivery_run(delivery: WebhookDelivery, now: datetime) -> WorkflowRun
     return run
 
 
+def delivery_log(*, endpoint: WebhookEndpoint, limit: int) -> list[WebhookDelivery]:
+    """Return an endpoint's newest deliveries with their runs (webhook_delivery_log_idx)."""
+    return list(endpoint.deliveries.select_related("run").order_by("-created_at", "-id")[:limit])
+
+
 def redeliver(*, delivery_id: uuid.UUID, now: datetime | None = None) -> WebhookDelivery:
     """Send a delivery again, with the same message id, as a new delivery run."""
     now = now or timezone.now()
