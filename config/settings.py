@@ -564,6 +564,9 @@ BATON_WEBHOOKS_ALLOW_PRIVATE = env_bool("BATON_WEBHOOKS_ALLOW_PRIVATE", False)
 # longer, at most 2 hours): 8 attempts from 5 s try for about 3 hours.
 BATON_WEBHOOKS_MAX_ATTEMPTS = env_int("BATON_WEBHOOKS_MAX_ATTEMPTS", 8)
 BATON_WEBHOOKS_RETRY_SECONDS = env_float("BATON_WEBHOOKS_RETRY_SECONDS", 5)
+# How often each process reads again which events endpoints subscribe to (0: at every
+# event, one more statement each); a new endpoint hears other processes' events from then.
+BATON_WEBHOOKS_REFRESH_SECONDS = env_float("BATON_WEBHOOKS_REFRESH_SECONDS", 10)
 if BATON_WEBHOOKS_MAX_ATTEMPTS < 1 or BATON_WEBHOOKS_RETRY_SECONDS <= 0:
     raise ImproperlyConfigured(
         "BATON_WEBHOOKS_MAX_ATTEMPTS must be 1 or more and BATON_WEBHOOKS_RETRY_SECONDS "

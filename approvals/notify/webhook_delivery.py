@@ -16,6 +16,7 @@ import ipaddress
 import json
 import socket
 import ssl
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -24,6 +25,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.db.models import F
 from django.utils import timezone
+from pydantic import BaseModel, ConfigDict
 from standardwebhooks import Webhook
 
 from approvals.models import WebhookDelivery
@@ -47,6 +49,14 @@ class EndpointDisabled(NonRetryableError):
 
 class DeliveryFailed(Exception):
     """The receiver did not answer 2xx, or could not be reached: tried again later."""
+
+
+class DeliveryInput(BaseModel):
+    """A delivery run's input: the delivery it sends (started by approvals.notify.webhooks)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    delivery_id: uuid.UUID
 
 
 @dataclass(frozen=True)
@@ -198,6 +208,7 @@ def delivery_workflow() -> Workflow:
         version=1,
         start="deliver",
         description="Send one outbound webhook, retried with backoff.",
+        input_schema=DeliveryInput,
         nodes=(
             Activity(
                 "deliver",

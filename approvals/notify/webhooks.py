@@ -6,6 +6,12 @@ that transaction rolls back, nothing is sent; once it commits, the engine owns t
 delivery and retries it like any step (see webhook_delivery). The engine's run
 hooks and the human-task use cases call the `runs_*` and `task_*` functions here.
 
+Each process remembers which event types any active endpoint subscribes to, read again
+every BATON_WEBHOOKS_REFRESH_SECONDS (and at once after a change made in the same
+process): an event nobody subscribes to costs no statement, so a step that starts or
+ends a run is as cheap as before while no endpoint listens. A new endpoint hears the
+events other processes make from their next read on.
+
 Order is not kept per endpoint: each delivery is its own run, so a message that is
 being retried does not hold back the ones after it. Receivers order by the
 payload's `timestamp` and drop repeats by the `webhook-id` header.
@@ -16,8 +22,10 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from time import monotonic
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 from django.db import transaction
@@ -38,6 +46,11 @@ _RUN_ENDINGS = {
     EventKind.COMPENSATED: WebhookEvent.RUN_FAILED,
     EventKind.DEAD_LETTERED: WebhookEvent.RUN_FAILED,
 }
+
+
+# What this process last read: the event types any active endpoint subscribes to, and
+# when (time.monotonic(); None: read them at the next event).
+_subscriptions: dict[str, Any] = {"events": frozenset(), "read_at": None}
 
 
 class InvalidEndpoint(ValueError):
@@ -62,6 +75,7 @@ def register_endpoint(
     )
     _check_url(endpoint.url)
     endpoint.save()
+    forget_subscriptions()
     return endpoint
 
 
@@ -76,6 +90,7 @@ def update_endpoint(
         if is_active is not None:
             endpoint.is_active = is_active
         endpoint.save()
+    forget_subscriptions()
     return endpoint
 
 
@@ -104,9 +119,36 @@ def _check_url(url: str) -> None:
 # ---------------------------------------------------------------------------
 
 
+def forget_subscriptions() -> None:
+    """Read the subscriptions again at the next event (an endpoint changed)."""
+    _subscriptions["read_at"] = None
+
+
+def remember_subscriptions(events: frozenset[str]) -> None:
+    """Take `events` as what endpoints subscribe to, as if just read (for tests)."""
+    _subscriptions.update(events=frozenset(events), read_at=monotonic())
+
+
+def _may_be_subscribed(event_type: WebhookEvent) -> bool:
+    refresh = settings.BATON_WEBHOOKS_REFRESH_SECONDS
+    if refresh <= 0:
+        return True
+    read_at = _subscriptions["read_at"]
+    if read_at is None or monotonic() - read_at >= refresh:
+        active = WebhookEndpoint.objects.filter(is_active=True)
+        remember_subscriptions(
+            frozenset(
+                name for types in active.values_list("event_types", flat=True) for name in types
+            )
+        )
+    return event_type.value in _subscriptions["events"]
+
+
 def emit(*, event_type: WebhookEvent, data: dict[str, Any], now: datetime) -> list[WebhookDelivery]:
     """Start one delivery per active endpoint subscribed to `event_type`, in the
-    caller's transaction; return them (none: one query, nothing written)."""
+    caller's transaction; return them (none, and no statement, while nobody subscribes)."""
+    if not _may_be_subscribed(event_type):
+        return []
     endpoints = list(
         WebhookEndpoint.objects.filter(is_active=True, event_types__contains=[event_type.value])
     )

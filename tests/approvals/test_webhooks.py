@@ -8,9 +8,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from approvals import human_tasks
-from approvals.models import WebhookDelivery
+from approvals.models import WebhookDelivery, WebhookEndpoint
 from approvals.notify import webhooks
 from approvals.notify.webhook_delivery import DELIVERY_TYPE
+from approvals.states import WebhookEvent
 from workflows.models import WorkflowRun
 
 pytestmark = pytest.mark.django_db
@@ -169,3 +170,30 @@ class TestRedeliver:
         assert again.message_id == message_id
         assert again.run_id != first_run
         assert again.run.workflow_type == DELIVERY_TYPE
+
+
+class TestSubscriptionsRemembered:
+    def test_an_event_nobody_subscribes_to_costs_no_statement(
+        self, django_assert_num_queries, register
+    ):
+        register(event_types=["task.decided"])
+        webhooks.emit(event_type=WebhookEvent.RUN_STARTED, data={}, now=timezone.now())
+
+        with django_assert_num_queries(0):
+            webhooks.emit(event_type=WebhookEvent.RUN_STARTED, data={}, now=timezone.now())
+
+    def test_an_endpoint_another_process_registered_is_heard_after_the_next_read(
+        self, settings, monkeypatch
+    ):
+        settings.BATON_WEBHOOKS_REFRESH_SECONDS = 10
+        endpoint = WebhookEndpoint.objects.create(
+            url="https://hooks.example.com/", event_types=["run.started"], created_at=timezone.now()
+        )
+        unheard = webhooks.emit(event_type=WebhookEvent.RUN_STARTED, data={}, now=timezone.now())
+
+        later = webhooks.monotonic() + 10
+        monkeypatch.setattr(webhooks, "monotonic", lambda: later)
+        heard = webhooks.emit(event_type=WebhookEvent.RUN_STARTED, data={}, now=timezone.now())
+
+        assert unheard == []
+        assert [delivery.endpoint for delivery in heard] == [endpoint]
