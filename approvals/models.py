@@ -31,6 +31,7 @@ from approvals.states import (
     WebhookEvent,
 )
 from workflows.models import StepRun, WorkflowRun
+from workflows.states import RunState
 
 User = settings.AUTH_USER_MODEL
 # The longest comment or reason anyone may write on a task, through any channel.
@@ -529,6 +530,10 @@ class WebhookEndpoint(models.Model):
         return self.url
 
 
+# A delivery run in one of these has stopped trying (until an operator retries it).
+_GIVEN_UP_RUN_STATES = (RunState.FAILED, RunState.DEAD_LETTERED, RunState.CANCELLED)
+
+
 class WebhookDelivery(models.Model):
     """One event for one endpoint: its signed message and how sending it went.
 
@@ -574,6 +579,6 @@ class WebhookDelivery(models.Model):
         """Return delivered, failed (the delivery run gave up) or pending."""
         if self.delivered_at is not None:
             return "delivered"
-        if self.run is not None and self.run.state in ("failed", "dead_lettered", "cancelled"):
+        if self.run is not None and self.run.state in _GIVEN_UP_RUN_STATES:
             return "failed"
         return "pending"

@@ -169,13 +169,14 @@ def deliver(context: ActivityContext) -> dict[str, Any]:
     if not endpoint.is_active:
         raise EndpointDisabled(f"The endpoint {endpoint.url} is switched off.")
     now = timezone.now()
+    body = message_body(delivery)
     headers = signed_headers(
-        secret=endpoint.secret, message_id=delivery.message_id, at=now, body=message_body(delivery)
+        secret=endpoint.secret, message_id=delivery.message_id, at=now, body=body
     )
     try:
         answer = post(
             endpoint.url,
-            body=message_body(delivery),
+            body=body,
             headers=headers,
             allow_private=settings.BATON_WEBHOOKS_ALLOW_PRIVATE,
         )
@@ -190,7 +191,12 @@ def deliver(context: ActivityContext) -> dict[str, Any]:
 
 
 def _record_attempt(
-    delivery: WebhookDelivery, *, now: datetime, status: int | None, text: str, delivered=False
+    delivery: WebhookDelivery,
+    *,
+    now: datetime,
+    status: int | None,
+    text: str,
+    delivered: bool = False,
 ) -> None:
     WebhookDelivery.objects.filter(pk=delivery.pk).update(
         attempts=F("attempts") + 1,
