@@ -114,6 +114,8 @@ class UnitOfWork:
     busy_runs: set[uuid.UUID] = field(default_factory=set)
     # Runs this unit of work ended, with the event that says how.
     ended: list[tuple[WorkflowRun, EventKind]] = field(default_factory=list)
+    # Runs this unit of work started (see registry.register_run_start_hook).
+    started: list[WorkflowRun] = field(default_factory=list)
 
     def insert(self, row: WorkflowRun | StepRun) -> None:
         """Write the new row at the next flush (runs first, then steps)."""
@@ -159,6 +161,8 @@ class UnitOfWork:
         )
         if step is None and kind in RUN_ENDING_EVENTS:
             self.ended.append((run, kind))
+        elif step is None and kind == EventKind.STARTED:
+            self.started.append(run)
         level = logging.DEBUG if self.batched and kind in _ROUTINE_EVENTS else logging.INFO
         if logger.isEnabledFor(level):
             message = f"step.{kind}" if step else f"run.{kind}"
@@ -172,6 +176,8 @@ class UnitOfWork:
         """Write what the use case changed; send its steps once the transaction commits."""
         for run in runs:
             self.save(run)
+        if self.started:
+            self._tell_run_start_hooks()
         if self.ended:
             self._tell_run_end_hooks()
         if any(event.step is not None and event.step.pk is None for event in self.events):
@@ -195,6 +201,12 @@ class UnitOfWork:
                 transaction.on_commit(lambda: send_steps(step_ids, traces=traces), robust=True)
             else:
                 transaction.on_commit(lambda: send_steps(step_ids), robust=True)
+
+    def _tell_run_start_hooks(self) -> None:
+        started, self.started = self.started, []
+        now = max(event.at for event in self.events)
+        for hook in registry.run_start_hooks():
+            hook(started=started, now=now)
 
     def _tell_run_end_hooks(self) -> None:
         # The last word on each run that is over now ("cancelled" is also said when
