@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -186,11 +186,14 @@ def step_contexts(steps: list[StepRun]) -> dict[str, dict[str, str]]:
         return {}
     from workflows.models import StepRun
 
-    contexts = {}
-    for step in steps:
-        if StepRun.run.is_cached(step) and step.run.trace_context:
-            contexts[str(step.pk)] = step.run.trace_context
-    return contexts
+    return run_contexts((step.pk, step.run) for step in steps if StepRun.run.is_cached(step))
+
+
+def run_contexts(steps: Iterable[tuple[int, WorkflowRun]]) -> dict[str, dict[str, str]]:
+    """The run context of each (step id, run) about to be sent (the runs in memory)."""
+    if _tracer is None:
+        return {}
+    return {str(step_id): run.trace_context for step_id, run in steps if run.trace_context}
 
 
 def message_headers(contexts: dict[str, dict[str, str]], step_ids: list[int]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from workflows import registry
 from workflows.dsl import Workflow
-from workflows.engine import nodes
+from workflows.engine import nodes, timers
 from workflows.engine.deadlines import DEADLINE_RUN_STATES, fire_deadline
 from workflows.engine.start import start_pending_runs
 from workflows.engine.work import UNDOING_RUN_STATES, UnitOfWork, definition_of
@@ -170,7 +170,8 @@ _RUNS_PER_TRANSACTION = 500
 
 def _sweep_runs(run_ids: list[uuid.UUID], now: datetime) -> tuple[int, set[uuid.UUID]]:
     """Handle the due steps of the runs no one else holds; return how many steps, and
-    the runs locked."""
+    the runs locked. Timers that lead straight to an activity fire as a set (see
+    `timers`); every other due step is handled run by run."""
     work = UnitOfWork(batched=True)
     with transaction.atomic():
         runs = list(
@@ -180,6 +181,12 @@ def _sweep_runs(run_ids: list[uuid.UUID], now: datetime) -> tuple[int, set[uuid.
         )
         if not runs:
             return 0, set()  # other sweeps hold them, or they moved on
+        locked = {run.pk for run in runs}
+        fired = timers.fire_due_timers(runs, now)
+        if fired:
+            runs = [run for run in runs if run.pk not in fired]
+            if not runs:
+                return len(fired), locked
         # Locking the steps fences a concurrent heartbeat: it waits, then finds its
         # lease gone if this sweep expired it.
         due: dict[uuid.UUID, list[StepRun]] = {run.pk: [] for run in runs}
@@ -187,7 +194,7 @@ def _sweep_runs(run_ids: list[uuid.UUID], now: datetime) -> tuple[int, set[uuid.
             run__in=runs, state__in=_SWEPT_STATES, due_at__lte=now
         ):
             due[step.run_id].append(step)
-        handled = 0
+        handled = len(fired)
         for run in runs:
             definition = definition_of(run)
             for index, step in enumerate(due[run.pk]):
@@ -200,7 +207,7 @@ def _sweep_runs(run_ids: list[uuid.UUID], now: datetime) -> tuple[int, set[uuid.
                     handle_due_step(run, definition, step, now, work)
                     handled += 1
         work.finish(*runs)
-    return handled, {run.pk for run in runs}
+    return handled, locked
 
 
 _SWEPT_STATES = (
