@@ -294,8 +294,11 @@ def _fire_sql() -> tuple[str, tuple[str, ...]]:
     sql = (
         f"WITH plan ({', '.join(plan_columns)}) AS (SELECT * FROM UNNEST({unnest})), "  # nosec B608
         f"fired AS (UPDATE {steps} AS step SET {step_set} "
-        f"FROM {runs} AS run, plan "
-        f"WHERE run.{r_id} = ANY((%s)::uuid[]) AND run.{r_state} = ANY(%s) "
+        # The locked runs as a relation, not `run.id = ANY(...)`: PostgreSQL checks such
+        # an array against every run it looks up, a batch's square.
+        f"FROM UNNEST((%s)::uuid[]) AS locked ({qn('id')}) "
+        f"JOIN {runs} AS run ON run.{r_id} = locked.{qn('id')}, plan "
+        f"WHERE run.{r_state} = ANY(%s) "
         f"AND step.{s_run} = run.{r_id} AND step.{s_state} = ANY(%s) "
         f"AND step.{s_kind} = %s AND step.{s_due} <= %s "
         f"AND plan.{qn('timer_type')} = run.{r_type} "
