@@ -124,6 +124,22 @@ class TestTheSetPath:
         assert fired == set()
         assert run.steps.get().state == StepState.WAITING
 
+    def test_a_run_whose_timer_cannot_fire_does_not_stop_the_others(self, start, drive):
+        broken, healthy = asleep(start, drive, 2)
+        # A step of the activity already in this round: its new step would break a constraint.
+        StepRun.objects.create(
+            run=broken,
+            node="wake_up",
+            state=StepState.SUCCEEDED,
+            scheduled_at=broken.steps.get().scheduled_at,
+        )
+
+        counts = engine.sweep(now=due_time())
+
+        assert (counts["steps"], counts["failed_runs"]) == (1, 1)
+        assert broken.steps.get(node="nap").state == StepState.WAITING
+        assert healthy.steps.get(node="wake_up").state == StepState.SCHEDULED
+
 
 class TestWhatGoesThePerRunWay:
     @pytest.mark.parametrize(
