@@ -186,14 +186,16 @@ def step_contexts(steps: list[StepRun]) -> dict[str, dict[str, str]]:
         return {}
     from workflows.models import StepRun
 
-    return run_contexts((step.pk, step.run) for step in steps if StepRun.run.is_cached(step))
+    return run_contexts(
+        (step.pk, step.run.trace_context) for step in steps if StepRun.run.is_cached(step)
+    )
 
 
-def run_contexts(steps: Iterable[tuple[int, WorkflowRun]]) -> dict[str, dict[str, str]]:
-    """The run context of each (step id, run) about to be sent (the runs in memory)."""
+def run_contexts(steps: Iterable[tuple[int, dict[str, str]]]) -> dict[str, dict[str, str]]:
+    """The run context of each (step id, its run's `trace_context`) about to be sent."""
     if _tracer is None:
         return {}
-    return {str(step_id): run.trace_context for step_id, run in steps if run.trace_context}
+    return {str(step_id): context for step_id, context in steps if context}
 
 
 def message_headers(contexts: dict[str, dict[str, str]], step_ids: list[int]) -> dict[str, Any]:

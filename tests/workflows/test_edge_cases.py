@@ -40,7 +40,7 @@ def fail_sweeping(monkeypatch, broken: WorkflowRun) -> None:
         return handle_due_step(run, *args)
 
     def fire_unless_broken(runs, now):
-        if any(run.pk == broken.pk for run in runs):
+        if any(run.id == broken.pk for run in runs):
             raise RuntimeError("boom")
         return fire_due_timers(runs, now)
 

@@ -174,19 +174,22 @@ def _sweep_runs(run_ids: list[uuid.UUID], now: datetime) -> tuple[int, set[uuid.
     `timers`); every other due step is handled run by run."""
     work = UnitOfWork(batched=True)
     with transaction.atomic():
-        runs = list(
+        # Only what the set path reads: a whole run (its input, its times) costs more
+        # to load than to fire its timer, and most runs of a batch need no more.
+        swept = list(
             WorkflowRun.objects.select_for_update(skip_locked=True)
             .filter(pk__in=run_ids, state__in=_SWEPT_RUN_STATES)
             .order_by("pk")
+            .values_list("id", "workflow_type", "workflow_version", "trace_context", named=True)
         )
-        if not runs:
+        if not swept:
             return 0, set()  # other sweeps hold them, or they moved on
-        locked = {run.pk for run in runs}
-        fired = timers.fire_due_timers(runs, now)
-        if fired:
-            runs = [run for run in runs if run.pk not in fired]
-            if not runs:
-                return len(fired), locked
+        locked = {run.id for run in swept}
+        fired = timers.fire_due_timers(swept, now)
+        rest = [run.id for run in swept if run.id not in fired]
+        if not rest:
+            return len(fired), locked
+        runs = list(WorkflowRun.objects.filter(pk__in=rest).order_by("pk"))  # locked above
         # Locking the steps fences a concurrent heartbeat: it waits, then finds its
         # lease gone if this sweep expired it.
         due: dict[uuid.UUID, list[StepRun]] = {run.pk: [] for run in runs}

@@ -20,9 +20,10 @@ from __future__ import annotations
 import functools
 import logging
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import Field, Model
@@ -38,7 +39,16 @@ from workflows.states import LIVE_STEP_STATES, RunState, StepKind, StepState
 logger = logging.getLogger("baton.engine")
 
 
-def fire_due_timers(runs: list[WorkflowRun], now: datetime) -> set[uuid.UUID]:
+class SweptRun(Protocol):
+    """What the set path reads of a run the sweep locked (a WorkflowRun has it too)."""
+
+    id: uuid.UUID
+    workflow_type: str
+    workflow_version: int
+    trace_context: dict[str, str]
+
+
+def fire_due_timers(runs: Sequence[SweptRun], now: datetime) -> set[uuid.UUID]:
     """Fire the due timers of `runs` that lead straight to an activity; return the runs fired.
 
     The caller holds the runs' locks (the sweep's SKIP LOCKED), so no other sweep, worker
@@ -68,7 +78,7 @@ def fire_due_timers(runs: list[WorkflowRun], now: datetime) -> set[uuid.UUID]:
     params = [
         *plan_arrays,
         *_changes(_fired_timer(now), connection),
-        [run.pk for run in runs],
+        [run.id for run in runs],
         list(CLAIMABLE_FORWARD_RUN_STATES),
         _sources(StepRun.succeed, _TIMER_STATES),
         StepKind.FORWARD,
@@ -83,10 +93,10 @@ def fire_due_timers(runs: list[WorkflowRun], now: datetime) -> set[uuid.UUID]:
         scheduled = cursor.fetchall()
     if not scheduled:
         return set()
-    by_id = {run.pk: run for run in runs}
+    contexts = {run.id: run.trace_context for run in runs}
     step_ids = [step_id for step_id, _ in scheduled]
     send_on_commit(
-        step_ids, tracing.run_contexts((step_id, by_id[run_id]) for step_id, run_id in scheduled)
+        step_ids, tracing.run_contexts((step_id, contexts[run]) for step_id, run in scheduled)
     )
     # The summary line a batch logs (see UnitOfWork.finish), each timer being routine.
     logger.info("sweep.batch", extra={f"events_{sleep.FIRED}": len(scheduled)})
