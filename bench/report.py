@@ -195,10 +195,17 @@ CATALOGUE: dict[str, Spec] = dict(
             Target(1.2, on="ratio"),
         ),
         _spec(
+            "timers_per_run_per_s",
+            "sweep",
+            "the same, each timer fired the per-run way (set path off)",
+            "/s",
+        ),
+        _spec(
             "timers_per_s",
             "sweep",
             "due timers fired per second, many waiting runs",
             "/s",
+            "the per-run way",
             target=Target(5000, direction="min", unit="/s"),
         ),
         # -- the inbox (gunicorn, 8 concurrent connections) --------------------

@@ -195,12 +195,7 @@ class UnitOfWork:
             step_ids = [step.pk for step in self.to_send]
             traces = tracing.step_contexts(self.to_send)  # {} while tracing is off
             self.to_send = []
-            # Robust: a broker that is down must not fail a committed use case; the
-            # sweep re-sends every step whose message never arrived.
-            if traces:
-                transaction.on_commit(lambda: send_steps(step_ids, traces=traces), robust=True)
-            else:
-                transaction.on_commit(lambda: send_steps(step_ids), robust=True)
+            send_on_commit(step_ids, traces)
 
     def _tell_run_start_hooks(self) -> None:
         started, self.started = self.started, []
@@ -336,6 +331,16 @@ def undo_in_flight(run: WorkflowRun, work: UnitOfWork) -> bool:
     """Whether some step of the run is still being undone (a run moving forward undoes the
     branches that lost a join's race, and may not end before that is over)."""
     return steps_of(run, work).filter(UNDO_IN_FLIGHT).exists()
+
+
+def send_on_commit(step_ids: list[int], traces: dict[str, dict[str, str]]) -> None:
+    """Send the steps once the transaction commits (`traces` as `send_steps` takes them)."""
+    # Robust: a broker that is down must not fail a committed use case; the
+    # sweep re-sends every step whose message never arrived.
+    if traces:
+        transaction.on_commit(lambda: send_steps(step_ids, traces=traces), robust=True)
+    else:
+        transaction.on_commit(lambda: send_steps(step_ids), robust=True)
 
 
 def send_steps(step_ids: list[int], *, traces: dict[str, dict[str, str]] | None = None) -> None:
