@@ -7,6 +7,8 @@ form or email link (made for an older version) is refused.
 
 from __future__ import annotations
 
+import base64
+import secrets
 import uuid
 from datetime import datetime
 
@@ -26,8 +28,10 @@ from approvals.states import (
     Priority,
     TaskKind,
     TaskState,
+    WebhookEvent,
 )
 from workflows.models import StepRun, WorkflowRun
+from workflows.states import RunState
 
 User = settings.AUTH_USER_MODEL
 # The longest comment or reason anyone may write on a task, through any channel.
@@ -496,3 +500,85 @@ class NotificationSettings(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user}: {self.get_email_display()}"
+
+
+def new_webhook_secret() -> str:
+    """Return a fresh Standard Webhooks secret: `whsec_` and 32 random bytes in base64."""
+    return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+
+
+class WebhookEndpoint(models.Model):
+    """An outside system's URL that hears about runs and tasks, signed with its secret."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    url = models.URLField(max_length=500)
+    description = models.CharField(max_length=200, blank=True)
+    # Standard Webhooks' `whsec_<base64>`; shown to the operator who registers it.
+    secret = models.CharField(max_length=100, default=new_webhook_secret)
+    # WebhookEvent values this endpoint subscribes to.
+    event_types = models.JSONField(default=list)
+    is_active = models.BooleanField(default=True)
+    created_by = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return self.url
+
+
+# A delivery run in one of these has stopped trying (until an operator retries it).
+_GIVEN_UP_RUN_STATES = (RunState.FAILED, RunState.DEAD_LETTERED, RunState.CANCELLED)
+
+
+class WebhookDelivery(models.Model):
+    """One event for one endpoint: its signed message and how sending it went.
+
+    The id is the message id (`webhook-id`), the same on every attempt and on a
+    redelivery, so a receiver drops what it has seen. The attempts themselves are the
+    steps of `run`, a `baton.webhook_delivery` run: retried and swept like any step.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    endpoint = models.ForeignKey(
+        WebhookEndpoint, on_delete=models.CASCADE, related_name="deliveries"
+    )
+    event_type = models.CharField(max_length=30, choices=WebhookEvent.choices)
+    payload = models.JSONField()
+    run = models.ForeignKey(
+        WorkflowRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField()
+    attempts = models.PositiveIntegerField(default=0)
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_status_code = models.PositiveIntegerField(null=True, blank=True)
+    last_response = models.CharField(max_length=500, blank=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            # An endpoint's delivery log, newest first.
+            models.Index(
+                fields=["endpoint", "-created_at", "-id"], name="webhook_delivery_log_idx"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event_type} to {self.endpoint_id}"
+
+    @property
+    def message_id(self) -> str:
+        return f"msg_{self.id.hex}"
+
+    @property
+    def status(self) -> str:
+        """Return delivered, failed (the delivery run gave up) or pending."""
+        if self.delivered_at is not None:
+            return "delivered"
+        if self.run is not None and self.run.state in _GIVEN_UP_RUN_STATES:
+            return "failed"
+        return "pending"

@@ -88,3 +88,14 @@ class EmailMode(models.TextChoices):
     IMMEDIATE = "immediate", "one email each"
     DAILY = "daily", "one digest a day"
     OFF = "off", "no emails (in the app only)"
+
+
+class WebhookEvent(models.TextChoices):
+    """What an outbound webhook can tell a subscribed endpoint (see approvals.notify.webhooks)."""
+
+    RUN_STARTED = "run.started"
+    RUN_ENDED = "run.ended"
+    RUN_FAILED = "run.failed"
+    TASK_OPENED = "task.opened"
+    TASK_DECIDED = "task.decided"
+    TASK_ESCALATED = "task.escalated"

@@ -1,8 +1,9 @@
-"""Plugs approvals into the engine: approval and revise nodes open and close human tasks,
-the sweep fires their escalations, the runs API shows a run's open tasks to their
-reviewers, a run started on someone's behalf, or acted on by hand through the API or the
-admin, is audited, a run's requester hears how it ended, and a run moved to another
-version keeps its human tasks, and pruning counts a run's human tasks with it."""
+"""Plugs approvals into the engine: approval and revise nodes open and close human tasks, the
+sweep fires their escalations, the runs API shows a run's open tasks to their reviewers, a
+run started on someone's behalf, or acted on by hand through the API or the admin, is
+audited, a run's requester hears how it ended, subscribed endpoints hear of runs and tasks
+(webhooks), and a run moved to another version keeps its human tasks, and pruning counts a
+run's human tasks with it."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ def register() -> None:
     from approvals.console import services as console_services
     from approvals.human_tasks import revisions
     from approvals.human_tasks import versions as run_versions
-    from approvals.notify import notifications
+    from approvals.notify import notifications, webhook_delivery, webhooks
     from approvals.requests import services as request_services
 
     registry.register_node_hooks(
@@ -28,6 +29,9 @@ def register() -> None:
     registry.register_on_behalf_hook(request_services.record_on_behalf)
     registry.register_run_action_hook(console_services.record_run_action)
     registry.register_run_end_hook(notifications.runs_ended)
+    registry.register_run_start_hook(webhooks.runs_started)
+    registry.register_run_end_hook(webhooks.runs_ended)
+    registry.register(webhook_delivery.delivery_workflow())
     registry.register_run_migration_hook(run_versions.rename_task_nodes)
     registry.register_run_rows("human tasks", "approvals.HumanTask")
     registry.register_run_view(

@@ -17,7 +17,7 @@ from typing import Any
 import pydantic
 
 from approvals import start_forms
-from workflows import registry
+from workflows import openapi, registry
 from workflows.dsl import Approval, Workflow
 
 PREFIX = "form-"
@@ -118,17 +118,14 @@ def document_task_forms(schema: dict[str, Any]) -> dict[str, Any]:
         for node in workflow.nodes:
             if not isinstance(node, Approval) or node.form is None:
                 continue
-            name = f"TaskForm_{workflow.name}_v{workflow.version}_{node.name}"
-            document = node.form.model_json_schema(ref_template="#/components/schemas/{model}")
-            for definition, part in document.pop("$defs", {}).items():
-                components.setdefault(definition, part)
-            document["title"] = f"{workflow.name} v{workflow.version}: {node.name}"
-            document["description"] = (
-                f"The form of approval {node.name!r} in workflow type {workflow.name!r} "
-                f"(version {workflow.version}). " + (node.form.__doc__ or "").strip()
-            ).strip()
-            components[name] = document
-            reference = {"$ref": f"#/components/schemas/{name}"}
+            reference = openapi.add_model(
+                components,
+                f"TaskForm_{workflow.name}_v{workflow.version}_{node.name}",
+                node.form,
+                title=f"{workflow.name} v{workflow.version}: {node.name}",
+                about=f"The form of approval {node.name!r} in workflow type {workflow.name!r} "
+                f"(version {workflow.version}).",
+            )
             choices.append(reference)
             by_type.setdefault(workflow.name, {})[node.name] = reference
     if "form" in decision:

@@ -4,6 +4,9 @@ gunicorn serves both the inbox (`/`) and the bare 25-row page (`/bench/bare/`),
 same workers and threads, on 127.0.0.1; 8 keep-alive connections load each page
 for a fixed time, signed in as the seeded reviewer (1,000 live tasks of theirs).
 The deep page is the one reached by following "Next page" `deep_pages` times.
+The first page is loaded twice: warm, each process keeping the rows it drew
+(approvals.inbox.rows), and cold, from a second gunicorn with
+BATON_INBOX_ROW_CACHE=false, which draws every row of every answer afresh.
 Queries per page are counted in-process with Django's test client, with many tasks.
 """
 
@@ -113,6 +116,15 @@ def measure(*, database: str, profile: Profile, logs: Path, in_detail: bool) -> 
         out["first"] = _stats(_load(port, FIRST, cookie, profile.load_seconds))
         if in_detail:
             out["deep"] = _stats(_load(port, deep, cookie, profile.load_seconds))
+        cold_port = processes.gunicorn(
+            children,
+            f"gunicorn-{database}-cold",
+            database_url=databases.url_for(server_url, database),
+            workers=GUNICORN_WORKERS,
+            threads=GUNICORN_THREADS,
+            env={"BATON_INBOX_ROW_CACHE": "false"},
+        )
+        out["cold"] = _stats(_load(cold_port, FIRST, cookie, profile.load_seconds))
     return out
 
 
@@ -124,7 +136,9 @@ def run(*, profile: Profile, seeded: dict[str, dict[str, Any]], logs: Path) -> l
         f"gunicorn {GUNICORN_WORKERS} workers x {GUNICORN_THREADS} threads, {CONNECTIONS} "
         f"connections, {profile.load_seconds:g} s each; both pages require login (session + user)"
     )
-    errors = sum(side[page]["errors"] for side in (small, large) for page in ("bare", "first"))
+    errors = sum(
+        side[page]["errors"] for side in (small, large) for page in ("bare", "first", "cold")
+    )
     counts = large["queries"]
     login = counts["bare"]
     return [
@@ -153,6 +167,20 @@ def run(*, profile: Profile, seeded: dict[str, dict[str, Any]], logs: Path) -> l
         Result("inbox_p95_large_ms", large["first"]["p95_ms"], small["first"]["p95_ms"]),
         Result("inbox_rps_small", small["first"]["per_s"], small["bare"]["per_s"]),
         Result("inbox_rps_large", large["first"]["per_s"], large["bare"]["per_s"]),
+        Result(
+            "inbox_rps_small_cold",
+            small["cold"]["per_s"],
+            small["bare"]["per_s"],
+            note="row cache off (BATON_INBOX_ROW_CACHE=false): every row drawn afresh",
+            samples=small["cold"]["requests"],
+        ),
+        Result(
+            "inbox_rps_large_cold",
+            large["cold"]["per_s"],
+            large["bare"]["per_s"],
+            samples=large["cold"]["requests"],
+        ),
+        Result("inbox_p95_large_cold_ms", large["cold"]["p95_ms"], large["first"]["p95_ms"]),
         Result(
             "inbox_deep_p50_ms",
             large["deep"]["p50_ms"],

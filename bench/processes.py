@@ -155,9 +155,16 @@ def celery_worker(children: Children, name: str, *, queue: str) -> None:
 
 
 def gunicorn(
-    children: Children, name: str, *, database_url: str, workers: int, threads: int
+    children: Children,
+    name: str,
+    *,
+    database_url: str,
+    workers: int,
+    threads: int,
+    env: dict[str, str] | None = None,
 ) -> int:
-    """Serve Baton (and the bare page) with gunicorn on 127.0.0.1; return its port."""
+    """Serve Baton (and the bare page) with gunicorn on 127.0.0.1, with `env` added to its
+    environment; return its port."""
     port = free_port()
     offset = children.start(
         name,
@@ -175,7 +182,7 @@ def gunicorn(
             "--keep-alive",
             "30",
         ],
-        env={"DATABASE_URL": database_url},
+        env={"DATABASE_URL": database_url, **(env or {})},
     )
     children.wait_for_log(name, b"Booting worker", offset=offset)
 

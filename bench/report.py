@@ -195,10 +195,17 @@ CATALOGUE: dict[str, Spec] = dict(
             Target(1.2, on="ratio"),
         ),
         _spec(
+            "timers_per_run_per_s",
+            "sweep",
+            "the same, each timer fired the per-run way (set path off)",
+            "/s",
+        ),
+        _spec(
             "timers_per_s",
             "sweep",
             "due timers fired per second, many waiting runs",
             "/s",
+            "the per-run way",
             target=Target(5000, direction="min", unit="/s"),
         ),
         # -- the inbox (gunicorn, 8 concurrent connections) --------------------
@@ -233,6 +240,29 @@ CATALOGUE: dict[str, Spec] = dict(
             "/s",
             "bare page",
             Target(0.6, on="ratio", direction="min"),
+        ),
+        _spec(
+            "inbox_rps_small_cold",
+            "inbox",
+            "inbox requests per second, few tasks, row cache off",
+            "/s",
+            "bare page",
+            Target(0.6, on="ratio", direction="min"),
+        ),
+        _spec(
+            "inbox_rps_large_cold",
+            "inbox",
+            "inbox requests per second, many tasks, row cache off",
+            "/s",
+            "bare page",
+            Target(0.6, on="ratio", direction="min"),
+        ),
+        _spec(
+            "inbox_p95_large_cold_ms",
+            "inbox",
+            "inbox first page p95, many tasks, row cache off",
+            "ms",
+            "row cache on",
         ),
         _spec(
             "inbox_deep_p50_ms",

@@ -568,6 +568,23 @@ if BATON_PRUNE_AFTER_DAYS:
 # Human tasks
 # ---------------------------------------------------------------------------
 
+# Outbound webhooks (approvals.notify.webhooks). Targets on private, loopback or
+# link-local addresses are refused (SSRF) unless this is set: tests and on-premises
+# receivers on a private network need it.
+BATON_WEBHOOKS_ALLOW_PRIVATE = env_bool("BATON_WEBHOOKS_ALLOW_PRIVATE", False)
+# Attempts per delivery, and the first wait between them (each next one is 4 times
+# longer, at most 2 hours): 8 attempts from 5 s try for about 3 hours.
+BATON_WEBHOOKS_MAX_ATTEMPTS = env_int("BATON_WEBHOOKS_MAX_ATTEMPTS", 8)
+BATON_WEBHOOKS_RETRY_SECONDS = env_float("BATON_WEBHOOKS_RETRY_SECONDS", 5)
+# How often each process reads again which events endpoints subscribe to (0: at every
+# event, one more statement each); a new endpoint hears other processes' events from then.
+BATON_WEBHOOKS_REFRESH_SECONDS = env_float("BATON_WEBHOOKS_REFRESH_SECONDS", 10)
+if BATON_WEBHOOKS_MAX_ATTEMPTS < 1 or BATON_WEBHOOKS_RETRY_SECONDS <= 0:
+    raise ImproperlyConfigured(
+        "BATON_WEBHOOKS_MAX_ATTEMPTS must be 1 or more and BATON_WEBHOOKS_RETRY_SECONDS "
+        "more than 0."
+    )
+
 # Where links in emails point (the public address of the web app).
 BATON_BASE_URL = env_str("BATON_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
 BATON_EMAIL_LINK_HOURS = env_float("BATON_EMAIL_LINK_HOURS", 72)
@@ -591,6 +608,9 @@ if "BATON_EXPENSE_ESCALATE_AFTER_HOURS" in os.environ:
 BATON_EXPENSE_FINANCE_THRESHOLD = env_str("BATON_EXPENSE_FINANCE_THRESHOLD", "1000")
 # Seconds between refreshes of the inbox list.
 BATON_INBOX_POLL_SECONDS = int(env_float("BATON_INBOX_POLL_SECONDS", 20))
+# Whether each process keeps the HTML of the inbox rows it filled lately (approvals.inbox.rows);
+# off, every row is filled afresh into its shape (the benchmark's "cold" inbox).
+BATON_INBOX_ROW_CACHE = env_bool("BATON_INBOX_ROW_CACHE", True)
 
 # ---------------------------------------------------------------------------
 # Hardening: throttled credentials (django-axes) and the audit chain's key

@@ -54,6 +54,17 @@ def one_step_per_execute(settings) -> None:
     settings.BATON_EAGER_STEPS = 0
 
 
+@pytest.fixture(autouse=True)
+def no_webhook_subscriptions_yet() -> None:
+    """Start each test knowing that no endpoint subscribes to anything, as a process does
+    once it has read them: otherwise the first event of the process would read them, a
+    statement the query-count tests would see. A test that registers an endpoint (through
+    its use case) makes the next event read them again."""
+    from approvals.notify import webhooks
+
+    webhooks.remember_subscriptions(frozenset())
+
+
 @pytest.fixture
 def order_input() -> Callable[..., dict[str, Any]]:
     def make(**overrides: Any) -> dict[str, Any]:

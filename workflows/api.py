@@ -20,7 +20,7 @@ from ninja import Field, Header, Query, Router, Schema, Status
 from pydantic import BeforeValidator, ConfigDict, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from workflows import business_keys, engine, queries, registry, replica, starting
+from workflows import business_keys, engine, openapi, queries, registry, replica, starting
 from workflows.business_keys import (
     CORRELATION_ID,
     AmbiguousKey,
@@ -329,17 +329,14 @@ def document_updates(schema: dict[str, Any]) -> dict[str, Any]:
         if workflow.queries:
             queries[workflow.name] = sorted({*queries.get(workflow.name, ()), *workflow.queries})
         for name, update in sorted(workflow.updates.items()):
-            component = f"Update_{workflow.name}_v{workflow.version}_{name}"
-            document = update.schema.model_json_schema(ref_template="#/components/schemas/{model}")
-            for definition, part in document.pop("$defs", {}).items():
-                components.setdefault(definition, part)
-            document["title"] = f"{workflow.name} v{workflow.version}: {name}"
-            document["description"] = (
-                f"The payload of update {name!r} of workflow type {workflow.name!r} "
-                f"(version {workflow.version}). " + (update.schema.__doc__ or "").strip()
-            ).strip()
-            components[component] = document
-            reference = {"$ref": f"#/components/schemas/{component}"}
+            reference = openapi.add_model(
+                components,
+                f"Update_{workflow.name}_v{workflow.version}_{name}",
+                update.schema,
+                title=f"{workflow.name} v{workflow.version}: {name}",
+                about=f"The payload of update {name!r} of workflow type {workflow.name!r} "
+                f"(version {workflow.version}).",
+            )
             choices.append(reference)
             updates.setdefault(workflow.name, {})[name] = reference
     if payload is not None:

@@ -41,6 +41,8 @@ _sweepers: list[Callable[..., int]] = []
 _on_behalf_hooks: list[Callable[..., None]] = []
 # Told when someone acts on a run by hand (see workflows.operating).
 _run_action_hooks: list[Callable[..., None]] = []
+# Told when runs start (see register_run_start_hook).
+_run_start_hooks: list[Callable[..., None]] = []
 # Told when runs end (see register_run_end_hook).
 _run_end_hooks: list[Callable[..., None]] = []
 # Told when a run moves to another version of its type (see register_run_migration_hook).
@@ -168,6 +170,18 @@ def register_run_action_hook(hook: Callable[..., None]) -> None:
 
 def run_action_hooks() -> list[Callable[..., None]]:
     return list(_run_action_hooks)
+
+
+def register_run_start_hook(hook: Callable[..., None]) -> None:
+    """Be told, inside the engine's transaction, which runs a use case started (the
+    approvals app sends the `run.started` webhook). Called as `hook(started=[run, ...],
+    now=...)`, once per unit of work."""
+    if hook not in _run_start_hooks:
+        _run_start_hooks.append(hook)
+
+
+def run_start_hooks() -> list[Callable[..., None]]:
+    return list(_run_start_hooks)
 
 
 def register_run_end_hook(hook: Callable[..., None]) -> None:

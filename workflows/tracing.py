@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -186,11 +186,16 @@ def step_contexts(steps: list[StepRun]) -> dict[str, dict[str, str]]:
         return {}
     from workflows.models import StepRun
 
-    contexts = {}
-    for step in steps:
-        if StepRun.run.is_cached(step) and step.run.trace_context:
-            contexts[str(step.pk)] = step.run.trace_context
-    return contexts
+    return run_contexts(
+        (step.pk, step.run.trace_context) for step in steps if StepRun.run.is_cached(step)
+    )
+
+
+def run_contexts(steps: Iterable[tuple[int, dict[str, str]]]) -> dict[str, dict[str, str]]:
+    """The run context of each (step id, its run's `trace_context`) about to be sent."""
+    if _tracer is None:
+        return {}
+    return {str(step_id): context for step_id, context in steps if context}
 
 
 def message_headers(contexts: dict[str, dict[str, str]], step_ids: list[int]) -> dict[str, Any]:

@@ -13,6 +13,13 @@ urlpatterns = [
     path("versions/", views.versions, name="versions"),
     path("audit/", views.audit_export, name="audit_export"),
     path("retry-dead-letters/", views.retry_dead_letters, name="retry_dead_letters"),
+    path("webhooks/", views.webhooks_list, name="webhooks"),
+    path("webhooks/<uuid:endpoint_id>/", views.webhook_detail, name="webhook"),
+    path(
+        "webhooks/deliveries/<uuid:delivery_id>/redeliver/",
+        views.redeliver_webhook,
+        name="redeliver_webhook",
+    ),
     path("runs/<uuid:run_id>/", views.run_detail, name="run"),
     path("runs/<uuid:run_id>/steps/<str:node>/skip/", views.skip, name="skip"),
     path("runs/<uuid:run_id>/<slug:action>/", views.act, name="act"),

@@ -29,7 +29,9 @@ from approvals.console import services, task_selectors
 from approvals.console import sla as sla_selectors
 from approvals.console.selectors import RunFilters
 from approvals.console.sla_charts import sla_charts
-from approvals.states import Sla
+from approvals.models import WebhookDelivery, WebhookEndpoint
+from approvals.notify import webhooks
+from approvals.states import Sla, WebhookEvent
 from workflows.client_address import client_address
 from workflows.states import RunState
 
@@ -361,3 +363,82 @@ def audit_export(request: HttpRequest) -> HttpResponse:
     response["Content-Disposition"] = f'attachment; filename="{export.filename}"'
     response["Cache-Control"] = "no-store"
     return response
+
+
+# ---------------------------------------------------------------------------
+# Outbound webhooks
+# ---------------------------------------------------------------------------
+
+# An endpoint's page lists its newest deliveries, this many.
+WEBHOOK_LOG_SIZE = 50
+
+
+def _webhooks_refused(request: HttpRequest) -> HttpResponse | None:
+    refusal = services.console_refusal(request.user) or services.operate_refusal(
+        request.user, "manage webhooks"
+    )
+    return _problem(request, refusal, status=403) if refusal else None
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def webhooks_list(request: HttpRequest) -> HttpResponse:
+    """The registered endpoints; POST registers one (operators only)."""
+    if refused := _webhooks_refused(request):
+        return refused
+    context: dict[str, Any] = {
+        "endpoints": WebhookEndpoint.objects.all(),
+        "events": WebhookEvent.choices,
+        "form": {"url": "", "description": "", "event_types": []},
+    }
+    if request.method == "POST":
+        context["form"] = {
+            "url": request.POST.get("url", ""),
+            "description": request.POST.get("description", ""),
+            "event_types": request.POST.getlist("event_types"),
+        }
+        try:
+            endpoint = webhooks.register_endpoint(
+                **context["form"], by=request.user, now=timezone.now()
+            )
+        except webhooks.InvalidEndpoint as error:
+            context["error"] = str(error)
+            return render(request, "approvals/console/webhooks.html", context, status=422)
+        messages.success(request, f"Registered {endpoint.url}. Its signing secret is on its page.")
+        return redirect("console:webhook", endpoint_id=endpoint.pk)
+    return render(request, "approvals/console/webhooks.html", context)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def webhook_detail(request: HttpRequest, endpoint_id: UUID) -> HttpResponse:
+    """One endpoint: its secret, its events and its delivery log; POST switches it off or on."""
+    if refused := _webhooks_refused(request):
+        return refused
+    endpoint = WebhookEndpoint.objects.filter(pk=endpoint_id).first()
+    if endpoint is None:
+        return _problem(request, "No such webhook endpoint.", status=404)
+    if request.method == "POST":
+        active = request.POST.get("is_active") == "true"
+        webhooks.update_endpoint(endpoint_id=endpoint.pk, is_active=active)
+        messages.success(request, f"{endpoint.url} is switched {'on' if active else 'off'}.")
+        return redirect("console:webhook", endpoint_id=endpoint.pk)
+    context = {
+        "endpoint": endpoint,
+        "deliveries": webhooks.delivery_log(endpoint=endpoint, limit=WEBHOOK_LOG_SIZE),
+    }
+    return render(request, "approvals/console/webhook.html", context)
+
+
+@login_required
+@require_POST
+def redeliver_webhook(request: HttpRequest, delivery_id: UUID) -> HttpResponse:
+    """Send a delivery again under the same message id, and go back to its endpoint's log."""
+    if refused := _webhooks_refused(request):
+        return refused
+    delivery = WebhookDelivery.objects.filter(pk=delivery_id).first()
+    if delivery is None:
+        return _problem(request, "No such webhook delivery.", status=404)
+    webhooks.redeliver(delivery_id=delivery.pk)
+    messages.success(request, f"Sending {delivery.message_id} again.")
+    return redirect("console:webhook", endpoint_id=delivery.endpoint_id)

@@ -43,7 +43,7 @@ from approvals.models import (
     Comment,
     HumanTask,
 )
-from approvals.notify import emails, links, notifications
+from approvals.notify import emails, links, notifications, webhooks
 from approvals.states import Channel, Outcome
 from workflows import engine, metrics, registry, tracing
 from workflows.dsl import Approval, Workflow
@@ -213,6 +213,7 @@ def _decide(
         changes["form_values"] = [{}, form_values]
     audit_task(task, outcome, request, comment=comment, changes=changes)
     notifications.request_decided(task=task, now=request.now)
+    webhooks.task_decided(task=task, now=request.now)
     if task.owner_id is not None:
         emails.send_delegation_done(task=task)
     settle_approval(task, request.now)

@@ -18,7 +18,7 @@ from approvals.human_tasks.personal import substitute_for
 from approvals.models import (
     HumanTask,
 )
-from approvals.notify import notifications
+from approvals.notify import notifications, webhooks
 from approvals.states import LIVE_TASK_STATES, Channel, Outcome, TaskKind, TaskState
 from workflows import due_times, engine
 from workflows.dsl import Approval, Node, RunData
@@ -141,6 +141,7 @@ def _open_task(
     task.candidate_groups.set(groups)
     inbox_entries.refresh(task)
     notifications.task_opened(task=task, requesters=task_duties.requesters, now=now)
+    webhooks.task_opened(task=task, now=now)
     audit.record(
         task=task,
         event="created",

@@ -20,7 +20,7 @@ from approvals.models import (
     HumanTask,
     ReportingLine,
 )
-from approvals.notify import emails, notifications
+from approvals.notify import emails, notifications, webhooks
 from approvals.states import LIVE_TASK_STATES, Channel, Outcome
 from workflows import due_times, engine
 from workflows.dsl import Approval
@@ -94,6 +94,7 @@ def _escalate(task: HumanTask, node: Approval, now: datetime) -> bool:
     task_duties = duties.duties_of(task)
     allowed = [user for user in recipients.values() if may_decide(user, task_duties)]
     emails.send_escalation(task=task, recipients=allowed, now=now)
+    webhooks.task_escalated(task=task, now=now)
     return True
 
 

@@ -1,44 +1,75 @@
-"""The inbox's rows: what each one shows, and its HTML, kept for when the same row comes back.
+"""The inbox's rows: what each one shows, and its HTML, drawn once per shape and filled in.
 
 The `task-row` partial of approvals/inbox/inbox.html draws a row from an `InboxRow`
 alone: the values the row shows, with nothing else in its context (no request,
-no user, no task object). A row's HTML therefore follows from its `InboxRow`, the
-snooze choices, the active time zone and language, and the request's CSRF token.
+no user, no task object, no CSRF token). A row holds no form of its own: its
+actions are buttons of the one form around the table (`formaction`, and `hx-post`
+for htmx), which carries the page's one CSRF token and the shared snooze choice.
 
-Each process keeps the HTML of the rows it drew lately, keyed on all of those but
-the token, and reuses it when the same key comes back, as it does on every poll of
-an open inbox: drawing 25 rows took about 8 ms of a 21 ms page, reusing them a
-fifth of a millisecond. A kept row is never stale nor someone else's: its key
-holds every value its template can read, and equal keys draw equal HTML, whoever
-asks. The CSRF token differs per request, so the kept HTML holds `CSRF_MARKER`
-in its place and each answer puts in its own token. The marker starts with "<",
-which no escaped value can hold, so no text from data can pass for it.
+Drawing 25 rows through the template took most of a page whose rows were not
+kept from an earlier answer. So a row is drawn the way approvals.inbox.compiled_queries
+compiles SQL: each value the template prints is replaced by a stand-in, the
+row's shape (what its conditions read: its state, kind, which actions it offers,
+which values are empty) is drawn once per process and language, and each row
+fills its own escaped values into its shape's HTML, in one pass.
+
+On top of that, each process keeps the HTML of the rows it filled lately, keyed
+on the row and the active time zone and language, as an open inbox asks for the
+same rows on every poll. A kept row is never stale nor someone else's: its key
+holds every value its template can read. BATON_INBOX_ROW_CACHE turns the keeping
+off, and a page then costs the same queries and little more time.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.template.loader import get_template
 from django.urls import reverse
-from django.utils import timezone, translation
+from django.utils import dateformat, formats, timezone, translation
+from django.utils.html import conditional_escape
 from django.utils.safestring import SafeString, mark_safe
 
 from approvals import task_forms
 from approvals.escalation import sla
 from approvals.models import HumanTask
-from approvals.states import Priority, Sla, TaskState
+from approvals.states import Priority, Sla, TaskKind, TaskState
 
 TEMPLATE = "approvals/inbox/inbox.html#task-row"
-# What the kept HTML holds where each answer's CSRF token goes.
-CSRF_MARKER = mark_safe("<csrf-token>")  # nosec B308 B703 # a constant, never data
-# About a hundred pages of 25 rows: some 9 MB per process (2 kB of HTML and its key a row).
+# The values the template prints, each drawn as a stand-in when not empty (whether one is
+# empty is part of the shape: the template tests it). The due time's two texts are two more.
+_PRINTED = (
+    "task_id",
+    "version",
+    "title",
+    "workflow_type",
+    "priority_label",
+    "state_label",
+    "assignee",
+    "owner",
+    "substitute_for",
+    "barred",
+    "task_url",
+    "claim_url",
+    "approve_url",
+    "snooze_url",
+)
+# A stand-in is its name between NULs, which escaping leaves as they are and the template's
+# own text never holds. Values are filled in one pass, which never looks into what it
+# filled in: a value that reads like a stand-in is shown as it is.
+_STAND_IN = re.compile("\x00([a-z_]+)\x00")
+# More shapes than a page could show: a few dozen occur.
+SHAPES = 512
+# About a hundred pages of 25 rows: a few MB per process (1 kB of HTML and its key a row).
 KEPT_ROWS = 2500
 
 _LINKS = ("task", "claim", "approve", "snooze")
@@ -78,6 +109,25 @@ class InboxRow:
     claim_url: str
     approve_url: str
     snooze_url: str
+
+    # What the template decides from the values above, decided here once per row: a row
+    # drawn afresh spent most of its time in the template's conditions and lookups.
+    @functools.cached_property
+    def actions(self) -> str:
+        """Which actions the row offers: "decide", "revision" (the requester's), "barred",
+        "watch" (someone else decides it), or "" once it is finished."""
+        if not self.is_live:
+            return ""
+        if self.kind == TaskKind.REVISION:
+            return "revision"
+        if self.barred:
+            return "barred"
+        return "decide" if self.decides else "watch"
+
+    @functools.cached_property
+    def selectable(self) -> bool:
+        """Whether bulk approval may take it: the viewer decides it in one click."""
+        return self.actions == "decide" and not self.needs_form
 
 
 def rows_for(
@@ -125,45 +175,77 @@ def rows_for(
     return rows
 
 
-def html(rows: list[InboxRow], *, snooze_labels: tuple[str, ...], csrf_token: str) -> SafeString:
-    """Return the rows' HTML, drawing only those this process has not drawn lately."""
-    time_zone, language = timezone.get_current_timezone_name(), translation.get_language()
-    drawn = "".join(_kept(row, snooze_labels, time_zone, language) for row in rows)
-    return mark_safe(drawn.replace(CSRF_MARKER, csrf_token))  # nosec B308 B703 # drawn escaped
+def html(rows: list[InboxRow]) -> SafeString:
+    """Return the rows' HTML: each row's values filled into its shape's, unless this
+    process filled the same row lately (and BATON_INBOX_ROW_CACHE is on)."""
+    language = translation.get_language()
+    if not settings.BATON_INBOX_ROW_CACHE:
+        return mark_safe("".join(_filled(row, language) for row in rows))  # nosec B308 B703 # escaped
+    time_zone = timezone.get_current_timezone_name()
+    return mark_safe("".join(_kept(row, time_zone, language) for row in rows))  # nosec B308 B703 # escaped
 
 
-def html_of_one(
-    row: InboxRow, *, snooze_labels: tuple[str, ...], csrf_token: str, error: str, done: str
-) -> SafeString:
+def html_of_one(row: InboxRow, *, error: str, done: str) -> SafeString:
     """Return one row's HTML with a message in it (after an action), drawn afresh."""
-    return _draw(row, snooze_labels, csrf_token=csrf_token, error=error, done=done)
+    return _draw(row, due=_due(row.due_at), error=error, done=done)
 
 
 @functools.lru_cache(maxsize=KEPT_ROWS)
-def _kept(row: InboxRow, snooze_labels: tuple[str, ...], time_zone: str, language: str) -> str:
-    # The time zone and language are the active ones: they are in the key because
-    # the due time's text follows them.
-    return _draw(row, snooze_labels, csrf_token=CSRF_MARKER, error="", done="")
+def _kept(row: InboxRow, time_zone: str, language: str) -> str:
+    # The time zone is the active one: it is in the key because the due time's text follows it.
+    return _filled(row, language)
 
 
-def _draw(
-    row: InboxRow, snooze_labels: tuple[str, ...], *, csrf_token: str, error: str, done: str
-) -> SafeString:
+def _filled(row: InboxRow, language: str) -> str:
+    """The row's HTML: its shape's, drawn once, with the row's own values put in."""
+    values: dict[str, str] = {}
+    stand_ins: dict[str, Any] = {}
+    for name in _PRINTED:
+        value = getattr(row, name)
+        if value != "":
+            values[name] = _printed(value)
+            stand_ins[name] = f"\x00{name}\x00"
+    due = _due(row.due_at)
+    if due is not None:
+        values["due_iso"], values["due_text"] = _printed(due[0]), _printed(due[1])
+    shape = dataclasses.replace(row, due_at=None, **stand_ins)
+    drawn = _drawn_shape(shape, due is not None, language)
+    return _STAND_IN.sub(lambda found: values[found[1]], drawn)
+
+
+@functools.lru_cache(maxsize=SHAPES)
+def _drawn_shape(shape: InboxRow, has_due: bool, language: str) -> str:
+    # The language is the active one: the template's own words could follow it.
+    due = ("\x00due_iso\x00", "\x00due_text\x00") if has_due else None
+    return _draw(shape, due=due, error="", done="")
+
+
+def _printed(value: Any) -> str:
+    """`value` as the template prints it: localized, then escaped (render_value_in_context);
+    text is its own localized form."""
+    return conditional_escape(value if isinstance(value, str) else str(formats.localize(value)))
+
+
+def _draw(row: InboxRow, *, due: tuple[str, str] | None, error: str, done: str) -> SafeString:
     # No request: a plain context, without context processors, holding only these.
-    context: dict[str, Any] = {
-        "row": row,
-        "snooze_choices": snooze_labels,
-        "csrf_token": csrf_token,
-        "error": error,
-        "done": done,
-    }
+    context: dict[str, Any] = {"row": row, "due": due, "error": error, "done": done}
     return get_template(TEMPLATE).render(context)
 
 
+def _due(due_at: datetime | None) -> tuple[str, str] | None:
+    """The due time as the row shows it, in the active time zone: ISO 8601 for the
+    machine, short for the reader (as the `date` filter writes them)."""
+    if due_at is None:
+        return None
+    local = timezone.localtime(due_at)
+    return local.isoformat(), dateformat.format(local, "M j, H:i")
+
+
 @receiver(setting_changed)
-def _forget_kept_rows(**kwargs: Any) -> None:
+def _forget_drawn_shapes(**kwargs: Any) -> None:
     """Settings change in tests only, and some (USE_THOUSAND_SEPARATOR, TEMPLATES) change
-    how a row is drawn: drop what was kept."""
+    how a row is drawn: drop the shapes drawn and the rows kept."""
+    _drawn_shape.cache_clear()
     _kept.cache_clear()
 
 

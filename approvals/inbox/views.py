@@ -20,7 +20,6 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, QueryDict
-from django.middleware.csrf import get_token
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -100,11 +99,8 @@ def inbox(request: HttpRequest) -> HttpResponse:
             page=page,
             decides=decides,
             rows=rows,
-            rows_html=inbox_rows.html(
-                rows,
-                snooze_labels=tuple(selectors.snooze_choices(now)),
-                csrf_token=get_token(request),
-            ),
+            rows_html=inbox_rows.html(rows),
+            snooze_choices=tuple(selectors.snooze_choices(now)),
             tab_label=selectors.TABS[filters.tab],
             poll_seconds=settings.BATON_INBOX_POLL_SECONDS,
         )
@@ -316,15 +312,7 @@ def _row_after_action(
         barred={task.pk: human_tasks.why_barred(task=task, user=request.user)},
         decides={task.pk: permissions.can_decide(reviewer, human_tasks.facts_for(task))},
     )
-    return HttpResponse(
-        inbox_rows.html_of_one(
-            row,
-            snooze_labels=tuple(selectors.snooze_choices(now)),
-            csrf_token=get_token(request),
-            error=error,
-            done=done,
-        )
-    )
+    return HttpResponse(inbox_rows.html_of_one(row, error=error, done=done))
 
 
 def _common(request: HttpRequest) -> dict[str, Any]:

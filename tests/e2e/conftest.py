@@ -331,6 +331,9 @@ def process_env(django_db_setup, django_db_blocker) -> dict[str, str]:
         "BATON_REDISPATCH_AFTER": "5",
         "BATON_WORKFLOW_MODULES": "workflows.examples.order,tests.workflows.definitions",
         "BATON_LOG_LEVEL": "INFO",
+        # The shared workers read webhook subscriptions at every event, so an endpoint a
+        # test registers hears the events its run makes on them at once.
+        "BATON_WEBHOOKS_REFRESH_SECONDS": "0",
     }
 
 

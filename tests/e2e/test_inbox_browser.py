@@ -12,6 +12,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.utils import timezone
 from playwright.sync_api import (
     Browser,
     BrowserContext,
@@ -22,6 +23,7 @@ from playwright.sync_api import (
 )
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
+from approvals.models import Snooze
 from approvals.states import TaskState
 from workflows import engine
 from workflows.states import StepState
@@ -161,6 +163,38 @@ class TestInbox:
 
         expect(page.get_by_role("status")).to_have_text("Approved.")
         assert step_state(run, "manager_approval") == StepState.SUCCEEDED
+
+    def test_carol_snoozes_a_row_for_the_time_chosen_once_for_the_table(
+        self, sign_in, start_expense, carol
+    ):
+        start_expense(title="Hotel in Paris")
+        run = start_expense(title="Train to Lyon")
+        page = sign_in("carol")
+
+        page.get_by_label("Snooze for").select_option("Next week")
+        page.get_by_role("button", name=re.compile("Snooze Expense: Train to Lyon")).click()
+
+        expect(page.locator("tr", has_text="Train to Lyon")).to_have_count(0)
+        expect(page.locator("tr", has_text="Hotel in Paris")).to_be_visible()
+        snoozed = Snooze.objects.get(task=run.human_tasks.get(), user=carol)
+        assert snoozed.until > timezone.now() + timedelta(days=6)
+
+    def test_bob_claims_from_his_groups_queue_and_only_that_row_changes(
+        self, sign_in, finance_task
+    ):
+        page = sign_in("bob")
+        page.goto("/?tab=queue")
+
+        page.get_by_role(
+            "button", name=re.compile(f"Claim {re.escape(finance_task.title)}")
+        ).click()
+
+        row = page.locator(f"#row-{finance_task.pk}")
+        expect(row.get_by_role("status")).to_have_text("Claimed: it is yours now.")
+        expect(row.get_by_role("button", name=re.compile("Claim"))).to_have_count(0)
+        expect(page.get_by_role("heading", name="Inbox")).to_be_visible()
+        finance_task.refresh_from_db()
+        assert finance_task.state == TaskState.CLAIMED
 
 
 class TestRefusals:

@@ -17,7 +17,7 @@ from tests.workflows.test_engine import later
 from workflows import engine
 from workflows.activity import ActivityCancelled, LeaseLost
 from workflows.dsl import Activity, Branch, Join, Parallel, Workflow, check_definition
-from workflows.engine import execute, sweeper, work
+from workflows.engine import execute, sweeper, timers, work
 from workflows.models import WorkflowRun
 from workflows.states import EventKind, RunState, StepKind, StepState
 from workflows.tasks import execute_steps
@@ -27,6 +27,25 @@ pytestmark = pytest.mark.django_db
 
 def noop(context):
     return None
+
+
+def fail_sweeping(monkeypatch, broken: WorkflowRun) -> None:
+    """Make sweeping `broken` raise, whichever way its timer fires (run by run, or with
+    the batch's other timers as a set)."""
+    handle_due_step, fire_due_timers = sweeper.handle_due_step, timers.fire_due_timers
+
+    def handle_unless_broken(run, *args):
+        if run.pk == broken.pk:
+            raise RuntimeError("boom")
+        return handle_due_step(run, *args)
+
+    def fire_unless_broken(runs, now):
+        if any(run.id == broken.pk for run in runs):
+            raise RuntimeError("boom")
+        return fire_due_timers(runs, now)
+
+    monkeypatch.setattr(sweeper, "handle_due_step", handle_unless_broken)
+    monkeypatch.setattr(timers, "fire_due_timers", fire_unless_broken)
 
 
 class TestSweepIsolation:
@@ -50,14 +69,7 @@ class TestSweepIsolation:
     def test_a_run_that_fails_to_sweep_does_not_stop_the_others(self, start, drive, monkeypatch):
         broken = drive(start("test_sleeping", {}))
         healthy = drive(start("test_sleeping", {}))
-        real = sweeper.handle_due_step
-
-        def fail_for_broken(run, *args):
-            if run.pk == broken.pk:
-                raise RuntimeError("boom")
-            return real(run, *args)
-
-        monkeypatch.setattr(sweeper, "handle_due_step", fail_for_broken)
+        fail_sweeping(monkeypatch, broken)
 
         counts = engine.sweep(now=later(60))
 
@@ -94,14 +106,7 @@ class TestSweepIsolation:
         monkeypatch.setattr(sweeper, "_RUNS_PER_TRANSACTION", 2)
         broken = drive(start("test_sleeping", {}))
         healthy = [drive(start("test_sleeping", {})) for _ in range(2)]
-        real = sweeper.handle_due_step
-
-        def fail_for_broken(run, *args):
-            if run.pk == broken.pk:
-                raise RuntimeError("boom")
-            return real(run, *args)
-
-        monkeypatch.setattr(sweeper, "handle_due_step", fail_for_broken)
+        fail_sweeping(monkeypatch, broken)
 
         counts = engine.sweep(now=later(60))
 

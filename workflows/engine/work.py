@@ -114,6 +114,8 @@ class UnitOfWork:
     busy_runs: set[uuid.UUID] = field(default_factory=set)
     # Runs this unit of work ended, with the event that says how.
     ended: list[tuple[WorkflowRun, EventKind]] = field(default_factory=list)
+    # Runs this unit of work started (see registry.register_run_start_hook).
+    started: list[WorkflowRun] = field(default_factory=list)
 
     def insert(self, row: WorkflowRun | StepRun) -> None:
         """Write the new row at the next flush (runs first, then steps)."""
@@ -159,6 +161,8 @@ class UnitOfWork:
         )
         if step is None and kind in RUN_ENDING_EVENTS:
             self.ended.append((run, kind))
+        elif step is None and kind == EventKind.STARTED:
+            self.started.append(run)
         level = logging.DEBUG if self.batched and kind in _ROUTINE_EVENTS else logging.INFO
         if logger.isEnabledFor(level):
             message = f"step.{kind}" if step else f"run.{kind}"
@@ -172,6 +176,8 @@ class UnitOfWork:
         """Write what the use case changed; send its steps once the transaction commits."""
         for run in runs:
             self.save(run)
+        if self.started:
+            self._tell_run_start_hooks()
         if self.ended:
             self._tell_run_end_hooks()
         if any(event.step is not None and event.step.pk is None for event in self.events):
@@ -189,12 +195,13 @@ class UnitOfWork:
             step_ids = [step.pk for step in self.to_send]
             traces = tracing.step_contexts(self.to_send)  # {} while tracing is off
             self.to_send = []
-            # Robust: a broker that is down must not fail a committed use case; the
-            # sweep re-sends every step whose message never arrived.
-            if traces:
-                transaction.on_commit(lambda: send_steps(step_ids, traces=traces), robust=True)
-            else:
-                transaction.on_commit(lambda: send_steps(step_ids), robust=True)
+            send_on_commit(step_ids, traces)
+
+    def _tell_run_start_hooks(self) -> None:
+        started, self.started = self.started, []
+        now = max(event.at for event in self.events)
+        for hook in registry.run_start_hooks():
+            hook(started=started, now=now)
 
     def _tell_run_end_hooks(self) -> None:
         # The last word on each run that is over now ("cancelled" is also said when
@@ -324,6 +331,16 @@ def undo_in_flight(run: WorkflowRun, work: UnitOfWork) -> bool:
     """Whether some step of the run is still being undone (a run moving forward undoes the
     branches that lost a join's race, and may not end before that is over)."""
     return steps_of(run, work).filter(UNDO_IN_FLIGHT).exists()
+
+
+def send_on_commit(step_ids: list[int], traces: dict[str, dict[str, str]]) -> None:
+    """Send the steps once the transaction commits (`traces` as `send_steps` takes them)."""
+    # Robust: a broker that is down must not fail a committed use case; the
+    # sweep re-sends every step whose message never arrived.
+    if traces:
+        transaction.on_commit(lambda: send_steps(step_ids, traces=traces), robust=True)
+    else:
+        transaction.on_commit(lambda: send_steps(step_ids), robust=True)
 
 
 def send_steps(step_ids: list[int], *, traces: dict[str, dict[str, str]] | None = None) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from workflows.dsl import Activity, Workflow
 from workflows.engine import moves
@@ -33,16 +34,15 @@ def enter(
         work.busy_runs.add(run.pk)
         return
     step = new_step(
-        work,
-        run,
-        node.name,
-        StepState.SCHEDULED,
-        now,
-        round=round,
-        due_at=redispatch_at(node, now),
-        lease=node.timeouts.first_lease,
+        work, run, node.name, StepState.SCHEDULED, now, round=round, **scheduled(node, now)
     )
     work.send(step)
+
+
+def scheduled(node: Activity, now: datetime) -> dict[str, Any]:
+    """The fields of a step scheduled for a worker at `now`, besides its state (the
+    sweep's set path schedules with the same)."""
+    return {"due_at": redispatch_at(node, now), "lease": node.timeouts.first_lease}
 
 
 def due(

@@ -26,6 +26,15 @@ def enter(
     new_step(work, run, node.name, StepState.WAITING, now, round=round, due_at=due_at)
 
 
+def slept(now: datetime) -> dict[str, str]:
+    """What a fired timer's step records (the sweep's set path writes the same)."""
+    return {"slept_until": now.isoformat()}
+
+
+# The timeline line a fired timer writes.
+FIRED = EventKind.COMPLETED
+
+
 def due(
     run: WorkflowRun,
     definition: Workflow,
@@ -34,8 +43,8 @@ def due(
     now: datetime,
     work: UnitOfWork,
 ) -> None:
-    step.succeed(result={"slept_until": now.isoformat()}, now=now)
+    step.succeed(result=slept(now), now=now)
     work.save(step)
-    work.event(run, step, EventKind.COMPLETED, now)
+    work.event(run, step, FIRED, now)
     moves.engine().continue_to(run, definition, step, node.next, now, work)
     settle(run, work)
