@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.test import Client
 
 from workflows.tokens import issue_token
@@ -38,3 +39,12 @@ def api_as(people):
         return ApiClient(secret)
 
     return client_for
+
+
+@pytest.fixture
+def operator_api(olga, api_as) -> ApiClient:
+    """A client for olga, who may view and operate every run."""
+    olga.user_permissions.add(
+        *Permission.objects.filter(codename__in=["view_workflowrun", "operate_workflowrun"])
+    )
+    return api_as("olga")

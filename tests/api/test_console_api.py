@@ -5,21 +5,12 @@ from __future__ import annotations
 
 import pytest
 from auditlog.models import LogEntry
-from django.contrib.auth.models import Permission
 
 from tests.workflows.test_engine import sweep_until_quiet
 from workflows.models import WorkflowRun
 from workflows.states import RunState, StepState
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def operator_api(olga, api_as):
-    olga.user_permissions.add(
-        *Permission.objects.filter(codename__in=["view_workflowrun", "operate_workflowrun"])
-    )
-    return api_as("olga")
 
 
 @pytest.fixture

@@ -4,19 +4,10 @@ REST API; anyone else is refused, and bad input is a 422 that says what is wrong
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import Permission
 
 from approvals.models import WebhookEndpoint
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def operator_api(olga, api_as):
-    olga.user_permissions.add(
-        *Permission.objects.filter(codename__in=["view_workflowrun", "operate_workflowrun"])
-    )
-    return api_as("olga")
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ import base64
 import json
 
 import pytest
-from django.contrib.auth.models import Permission
 from django.test import Client
 
 from tests.conftest import at_once
@@ -17,14 +16,6 @@ from workflows.states import RunState
 pytestmark = pytest.mark.django_db
 
 PROBLEM = "application/problem+json"
-
-
-@pytest.fixture
-def operator_api(olga, api_as):
-    olga.user_permissions.add(
-        *Permission.objects.filter(codename__in=["view_workflowrun", "operate_workflowrun"])
-    )
-    return api_as("olga")
 
 
 def start_order(api, order_input, key: str | None = None, **overrides):
