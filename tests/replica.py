@@ -102,9 +102,11 @@ class ReplicaPair:
                 "wal_retrieve_retry_interval = '100ms'\n"
                 "shared_buffers = 32MB\n"
                 "max_connections = 40\n"
-                # A throwaway server: durability buys nothing here, speed does.
+                # A throwaway server: durability buys nothing here, speed does. Commits
+                # stay synchronous (cheap without fsync): a commit has then reached the
+                # WAL position `wait_for_replay` reads, which it may not have yet with
+                # synchronous_commit off, and the replica could pause before replaying it.
                 "fsync = off\n"
-                "synchronous_commit = off\n"
                 "full_page_writes = off\n"
             )
         with (self.primary.data / "pg_hba.conf").open("a") as hba:
