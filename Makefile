@@ -65,11 +65,13 @@ pgbouncer:
 		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q pgbouncer; \
 	}
 
-# The unit tests run in a random order (pytest-randomly prints its seed; rerun one
-# with PYTEST_ARGS=--randomly-seed=N); tests/e2e keeps the order it needs.
+# tests/run runs the unit tests beside the e2e tests, then the tests that restart
+# Redis and PostgreSQL alone; with PYTEST_ARGS, it is plain pytest with those. The unit
+# tests run in a random order (pytest-randomly prints its seed; rerun one with
+# PYTEST_ARGS=--randomly-seed=N); tests/e2e keeps the order it needs.
 test: $(STAMP) chromium pgbouncer
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
-		BATON_TEST_RABBITMQ_URL=$(TEST_RABBITMQ_URL) $(BIN)/pytest $(PYTEST_ARGS)
+		BATON_TEST_RABBITMQ_URL=$(TEST_RABBITMQ_URL) PYTEST=$(BIN)/pytest tests/run $(PYTEST_ARGS)
 
 # `make test` with both cores busy with another load, as on a slower CI machine;
 # the e2e tests' timeouts stretch by BATON_TEST_SLOWDOWN (3 unless set).
