@@ -12,6 +12,7 @@ transport). Production sets DATABASE_URL (PostgreSQL) and CELERY_BROKER_URL
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
 import re
 from datetime import timedelta
@@ -55,6 +56,16 @@ def env_float(name: str, default: float) -> float:
         return float(raw)
     except ValueError:
         raise ImproperlyConfigured(f"{name} must be a number, not {raw!r}.") from None
+
+
+def env_seconds(name: str, default: float) -> float:
+    """A duration in seconds: a finite number, 0 or more."""
+    seconds = env_float(name, default)
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ImproperlyConfigured(
+            f"{name} must be a number of seconds, 0 or more, not {seconds:g}."
+        )
+    return seconds
 
 
 def env_int(name: str, default: int) -> int:
@@ -355,11 +366,13 @@ if DATABASE_REPLICA_URL:
     DATABASES["replica"]["TEST"] = {"MIRROR": "default"}
 # After a person's write, their pages read the primary for this many seconds, so they
 # see what they did however far the replica lags (0: never; only with a replica).
-BATON_REPLICA_PIN_SECONDS = env_float("BATON_REPLICA_PIN_SECONDS", 5.0)
-if BATON_REPLICA_PIN_SECONDS < 0:
-    raise ImproperlyConfigured(
-        f"BATON_REPLICA_PIN_SECONDS must be 0 or more, not {BATON_REPLICA_PIN_SECONDS:g}."
-    )
+BATON_REPLICA_PIN_SECONDS = env_seconds("BATON_REPLICA_PIN_SECONDS", 5.0)
+# After the replica fails a read, this process reads the primary for this many seconds
+# before trying the replica again (0: try it at every read).
+BATON_REPLICA_RETRY_SECONDS = env_seconds("BATON_REPLICA_RETRY_SECONDS", 10.0)
+# A replica further behind than this many seconds is left alone until its next check,
+# every few seconds (0: never check).
+BATON_REPLICA_MAX_LAG_SECONDS = env_seconds("BATON_REPLICA_MAX_LAG_SECONDS", 30.0)
 # Without a replica, the router has no opinion and every query goes to `default`.
 DATABASE_ROUTERS = ["workflows.replica.ReplicaRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

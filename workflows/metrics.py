@@ -82,6 +82,10 @@ REPLICA_FALLBACKS = Counter(
     "baton_replica_fallbacks",
     "Reads meant for the read replica that the primary answered, the replica having failed.",
 )
+REPLICA_LAG_SKIPS = Counter(
+    "baton_replica_lag_skips",
+    "Checks that found the read replica further behind than BATON_REPLICA_MAX_LAG_SECONDS.",
+)
 EMAIL_LINKS = Counter(
     "baton_email_links",
     "Emailed decision links used to decide, or refused (with why).",

@@ -18,7 +18,12 @@ The rules, each in one place here:
   transaction on the primary, which must see that transaction's writes.
 - Falling back: when the replica cannot be reached or fails a query, the marked
   read runs again on the primary, with a warning in the log and
-  `baton_replica_fallbacks` counted; the rest of that request reads the primary.
+  `baton_replica_fallbacks` counted; the rest of that request reads the primary,
+  and so does this process for BATON_REPLICA_RETRY_SECONDS, so that a replica
+  that is down costs one connection attempt, not one per page.
+- Lag: a replica further behind than BATON_REPLICA_MAX_LAG_SECONDS is left alone
+  (`replica.lagging`, `baton_replica_lag_skips`) until its next check; each
+  process checks at most once every LAG_CHECK_SECONDS.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import contextlib
 import functools
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -58,6 +64,27 @@ class _RequestReads:
 
     primary_only: bool
 
+
+# How often (seconds) a process asks the replica how far behind it is, at most.
+LAG_CHECK_SECONDS = 5.0
+# The replica's lag: none while it has replayed all it received; otherwise the age of
+# the last transaction it replayed (an idle primary sends nothing, which is no lag).
+_LAG_SQL = (
+    "SELECT CASE WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0"
+    " ELSE coalesce(extract(epoch FROM now() - pg_last_xact_replay_timestamp()), 0) END"
+)
+
+
+@dataclass
+class _Standing:
+    """This process's view of the replica: when to use it again, when to check its lag."""
+
+    avoid_until: float = 0.0  # time.monotonic()
+    lag_checked_at: float = -math.inf
+
+
+_standing = _Standing()
+_standing_lock = threading.Lock()
 
 # The database the current read goes to: REPLICA inside `reads_replica`, DEFAULT_DB_ALIAS
 # when a marked read runs again on the primary, None elsewhere (the primary).
@@ -114,15 +141,47 @@ def _may_read_replica() -> bool:
     if not configured() or connections[DEFAULT_DB_ALIAS].in_atomic_block:
         return False
     request = _request.get()
-    return request is None or not request.primary_only
+    if request is not None and request.primary_only:
+        return False
+    return _replica_in_standing()
 
 
-def _fall_back(read: Callable[..., Any], error: Error) -> None:
-    """Log and count a failed read of the replica; keep the rest of the request off it."""
+def _replica_in_standing() -> bool:
+    """Say whether this process may use the replica now: it has not failed lately, and was
+    not too far behind at its last check (which this may make)."""
+    now = time.monotonic()
+    max_lag = settings.BATON_REPLICA_MAX_LAG_SECONDS
+    with _standing_lock:
+        if now < _standing.avoid_until:
+            return False
+        if not max_lag or now - _standing.lag_checked_at < LAG_CHECK_SECONDS:
+            return True
+        _standing.lag_checked_at = now
+    try:
+        with connections[REPLICA].cursor() as cursor:
+            cursor.execute(_LAG_SQL)
+            lag = float(cursor.fetchone()[0])
+    except Error as error:
+        _fall_back("replica lag check", error)
+        return False
+    if lag <= max_lag:
+        return True
+    logger.warning(
+        "replica.lagging", extra={"lag_seconds": round(lag, 3), "max_lag_seconds": max_lag}
+    )
+    metrics.REPLICA_LAG_SKIPS.inc()
+    with _standing_lock:
+        _standing.avoid_until = max(_standing.avoid_until, now + LAG_CHECK_SECONDS)
+    return False
+
+
+def _fall_back(read: Callable[..., Any] | str, error: Error) -> None:
+    """Log and count a failed read of the replica; keep the rest of the request, and this
+    process for BATON_REPLICA_RETRY_SECONDS, off it."""
     logger.warning(
         "replica.fallback",
         extra={
-            "read": f"{read.__module__}.{read.__qualname__}",
+            "read": read if isinstance(read, str) else f"{read.__module__}.{read.__qualname__}",
             "error": (str(error).strip().splitlines() or [""])[0],
         },
     )
@@ -130,6 +189,8 @@ def _fall_back(read: Callable[..., Any], error: Error) -> None:
     request = _request.get()
     if request is not None:
         request.primary_only = True
+    with _standing_lock:
+        _standing.avoid_until = time.monotonic() + settings.BATON_REPLICA_RETRY_SECONDS
     # A connection that failed may be broken: the next read opens a new one.
     with contextlib.suppress(Error):
         connections[REPLICA].close()

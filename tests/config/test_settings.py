@@ -430,7 +430,13 @@ class TestReadReplica:
             DATABASE_REPLICA_URL="postgres://b@db-replica:5432/baton",
         )
 
-        settings = loaded(env, "DATABASES", "BATON_REPLICA_PIN_SECONDS")
+        settings = loaded(
+            env,
+            "DATABASES",
+            "BATON_REPLICA_PIN_SECONDS",
+            "BATON_REPLICA_RETRY_SECONDS",
+            "BATON_REPLICA_MAX_LAG_SECONDS",
+        )
         replica = settings["DATABASES"]["replica"]
 
         assert (replica["HOST"], replica["NAME"]) == ("db-replica", "baton")
@@ -439,6 +445,9 @@ class TestReadReplica:
         # Under tests it is the test database: nothing to create, nothing to flush.
         assert replica["TEST"]["MIRROR"] == "default"
         assert settings["BATON_REPLICA_PIN_SECONDS"] == 5.0
+        # A failed replica is left alone for 10 s; one over 30 s behind, until its next check.
+        assert settings["BATON_REPLICA_RETRY_SECONDS"] == 10.0
+        assert settings["BATON_REPLICA_MAX_LAG_SECONDS"] == 30.0
 
     @pytest.mark.parametrize(
         ("variables", "message"),
@@ -447,7 +456,18 @@ class TestReadReplica:
                 {"DATABASE_REPLICA_URL": "sqlite:///replica.sqlite3"},
                 "DATABASE_REPLICA_URL must be a PostgreSQL URL",
             ),
-            ({"BATON_REPLICA_PIN_SECONDS": "-1"}, "BATON_REPLICA_PIN_SECONDS must be 0 or more"),
+            (
+                {"BATON_REPLICA_PIN_SECONDS": "-1"},
+                "BATON_REPLICA_PIN_SECONDS must be a number of seconds, 0 or more, not -1",
+            ),
+            (
+                {"BATON_REPLICA_RETRY_SECONDS": "nan"},
+                "BATON_REPLICA_RETRY_SECONDS must be a number of seconds, 0 or more, not nan",
+            ),
+            (
+                {"BATON_REPLICA_MAX_LAG_SECONDS": "soon"},
+                "BATON_REPLICA_MAX_LAG_SECONDS must be a number, not 'soon'",
+            ),
         ],
     )
     def test_a_bad_value_is_refused_by_name(self, tmp_path, variables, message) -> None:

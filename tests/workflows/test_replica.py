@@ -9,6 +9,7 @@ replay paused, a row committed on the primary is missing from the replica only.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -43,6 +44,12 @@ pytestmark = pytest.mark.django_db(transaction=True, databases=["default", REPLI
 def _on_the_pair(on_replica_pair: ReplicaPair) -> ReplicaPair:
     """Every test here runs on the pair, set up before pytest-django's."""
     return on_replica_pair
+
+
+@pytest.fixture(autouse=True)
+def _a_fresh_process_standing(monkeypatch) -> None:
+    """Each test starts as a new process would: the replica neither failed nor lagged lately."""
+    monkeypatch.setattr(replica, "_standing", replica._Standing())
 
 
 @pytest.fixture
@@ -81,6 +88,10 @@ def stopped_replica(on_replica_pair: ReplicaPair) -> Iterator[None]:
 
 def fallbacks() -> float:
     return REGISTRY.get_sample_value("baton_replica_fallbacks_total") or 0.0
+
+
+def lag_skips() -> float:
+    return REGISTRY.get_sample_value("baton_replica_lag_skips_total") or 0.0
 
 
 class TestHeavyPages:
@@ -183,7 +194,10 @@ class TestWrites:
             read_from, saved_to = read_and_rename()
 
         assert (read_from, saved_to) == (REPLICA, "default")
-        assert [query["sql"].split()[0] for query in on_replica.captured_queries] == ["SELECT"]
+        on_replica_sql = [query["sql"] for query in on_replica.captured_queries]
+        # The replica was only read: the task, and the process's first check of its lag.
+        assert [sql.split()[0] for sql in on_replica_sql] == ["SELECT", "SELECT"]
+        assert "approvals_humantask" in on_replica_sql[1]
         on_primary = f"SELECT title FROM approvals_humantask WHERE id = '{manager_task.pk}'"
         assert pair.primary.sql(on_primary) == "Renamed"
 
@@ -193,6 +207,56 @@ class TestWrites:
 
         assert decided.status_code == 302
         assert on_replica.captured_queries == []
+
+
+class TestLag:
+    def test_a_replica_too_far_behind_is_left_alone_until_its_next_check(
+        self, pair, settings, monkeypatch, carol_client, start_expense, caplog
+    ):
+        settings.BATON_REPLICA_MAX_LAG_SECONDS = 1
+        pair.wait_for_replay()
+        pair.pause_replay()
+        start_expense()  # carol's task, which the replica receives but does not replay
+        written = pair.primary.sql("SELECT pg_current_wal_lsn()")
+        wait_until(
+            lambda: pair.replica.sql(f"SELECT pg_last_wal_receive_lsn() >= '{written}'::pg_lsn"),
+            timeout=30,
+            what="the replica to receive the new task",
+        )
+        time.sleep(1.5)  # past the largest lag allowed, since the replica's last replay
+        skips = lag_skips()
+
+        with caplog.at_level(logging.WARNING, logger="baton.replica"):
+            behind = carol_client.get(reverse("approvals:inbox"))
+            with CaptureQueriesContext(connections[REPLICA]) as on_replica:
+                still_behind = carol_client.get(reverse("approvals:inbox"))
+            monkeypatch.setattr(replica, "LAG_CHECK_SECONDS", 0)
+            replica._standing.avoid_until = 0  # as once the check's interval has passed
+            pair.resume_replay()
+            pair.wait_for_replay()
+            caught_up = carol_client.get(reverse("approvals:inbox"))
+
+        # The primary answered, so the new task is listed while the replica lacks it.
+        assert TASK in behind.text
+        assert TASK in still_behind.text
+        assert on_replica.captured_queries == []  # not even a check until the next one is due
+        [warning] = [record for record in caplog.records if record.name == "baton.replica"]
+        assert warning.getMessage() == "replica.lagging"
+        assert warning.lag_seconds > 1
+        assert lag_skips() == skips + 1
+        assert TASK in caught_up.text
+
+    def test_a_lag_within_the_limit_keeps_the_replica(
+        self, pair, settings, carol_client, start_expense
+    ):
+        settings.BATON_REPLICA_MAX_LAG_SECONDS = 600
+        pair.wait_for_replay()
+        pair.pause_replay()
+        start_expense()
+
+        lagging = carol_client.get(reverse("approvals:inbox"))
+
+        assert TASK not in lagging.text
 
 
 @pytest.mark.usefixtures("stopped_replica")
@@ -210,6 +274,24 @@ class TestFallback:
         [warning] = [record for record in caplog.records if record.name == "baton.replica"]
         assert warning.getMessage() == "replica.fallback"
         assert fallbacks() == before + 1
+
+    def test_the_process_reads_the_primary_without_trying_again_until_the_retry_time(
+        self, settings, operator_client, carol_client, manager_task, caplog
+    ):
+        settings.BATON_REPLICA_RETRY_SECONDS = 0.5
+        before = fallbacks()
+
+        with caplog.at_level(logging.WARNING, logger="baton.replica"):
+            first = carol_client.get(reverse("approvals:inbox"))
+            soon_after = operator_client.get("/console/")
+            time.sleep(0.6)
+            once_due = carol_client.get(reverse("approvals:inbox"))
+
+        assert [first.status_code, soon_after.status_code, once_due.status_code] == [200] * 3
+        warnings = [record for record in caplog.records if record.name == "baton.replica"]
+        # One try when the first page came, none for the next, one again once it was due.
+        assert [warning.getMessage() for warning in warnings] == ["replica.fallback"] * 2
+        assert fallbacks() == before + 2
 
     def test_the_inbox_shows_the_primarys_tasks(self, carol_client, manager_task):
         response = carol_client.get(reverse("approvals:inbox"))
