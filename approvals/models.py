@@ -515,6 +515,10 @@ class WebhookEndpoint(models.Model):
     description = models.CharField(max_length=200, blank=True)
     # Standard Webhooks' `whsec_<base64>`; shown to the operator who registers it.
     secret = models.CharField(max_length=100, default=new_webhook_secret)
+    # The secret a rotation replaced, still signing beside the new one until
+    # `previous_secret_until`, so the receiver can switch without losing a message.
+    previous_secret = models.CharField(max_length=100, blank=True)
+    previous_secret_until = models.DateTimeField(null=True, blank=True)
     # WebhookEvent values this endpoint subscribes to.
     event_types = models.JSONField(default=list)
     is_active = models.BooleanField(default=True)
@@ -528,6 +532,13 @@ class WebhookEndpoint(models.Model):
 
     def __str__(self) -> str:
         return self.url
+
+    def signing_secrets(self, now: datetime) -> list[str]:
+        """The secrets a message sent at `now` is signed with: the current one, and the
+        one a rotation replaced while its overlap lasts."""
+        if self.previous_secret and self.previous_secret_until and now < self.previous_secret_until:
+            return [self.secret, self.previous_secret]
+        return [self.secret]
 
 
 # A delivery run in one of these has stopped trying (until an operator retries it).

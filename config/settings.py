@@ -58,14 +58,12 @@ def env_float(name: str, default: float) -> float:
         raise ImproperlyConfigured(f"{name} must be a number, not {raw!r}.") from None
 
 
-def env_seconds(name: str, default: float) -> float:
-    """A duration in seconds: a finite number, 0 or more."""
-    seconds = env_float(name, default)
-    if not math.isfinite(seconds) or seconds < 0:
-        raise ImproperlyConfigured(
-            f"{name} must be a number of seconds, 0 or more, not {seconds:g}."
-        )
-    return seconds
+def env_non_negative(name: str, default: float) -> float:
+    """A finite number, 0 or more (a duration, say)."""
+    number = env_float(name, default)
+    if not math.isfinite(number) or number < 0:
+        raise ImproperlyConfigured(f"{name} must be a number, 0 or more, not {number:g}.")
+    return number
 
 
 def env_int(name: str, default: int) -> int:
@@ -366,13 +364,13 @@ if DATABASE_REPLICA_URL:
     DATABASES["replica"]["TEST"] = {"MIRROR": "default"}
 # After a person's write, their pages read the primary for this many seconds, so they
 # see what they did however far the replica lags (0: never; only with a replica).
-BATON_REPLICA_PIN_SECONDS = env_seconds("BATON_REPLICA_PIN_SECONDS", 5.0)
+BATON_REPLICA_PIN_SECONDS = env_non_negative("BATON_REPLICA_PIN_SECONDS", 5.0)
 # After the replica fails a read, this process reads the primary for this many seconds
 # before trying the replica again (0: try it at every read).
-BATON_REPLICA_RETRY_SECONDS = env_seconds("BATON_REPLICA_RETRY_SECONDS", 10.0)
+BATON_REPLICA_RETRY_SECONDS = env_non_negative("BATON_REPLICA_RETRY_SECONDS", 10.0)
 # A replica further behind than this many seconds is left alone until its next check,
 # every few seconds (0: never check).
-BATON_REPLICA_MAX_LAG_SECONDS = env_seconds("BATON_REPLICA_MAX_LAG_SECONDS", 30.0)
+BATON_REPLICA_MAX_LAG_SECONDS = env_non_negative("BATON_REPLICA_MAX_LAG_SECONDS", 30.0)
 # Without a replica, the router has no opinion and every query goes to `default`.
 DATABASE_ROUTERS = ["workflows.replica.ReplicaRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -592,6 +590,9 @@ BATON_WEBHOOKS_RETRY_SECONDS = env_float("BATON_WEBHOOKS_RETRY_SECONDS", 5)
 # How often each process reads again which events endpoints subscribe to (0: at every
 # event, one more statement each); a new endpoint hears other processes' events from then.
 BATON_WEBHOOKS_REFRESH_SECONDS = env_float("BATON_WEBHOOKS_REFRESH_SECONDS", 10)
+# After an endpoint's secret is rotated, its messages carry signatures by both the new
+# and the old secret for this long, so its receiver can switch over (0: the new one only).
+BATON_WEBHOOKS_SECRET_OVERLAP_HOURS = env_non_negative("BATON_WEBHOOKS_SECRET_OVERLAP_HOURS", 24)
 if BATON_WEBHOOKS_MAX_ATTEMPTS < 1 or BATON_WEBHOOKS_RETRY_SECONDS <= 0:
     raise ImproperlyConfigured(
         "BATON_WEBHOOKS_MAX_ATTEMPTS must be 1 or more and BATON_WEBHOOKS_RETRY_SECONDS "

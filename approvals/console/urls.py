@@ -16,6 +16,12 @@ urlpatterns = [
     path("webhooks/", views.webhooks_list, name="webhooks"),
     path("webhooks/<uuid:endpoint_id>/", views.webhook_detail, name="webhook"),
     path(
+        "webhooks/<uuid:endpoint_id>/rotate-secret/",
+        views.rotate_webhook_secret,
+        name="rotate_webhook_secret",
+    ),
+    path("webhooks/<uuid:endpoint_id>/delete/", views.delete_webhook, name="delete_webhook"),
+    path(
         "webhooks/deliveries/<uuid:delivery_id>/redeliver/",
         views.redeliver_webhook,
         name="redeliver_webhook",

@@ -426,8 +426,46 @@ def webhook_detail(request: HttpRequest, endpoint_id: UUID) -> HttpResponse:
     context = {
         "endpoint": endpoint,
         "deliveries": webhooks.delivery_log(endpoint=endpoint, limit=WEBHOOK_LOG_SIZE),
+        "now": timezone.now(),
     }
     return render(request, "approvals/console/webhook.html", context)
+
+
+@login_required
+@require_POST
+def rotate_webhook_secret(request: HttpRequest, endpoint_id: UUID) -> HttpResponse:
+    """Give an endpoint a new secret; the old one signs beside it for the overlap."""
+    if refused := _webhooks_refused(request):
+        return refused
+    try:
+        endpoint = webhooks.rotate_secret(endpoint_id=endpoint_id, now=timezone.now())
+    except WebhookEndpoint.DoesNotExist:
+        return _problem(request, "No such webhook endpoint.", status=404)
+    if endpoint.previous_secret_until:
+        until = timezone.localtime(endpoint.previous_secret_until).strftime("%Y-%m-%d %H:%M")
+        messages.success(request, f"New secret below. The old one also signs until {until}.")
+    else:
+        messages.success(request, "New secret below. The old one no longer signs.")
+    return redirect("console:webhook", endpoint_id=endpoint_id)
+
+
+@login_required
+@require_POST
+def delete_webhook(request: HttpRequest, endpoint_id: UUID) -> HttpResponse:
+    """Delete an endpoint and its log, cancelling the deliveries still trying."""
+    if refused := _webhooks_refused(request):
+        return refused
+    try:
+        deleted = webhooks.delete_endpoint(endpoint_id=endpoint_id, now=timezone.now())
+    except WebhookEndpoint.DoesNotExist:
+        return _problem(request, "No such webhook endpoint.", status=404)
+    cancelled = deleted.cancelled_deliveries
+    messages.success(
+        request,
+        f"Deleted {deleted.url}"
+        + (f", and cancelled {cancelled} deliveries still trying." if cancelled else "."),
+    )
+    return redirect("console:webhooks")
 
 
 @login_required

@@ -48,6 +48,13 @@ class EndpointOut(Schema):
 
 class NewEndpointOut(EndpointOut):
     secret: str = Field(description="verify signatures with it (Standard Webhooks, whsec_…)")
+    previous_secret_until: datetime | None = Field(
+        description="after a rotation, messages are also signed with the old secret until then"
+    )
+
+
+class DeletedOut(Schema):
+    cancelled_deliveries: int = Field(description="deliveries still trying, now cancelled")
 
 
 class DeliveryOut(Schema):
@@ -135,6 +142,37 @@ def change_endpoint(request: HttpRequest, endpoint_id: UUID, body: EndpointChang
         )
     except webhooks.InvalidEndpoint as error:
         raise _invalid(error) from None
+
+
+@router.post(
+    "/endpoints/{endpoint_id}/rotate-secret",
+    response={200: NewEndpointOut, **ERRORS},
+    summary="Give an endpoint a new signing secret",
+)
+def rotate_secret(request: HttpRequest, endpoint_id: UUID) -> WebhookEndpoint:
+    """The answer holds the new secret. Messages carry a signature by the old one too
+    until `previous_secret_until` (BATON_WEBHOOKS_SECRET_OVERLAP_HOURS), so the receiver
+    can switch without refusing any."""
+    _operator(request)
+    try:
+        return webhooks.rotate_secret(endpoint_id=endpoint_id, now=timezone.now())
+    except WebhookEndpoint.DoesNotExist:
+        raise not_found("webhook endpoint") from None
+
+
+@router.delete(
+    "/endpoints/{endpoint_id}",
+    response={200: DeletedOut, **ERRORS},
+    summary="Delete an endpoint and its delivery log",
+)
+def delete_endpoint(request: HttpRequest, endpoint_id: UUID) -> dict[str, int]:
+    """Deliveries still trying are cancelled; delivered ones are forgotten with the log."""
+    _operator(request)
+    try:
+        deleted = webhooks.delete_endpoint(endpoint_id=endpoint_id, now=timezone.now())
+    except WebhookEndpoint.DoesNotExist:
+        raise not_found("webhook endpoint") from None
+    return {"cancelled_deliveries": deleted.cancelled_deliveries}
 
 
 @router.get(

@@ -65,9 +65,12 @@ class Answer:
     body: str
 
 
-def signed_headers(*, secret: str, message_id: str, at: datetime, body: str) -> dict[str, str]:
-    """Return the Standard Webhooks headers for `body`, signed with the endpoint's secret."""
-    signature = Webhook(secret).sign(message_id, at, body)
+def signed_headers(
+    *, secrets: list[str], message_id: str, at: datetime, body: str
+) -> dict[str, str]:
+    """Return the Standard Webhooks headers for `body`, signed with each of the endpoint's
+    secrets (two while a rotation overlaps: the spec's space-separated signatures)."""
+    signature = " ".join(Webhook(secret).sign(message_id, at, body) for secret in secrets)
     return {
         "webhook-id": message_id,
         "webhook-timestamp": str(int(at.timestamp())),
@@ -159,9 +162,12 @@ def message_body(delivery: WebhookDelivery) -> str:
 
 def deliver(context: ActivityContext) -> dict[str, Any]:
     """Send one delivery (the activity): sign it now, POST it, record how it went."""
-    delivery = WebhookDelivery.objects.select_related("endpoint").get(
-        pk=context.input["delivery_id"]
-    )
+    try:
+        delivery = WebhookDelivery.objects.select_related("endpoint").get(
+            pk=context.input["delivery_id"]
+        )
+    except WebhookDelivery.DoesNotExist:
+        raise EndpointDisabled("The delivery's endpoint was deleted.") from None
     if delivery.delivered_at is not None:
         # An attempt whose success was recorded but whose step was not (a worker died).
         return {"status": delivery.last_status_code, "delivered_at": str(delivery.delivered_at)}
@@ -171,7 +177,7 @@ def deliver(context: ActivityContext) -> dict[str, Any]:
     now = timezone.now()
     body = message_body(delivery)
     headers = signed_headers(
-        secret=endpoint.secret, message_id=delivery.message_id, at=now, body=body
+        secrets=endpoint.signing_secrets(now), message_id=delivery.message_id, at=now, body=body
     )
     try:
         answer = post(

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from time import monotonic
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -31,12 +31,12 @@ from django.core.validators import URLValidator
 from django.db import transaction
 from django.utils import timezone
 
-from approvals.models import HumanTask, WebhookDelivery, WebhookEndpoint
+from approvals.models import HumanTask, WebhookDelivery, WebhookEndpoint, new_webhook_secret
 from approvals.notify.webhook_delivery import DELIVERY_TYPE
 from approvals.states import WebhookEvent
 from workflows import engine
 from workflows.models import WorkflowRun
-from workflows.states import EventKind
+from workflows.states import LIVE_RUN_STATES, EventKind
 
 # How a run's last event maps to the webhook that tells of it.
 _RUN_ENDINGS = {
@@ -92,6 +92,48 @@ def update_endpoint(
         endpoint.save()
     forget_subscriptions()
     return endpoint
+
+
+def rotate_secret(*, endpoint_id: uuid.UUID, now: datetime) -> WebhookEndpoint:
+    """Give an endpoint a fresh secret. The old one goes on signing beside it for
+    BATON_WEBHOOKS_SECRET_OVERLAP_HOURS (Standard Webhooks' several signatures), so the
+    receiver can take the new one without refusing a message on the way."""
+    overlap = timedelta(hours=settings.BATON_WEBHOOKS_SECRET_OVERLAP_HOURS)
+    with transaction.atomic():
+        endpoint = WebhookEndpoint.objects.select_for_update().get(pk=endpoint_id)
+        endpoint.previous_secret = endpoint.secret if overlap else ""
+        endpoint.previous_secret_until = now + overlap if overlap else None
+        endpoint.secret = new_webhook_secret()
+        endpoint.save(update_fields=["secret", "previous_secret", "previous_secret_until"])
+    return endpoint
+
+
+class Deleted(NamedTuple):
+    url: str
+    cancelled_deliveries: int
+
+
+def delete_endpoint(*, endpoint_id: uuid.UUID, now: datetime) -> Deleted:
+    """Delete an endpoint and its delivery log; cancel the deliveries still trying.
+
+    A delivery whose attempt is under way when this
+    commits finds its row gone and gives up (webhook_delivery.EndpointDisabled).
+    """
+    with transaction.atomic():
+        endpoint = WebhookEndpoint.objects.select_for_update().get(pk=endpoint_id)
+        trying = WorkflowRun.objects.filter(
+            pk__in=endpoint.deliveries.values("run_id"), state__in=LIVE_RUN_STATES
+        ).values_list("pk", flat=True)
+        cancelled = 0
+        for run_id in trying:
+            try:
+                engine.cancel_run(run_id=run_id, now=now)
+            except engine.RunAlreadyEnded:
+                continue  # it ended, or is undoing, since the query read it
+            cancelled += 1
+        endpoint.delete()
+    forget_subscriptions()
+    return Deleted(url=endpoint.url, cancelled_deliveries=cancelled)
 
 
 def _checked_event_types(event_types: Iterable[str]) -> list[str]:

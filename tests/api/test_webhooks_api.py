@@ -86,3 +86,56 @@ class TestDeliveryLog:
         )
 
         assert (response.status_code, response.json()["is_active"]) == (200, False)
+
+
+class TestRotateSecret:
+    def test_the_answer_holds_the_new_secret_and_how_long_the_old_one_signs(
+        self, operator_api, registered
+    ):
+        response = operator_api.post(f"/webhooks/endpoints/{registered['id']}/rotate-secret")
+
+        body = response.json()
+        endpoint = WebhookEndpoint.objects.get()
+        assert response.status_code == 200
+        assert body["secret"] == endpoint.secret != registered["secret"]
+        assert endpoint.previous_secret == registered["secret"]
+        assert body["previous_secret_until"] is not None
+
+    def test_an_unknown_endpoint_is_404(self, operator_api):
+        response = operator_api.post(
+            "/webhooks/endpoints/00000000-0000-0000-0000-000000000000/rotate-secret"
+        )
+
+        assert response.status_code == 404
+
+
+class TestDeleteEndpoint:
+    def test_the_endpoint_goes_and_its_deliveries_still_trying_are_cancelled(
+        self, operator_api, registered, start, order_input
+    ):
+        start("order", order_input())
+        delivery_run = WebhookEndpoint.objects.get().deliveries.get().run
+
+        response = operator_api.client.delete(
+            f"/api/v1/webhooks/endpoints/{registered['id']}", headers=operator_api.headers
+        )
+
+        delivery_run.refresh_from_db()
+        assert (response.status_code, response.json()) == (200, {"cancelled_deliveries": 1})
+        assert not WebhookEndpoint.objects.exists()
+        assert delivery_run.state in ("cancelling", "cancelled")
+
+    def test_an_unknown_endpoint_is_404_and_someone_else_is_refused(
+        self, operator_api, api_as, registered
+    ):
+        unknown = operator_api.client.delete(
+            "/api/v1/webhooks/endpoints/00000000-0000-0000-0000-000000000000",
+            headers=operator_api.headers,
+        )
+        alice = api_as("alice")
+        refused = alice.client.delete(
+            f"/api/v1/webhooks/endpoints/{registered['id']}", headers=alice.headers
+        )
+
+        assert (unknown.status_code, refused.status_code) == (404, 403)
+        assert WebhookEndpoint.objects.exists()

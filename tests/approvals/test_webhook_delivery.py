@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 from standardwebhooks import Webhook, WebhookVerificationError
 
-from approvals.models import new_webhook_secret
+from approvals.models import WebhookEndpoint, new_webhook_secret
 from approvals.notify import webhooks
 from approvals.notify.webhook_delivery import (
     RefusedAddress,
@@ -27,7 +27,7 @@ class TestSignedHeaders:
     def test_the_standard_webhooks_library_verifies_the_signature(self):
         secret = new_webhook_secret()
 
-        headers = signed_headers(secret=secret, message_id="msg_1", at=timezone.now(), body=BODY)
+        headers = signed_headers(secrets=[secret], message_id="msg_1", at=timezone.now(), body=BODY)
 
         assert headers["webhook-id"] == "msg_1"
         assert headers["webhook-signature"].startswith("v1,")
@@ -39,12 +39,25 @@ class TestSignedHeaders:
 
     def test_another_secret_or_a_changed_body_does_not_verify(self):
         secret = new_webhook_secret()
-        headers = signed_headers(secret=secret, message_id="msg_1", at=timezone.now(), body=BODY)
+        headers = signed_headers(secrets=[secret], message_id="msg_1", at=timezone.now(), body=BODY)
 
         with pytest.raises(WebhookVerificationError):
             Webhook(new_webhook_secret()).verify(BODY, headers)
         with pytest.raises(WebhookVerificationError):
             Webhook(secret).verify(BODY.replace("42", "43"), headers)
+
+    def test_while_a_rotation_overlaps_a_receiver_with_either_secret_verifies(self):
+        new, old = new_webhook_secret(), new_webhook_secret()
+
+        headers = signed_headers(
+            secrets=[new, old], message_id="msg_1", at=timezone.now(), body=BODY
+        )
+
+        assert len(headers["webhook-signature"].split(" ")) == 2
+        assert Webhook(new).verify(BODY, headers)["type"] == "run.started"
+        assert Webhook(old).verify(BODY, headers)["type"] == "run.started"
+        with pytest.raises(WebhookVerificationError):
+            Webhook(new_webhook_secret()).verify(BODY, headers)
 
 
 class TestInternalTargetsAreRefused:
@@ -149,6 +162,36 @@ class TestDeliver:
         )
         assert step.state == "retry_wait"
         assert "answered 500" in step.last_error["message"]
+
+    def test_after_a_rotation_the_receiver_still_verifies_with_the_old_secret(
+        self, endpoint_at, drive
+    ):
+        with receiving() as receiver:
+            endpoint = endpoint_at(receiver.url)
+            receiver.secret = endpoint.secret  # the receiver has not switched yet
+            rotated = webhooks.rotate_secret(endpoint_id=endpoint.pk, now=timezone.now())
+            delivery = self.emit()
+
+            run = drive(delivery.run)
+
+        assert rotated.secret != receiver.secret
+        assert (run.state, len(receiver.verified), receiver.bad_signatures) == ("succeeded", 1, 0)
+
+    def test_a_delivery_whose_endpoint_was_deleted_gives_up_at_once(self, endpoint_at, drive):
+        delivery = None
+        with receiving() as receiver:
+            endpoint = endpoint_at(receiver.url)
+            delivery = self.emit()
+            run = delivery.run
+            WebhookEndpoint.objects.filter(pk=endpoint.pk).delete()  # as if deleted mid-attempt
+
+            run = drive(run)
+
+        step = run.steps.get()
+        assert run.state == "failed"
+        assert step.attempt == 1
+        assert step.last_error["message"] == "The delivery's endpoint was deleted."
+        assert receiver.requests == 0
 
     def test_a_loopback_target_fails_at_once_in_production(self, endpoint_at, drive, settings):
         settings.BATON_WEBHOOKS_ALLOW_PRIVATE = False

@@ -87,3 +87,51 @@ class TestDeliveryLog:
         assert not endpoint.is_active
         page = olga_client.get(f"/console/webhooks/{endpoint.pk}/").content.decode()
         assert "Switched off" in page
+
+
+class TestRotateAndDelete:
+    def test_rotating_shows_the_new_secret_and_says_how_long_the_old_one_signs(self, olga_client):
+        register(olga_client)
+        endpoint = WebhookEndpoint.objects.get()
+        old = endpoint.secret
+
+        response = olga_client.post(f"/console/webhooks/{endpoint.pk}/rotate-secret/")
+
+        endpoint.refresh_from_db()
+        page = olga_client.get(response["Location"]).content.decode()
+        assert response.status_code == 302
+        assert endpoint.secret != old
+        assert endpoint.secret in page
+        assert old not in page
+        assert "also signed with the previous secret until" in page
+
+    def test_deleting_removes_the_endpoint_and_goes_back_to_the_list(self, olga_client):
+        register(olga_client)
+        endpoint = WebhookEndpoint.objects.get()
+
+        response = olga_client.post(f"/console/webhooks/{endpoint.pk}/delete/")
+
+        page = olga_client.get(response["Location"]).content.decode()
+        assert response["Location"] == "/console/webhooks/"
+        assert "Deleted https://hooks.example.com/baton." in page
+        assert not WebhookEndpoint.objects.exists()
+
+    def test_someone_who_may_only_view_runs_can_do_neither(self, olga_client, vic_client):
+        register(olga_client)
+        endpoint = WebhookEndpoint.objects.get()
+        secret = endpoint.secret
+
+        rotate = vic_client.post(f"/console/webhooks/{endpoint.pk}/rotate-secret/")
+        delete = vic_client.post(f"/console/webhooks/{endpoint.pk}/delete/")
+
+        endpoint.refresh_from_db()
+        assert (rotate.status_code, delete.status_code) == (403, 403)
+        assert endpoint.secret == secret
+
+    def test_an_unknown_endpoint_is_404(self, olga_client):
+        missing = "00000000-0000-0000-0000-000000000000"
+
+        rotate = olga_client.post(f"/console/webhooks/{missing}/rotate-secret/")
+        delete = olga_client.post(f"/console/webhooks/{missing}/delete/")
+
+        assert (rotate.status_code, delete.status_code) == (404, 404)

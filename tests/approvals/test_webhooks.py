@@ -3,6 +3,8 @@ subscribed endpoint, in the transaction that made the event."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.db import transaction
 from django.utils import timezone
@@ -12,6 +14,7 @@ from approvals.models import WebhookDelivery, WebhookEndpoint
 from approvals.notify import webhooks
 from approvals.notify.webhook_delivery import DELIVERY_TYPE
 from approvals.states import WebhookEvent
+from workflows import engine
 from workflows.models import WorkflowRun
 
 pytestmark = pytest.mark.django_db
@@ -170,6 +173,62 @@ class TestRedeliver:
         assert again.message_id == message_id
         assert again.run_id != first_run
         assert again.run.workflow_type == DELIVERY_TYPE
+
+
+class TestRotateSecret:
+    def test_the_old_secret_signs_beside_the_new_one_for_the_overlap(self, register, settings):
+        settings.BATON_WEBHOOKS_SECRET_OVERLAP_HOURS = 24
+        endpoint = register()
+        old, now = endpoint.secret, timezone.now()
+
+        rotated = webhooks.rotate_secret(endpoint_id=endpoint.pk, now=now)
+
+        assert rotated.secret.startswith("whsec_")
+        assert rotated.secret != old
+        assert rotated.signing_secrets(now) == [rotated.secret, old]
+        assert rotated.signing_secrets(now + timedelta(hours=23)) == [rotated.secret, old]
+        assert rotated.signing_secrets(now + timedelta(hours=24)) == [rotated.secret]
+
+    def test_with_no_overlap_only_the_new_secret_signs(self, register, settings):
+        settings.BATON_WEBHOOKS_SECRET_OVERLAP_HOURS = 0
+        endpoint = register()
+
+        rotated = webhooks.rotate_secret(endpoint_id=endpoint.pk, now=timezone.now())
+
+        assert (rotated.previous_secret, rotated.previous_secret_until) == ("", None)
+        assert rotated.signing_secrets(timezone.now()) == [rotated.secret]
+
+
+class TestDeleteEndpoint:
+    def test_it_cancels_the_deliveries_still_trying_and_hears_nothing_more(
+        self, register, start, drive, order_input
+    ):
+        endpoint = register(event_types=["run.started"])
+        start("order", order_input())
+        [trying] = endpoint.deliveries.all()
+
+        deleted = webhooks.delete_endpoint(endpoint_id=endpoint.pk, now=timezone.now())
+        afterwards = webhooks.emit(event_type=WebhookEvent.RUN_STARTED, data={}, now=timezone.now())
+
+        run = drive(WorkflowRun.objects.get(pk=trying.run_id))
+        assert deleted == ("https://hooks.example.com/baton", 1)
+        assert run.state == "cancelled"
+        assert not WebhookEndpoint.objects.exists()
+        assert not WebhookDelivery.objects.exists()
+        assert afterwards == []
+
+    def test_deliveries_that_ended_are_not_cancelled_again(
+        self, register, start, drive, order_input
+    ):
+        endpoint = register(event_types=["run.started"])
+        start("order", order_input())
+        delivery_run = WorkflowRun.objects.get(pk=endpoint.deliveries.get().run_id)
+        engine.cancel_run(run_id=delivery_run.pk)
+        drive(delivery_run)
+
+        deleted = webhooks.delete_endpoint(endpoint_id=endpoint.pk, now=timezone.now())
+
+        assert deleted.cancelled_deliveries == 0
 
 
 class TestSubscriptionsRemembered:

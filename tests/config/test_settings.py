@@ -458,11 +458,11 @@ class TestReadReplica:
             ),
             (
                 {"BATON_REPLICA_PIN_SECONDS": "-1"},
-                "BATON_REPLICA_PIN_SECONDS must be a number of seconds, 0 or more, not -1",
+                "BATON_REPLICA_PIN_SECONDS must be a number, 0 or more, not -1",
             ),
             (
                 {"BATON_REPLICA_RETRY_SECONDS": "nan"},
-                "BATON_REPLICA_RETRY_SECONDS must be a number of seconds, 0 or more, not nan",
+                "BATON_REPLICA_RETRY_SECONDS must be a number, 0 or more, not nan",
             ),
             (
                 {"BATON_REPLICA_MAX_LAG_SECONDS": "soon"},
