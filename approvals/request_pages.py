@@ -175,7 +175,7 @@ def definition_of(run: WorkflowRun) -> Workflow | None:
         return None
 
 
-def _where_now(runs: list[WorkflowRun]) -> dict[UUID, list[Position]]:
+def where_now(runs: list[WorkflowRun]) -> dict[UUID, list[Position]]:
     """Where each run stands, in four queries however many runs there are: live steps,
     open and decided tasks, and the open tasks' candidates (people, then groups)."""
     live = [run.pk for run in runs if run.state in LIVE_RUN_STATES]
@@ -287,7 +287,7 @@ def my_requests(*, user: Any, filters: RequestFilters, limit: int = PAGE_SIZE) -
     if len(page) > limit:
         page = page[:limit]
         next_cursor = encode_cursor(page[-1])
-    where = _where_now(page)
+    where = where_now(page)
     return Page(
         rows=[
             RequestRow(run=run, kind=run.workflow_type.replace("_", " "), where=where[run.pk])

@@ -30,7 +30,7 @@ from approvals.request_pages import RequestPage
 from workflows import registry, replica
 from workflows.cleaning import Refused, clean_text
 from workflows.models import Signal, StepEvent, StepRun, WorkflowRun
-from workflows.states import LIVE_STEP_STATES, EventKind, RunState, StepKind
+from workflows.states import EventKind, RunState
 
 PAGE_SIZE = 25
 SEARCH_MAX_LENGTH = 200
@@ -163,7 +163,9 @@ def searchable_fields() -> dict[str, tuple[str, ...]]:
 class RunRow:
     run: WorkflowRun
     keys: list[tuple[str, str]]
-    live_steps: list[StepRun]
+    # Where it stands, in people's words: "security review: waiting for a decision by
+    # the security group", as the requester's pages say it.
+    where: list[request_pages.Position]
 
     @property
     def state(self) -> str:
@@ -193,19 +195,9 @@ def runs_page(*, filters: RunFilters, limit: int = PAGE_SIZE) -> RunsPage:
     if len(page) > limit:
         page = page[:limit]
         next_cursor = request_pages.encode_cursor(page[-1])
-    live: dict[UUID, list[StepRun]] = {}
-    if page:
-        for step in StepRun.objects.filter(
-            run_id__in=[run.pk for run in page],
-            kind=StepKind.FORWARD,
-            state__in=LIVE_STEP_STATES,
-        ).order_by("scheduled_at", "id"):
-            live.setdefault(step.run_id, []).append(step)
+    where = request_pages.where_now(page)
     return RunsPage(
-        rows=[
-            RunRow(run=run, keys=business_keys(run), live_steps=live.get(run.pk, []))
-            for run in page
-        ],
+        rows=[RunRow(run=run, keys=business_keys(run), where=where[run.pk]) for run in page],
         next_cursor=next_cursor,
     )
 

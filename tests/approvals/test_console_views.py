@@ -117,6 +117,12 @@ class TestRunsList:
         assert "B-2002" in response.text
         assert str(other.pk) not in response.text
 
+    def test_says_where_a_run_waits_in_peoples_words(self, olga_client, manager_task):
+        response = olga_client.get("/console/")
+
+        assert "Manager approval: waiting for a decision by Carol" in response.text
+        assert "waiting (signal, timer or join)" not in response.text
+
     @pytest.mark.parametrize(
         ("query", "found"),
         [
