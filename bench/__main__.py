@@ -186,12 +186,22 @@ class Driver:
             for item in measured:
                 results[item["key"]] = report.Result(**item)
             say(f"  done in {time.monotonic() - started:.0f} s")
+        results.update(_beside_dbos(results))
         return results, failures
 
     def measure(self, name: str, template: str) -> list[dict[str, Any]]:
         if name in ("sweep", "inbox"):
             seeded = str(self.work / "databases.json")
             return self.group(name, self.env(database=self.base), "--databases", seeded)
+        if name == "dbos":
+            # DBOS makes its own tables, in a database of its own on the same server.
+            database = f"{self.base}_dbos"
+            self.server.drop(database)
+            self.server.create(database)
+            self.made.add(database)
+            env = self.env(database=self.fresh(template))
+            env["BENCH_DBOS_DATABASE_URL"] = url_for(self.server_url, database)
+            return self.group(name, env)
         database = self.fresh(template)
         broker = self.broker_url if name == "celery" else "memory://"
         env = self.env(database=database, broker=broker, long_runs=name == "long")
@@ -220,6 +230,19 @@ class Driver:
                     self.retried[name] = first_failure
                 return value
         raise AssertionError("unreachable")
+
+
+def _beside_dbos(results: dict[str, report.Result]) -> dict[str, report.Result]:
+    """Baton's in-process step and start over DBOS's, when both groups ran."""
+    pairs = {
+        "step_vs_dbos_ms": ("step_in_process_ms", "dbos_step_in_process_ms"),
+        "start_vs_dbos_ms": ("start_p50_ms", "dbos_start_p50_ms"),
+    }
+    return {
+        key: report.Result(key, results[baton].value, results[dbos].value)
+        for key, (baton, dbos) in pairs.items()
+        if baton in results and dbos in results
+    }
 
 
 def _last_line(error: Exception) -> str:

@@ -23,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
         "name",
         choices=[
             "engine",
+            "dbos",
             "long",
             "map",
             "celery",
@@ -65,6 +66,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench import engine
 
         output = engine.run(profile=profile)
+    elif args.name == "dbos":
+        from bench import dbos_engine
+
+        output = dbos_engine.run(profile=profile)
     elif args.name == "long":
         from bench import long_run
 

@@ -110,6 +110,25 @@ CATALOGUE: dict[str, Spec] = dict(
         _spec(
             "start_p50_ms", "engine", "start in-process, p50", "ms", COMMIT, Target(2, on="ratio")
         ),
+        # -- DBOS Transact in-process, on the same server (bench/dbos_engine.py) --
+        _spec("dbos_step_in_process_ms", "dbos", "DBOS step in-process, p50", "ms"),
+        _spec("dbos_start_p50_ms", "dbos", "DBOS start in-process, p50", "ms"),
+        _spec(
+            "step_vs_dbos_ms",
+            "dbos",
+            "Baton's remote step in-process vs DBOS's step",
+            "ms",
+            "DBOS step",
+            Target(0.7, on="ratio"),
+        ),
+        _spec(
+            "start_vs_dbos_ms",
+            "dbos",
+            "Baton's start in-process vs DBOS's start",
+            "ms",
+            "DBOS start",
+            Target(0.7, on="ratio"),
+        ),
         _spec(
             "long_run_step_ms",
             "long",
@@ -342,7 +361,7 @@ CATALOGUE: dict[str, Spec] = dict(
         ),
     ]
 )
-GROUPS = ("engine", "long", "map", "celery", "sweep", "inbox", "decide", "audit")
+GROUPS = ("engine", "dbos", "long", "map", "celery", "sweep", "inbox", "decide", "audit")
 
 
 def _number(value: float | None) -> str:
