@@ -27,6 +27,7 @@ from approvals import throttling
 from approvals.console.api import router as console_router
 from approvals.console.webhooks_api import router as webhooks_router
 from approvals.inbox.api import router as tasks_router
+from approvals.inbox.personal_api import router as me_router
 from approvals.states import Channel
 from approvals.task_forms import document_task_forms
 from config import outages
@@ -107,6 +108,7 @@ api.add_router("/workflows", workflows_router)
 api.add_router("/tasks", tasks_router)
 api.add_router("/signals", signals_router)
 api.add_router("/webhooks", webhooks_router)
+api.add_router("/me", me_router)
 
 # The longest query string the API reads, in characters as sent. gunicorn.conf.py lets
 # request lines through up to 8190 bytes, so a client past this limit (and short of

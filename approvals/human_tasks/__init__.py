@@ -44,8 +44,10 @@ from approvals.human_tasks.handover import delegate_human_task, reassign_human_t
 from approvals.human_tasks.lifecycle import close_tasks_for_step, open_tasks_for_step
 from approvals.human_tasks.personal import (
     Handover,
+    delete_filter,
     hand_over_held_tasks,
     held_tasks,
+    save_filter,
     set_substitution,
     snooze_human_task,
     substitute_for,
@@ -79,6 +81,7 @@ __all__ = [
     "comment_on_human_task",
     "decide_by_link",
     "delegate_human_task",
+    "delete_filter",
     "escalate_human_task",
     "facts_for",
     "fire_due_human_tasks",
@@ -93,6 +96,7 @@ __all__ = [
     "remind_human_task",
     "request_changes",
     "reviewer_for",
+    "save_filter",
     "set_substitution",
     "snooze_human_task",
     "substitute_for",

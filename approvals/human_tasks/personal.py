@@ -1,6 +1,6 @@
-"""What a reviewer arranges for themselves: snoozing a task out of sight for a while, and
-a substitute who receives their new tasks while they are away, and, if they choose,
-the tasks they already hold.
+"""What a reviewer arranges for themselves: snoozing a task out of sight for a while,
+saved inbox filters, and a substitute who receives their new tasks while they are away
+and, if they choose, the tasks they already hold.
 """
 
 from __future__ import annotations
@@ -19,10 +19,12 @@ from approvals.human_tasks.errors import InvalidRequest, TaskError
 from approvals.human_tasks.handover import delegate_human_task
 from approvals.models import (
     HumanTask,
+    SavedFilter,
     Snooze,
     Substitution,
 )
 from approvals.states import TaskState
+from workflows.cleaning import Refused, clean_text
 
 User = get_user_model()
 
@@ -36,6 +38,26 @@ def snooze_human_task(*, task_id: UUID, user: Any, until: datetime) -> Snooze:
         task_id=task_id, user=user, defaults={"until": until}
     )
     return snooze
+
+
+def save_filter(*, user: Any, name: str, query: str) -> SavedFilter:
+    """Keep an inbox query (its query string) under a name, replacing one of that name."""
+    name, query = name.strip(), query.strip()
+    for label, value, field_name in (("name", name, "name"), ("query", query, "query")):
+        try:
+            clean_text(value, max_length=SavedFilter._meta.get_field(field_name).max_length)
+        except Refused as error:
+            raise InvalidRequest(f"The filter {label} {error}.") from None
+    if not name:
+        raise InvalidRequest("Give the filter a name to save it.")
+    saved, _ = SavedFilter.objects.update_or_create(user=user, name=name, defaults={"query": query})
+    return saved
+
+
+def delete_filter(*, user: Any, filter_id: int) -> bool:
+    """Forget one of `user`'s saved filters; False if they have none of that id."""
+    deleted, _ = SavedFilter.objects.filter(user=user, pk=filter_id).delete()
+    return bool(deleted)
 
 
 def set_substitution(

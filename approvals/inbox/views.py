@@ -43,7 +43,7 @@ from approvals import (
 from approvals.escalation import sla
 from approvals.inbox import rows as inbox_rows
 from approvals.inbox import selectors
-from approvals.models import HumanTask, SavedFilter
+from approvals.models import HumanTask
 from approvals.notify import links
 from approvals.states import Channel, Priority, Sla, TaskKind
 from workflows import registry
@@ -138,36 +138,22 @@ def _query_without(query: QueryDict, *names: str) -> str:
 @require_POST
 def save_filter(request: HttpRequest) -> HttpResponse:
     """Save the inbox's current query under a name; refuse, saying why, what cannot be kept."""
-    name = request.POST.get("name", "").strip()
     query = request.POST.get("query", "").strip()
     try:
-        clean_text(name, max_length=_max_length(SavedFilter, "name"))
-    except Refused as error:
-        messages.error(request, f"The filter name {error}.")
-        return redirect("approvals:inbox")
-    try:
-        clean_text(query, max_length=_max_length(SavedFilter, "query"))
-    except Refused as error:
-        messages.error(request, f"The filter query {error}.")
-        return redirect("approvals:inbox")
-    if not name:
-        messages.error(request, "Give the filter a name to save it.")
-    else:
-        SavedFilter.objects.update_or_create(
-            user=request.user, name=name, defaults={"query": query}
+        saved = human_tasks.save_filter(
+            user=request.user, name=request.POST.get("name", ""), query=query
         )
-        messages.success(request, f"Saved the filter “{name}”.")
-    return redirect(f"{reverse('approvals:inbox')}?{query}")
-
-
-def _max_length(model: Any, field: str) -> int:
-    return model._meta.get_field(field).max_length
+    except human_tasks.TaskError as error:
+        messages.error(request, str(error))
+        return redirect("approvals:inbox")
+    messages.success(request, f"Saved the filter “{saved.name}”.")
+    return redirect(f"{reverse('approvals:inbox')}?{saved.query}")
 
 
 @login_required
 @require_POST
 def delete_filter(request: HttpRequest, filter_id: int) -> HttpResponse:
-    SavedFilter.objects.filter(user=request.user, pk=filter_id).delete()
+    human_tasks.delete_filter(user=request.user, filter_id=filter_id)
     return redirect("approvals:inbox")
 
 

@@ -32,7 +32,7 @@ def sideways_overflow(page: Page) -> int:
 def on_first_screen(element) -> bool:
     """Whether the element lies wholly on the first screen, without scrolling."""
     box = element.bounding_box()
-    return box is not None and 0 <= box["y"] and box["y"] + box["height"] <= PHONE["height"]
+    return box is not None and box["y"] >= 0 and box["y"] + box["height"] <= PHONE["height"]
 
 
 class TestOnAPhone:
