@@ -1,0 +1,97 @@
+"""The account a provider's sign-in describes (approvals.sso.accounts), and the backends."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import authenticate, get_user_model
+from django.contrib.auth.models import Group
+
+from approvals.sso.accounts import sign_in_account
+from approvals.sso.claims import Account
+
+User = get_user_model()
+
+
+def account(**overrides) -> Account:
+    values = {
+        "username": "dana",
+        "email": "dana@example.com",
+        "first_name": "Dana",
+        "last_name": "Doe",
+        "groups": frozenset({"finance"}),
+        "is_staff": None,
+        "is_operator": None,
+    }
+    return Account(**{**values, **overrides})
+
+
+@pytest.mark.django_db
+class TestSignInAccount:
+    def test_the_first_sign_in_makes_the_account_without_a_password_and_its_new_groups(self):
+        user = sign_in_account(account=account(groups=frozenset({"finance", "auditors"})))
+
+        assert (user.username, user.email, user.last_name) == ("dana", "dana@example.com", "Doe")
+        assert not user.has_usable_password()
+        assert set(user.groups.values_list("name", flat=True)) == {"auditors", "finance"}
+
+    def test_groups_follow_the_claim_the_ones_it_no_longer_names_are_left(self, groups, bob):
+        sign_in_account(account=account(username="bob", groups=frozenset({"legal"})))
+
+        assert list(bob.groups.values_list("name", flat=True)) == ["legal"]
+        assert set(Group.objects.values_list("name", flat=True)) >= {"finance", "security"}
+
+    def test_without_the_groups_claim_groups_are_left_as_they_are(self, bob):
+        sign_in_account(account=account(username="bob", groups=None))
+
+        assert set(bob.groups.values_list("name", flat=True)) == {"finance", "security"}
+
+    def test_an_operator_claim_grants_staff_and_operating(self):
+        sign_in_account(account=account(is_operator=True, is_staff=False))
+
+        operator = User.objects.get(username="dana")
+        assert operator.is_staff
+        assert operator.has_perm("workflows.operate_workflowrun")
+        assert operator.has_perm("approvals.operate_humantask")
+
+    def test_an_operator_whose_claim_is_gone_loses_staff_and_operating(self):
+        sign_in_account(account=account(is_operator=True, is_staff=False))
+
+        sign_in_account(account=account(is_operator=False, is_staff=False))
+
+        former = User.objects.get(username="dana")
+        assert not former.is_staff
+        assert not former.has_perm("workflows.operate_workflowrun")
+
+    def test_rights_without_a_rule_are_left_to_the_admin(self, olga):
+        olga.is_staff = True
+        olga.save()
+
+        sign_in_account(account=account(username="olga", is_staff=None, is_operator=None))
+
+        olga.refresh_from_db()
+        assert olga.is_staff
+
+
+@pytest.mark.django_db
+class TestPasswords:
+    def test_a_right_password_signs_in_while_local_login_is_on(self, rf, bob):
+        assert authenticate(rf.post("/"), username="bob", password="baton-demo") == bob
+
+    def test_no_password_signs_in_while_local_login_is_off(self, rf, settings, bob):
+        settings.BATON_LOCAL_LOGIN = False
+
+        assert authenticate(rf.post("/"), username="bob", password="baton-demo") is None
+
+    def test_the_admins_sign_in_sends_to_baton_s_page_while_passwords_are_off(
+        self, client, settings
+    ):
+        settings.BATON_LOCAL_LOGIN = False
+
+        answer = client.get("/admin/login/?next=/admin/")
+
+        assert answer.status_code == 302
+        assert answer["Location"] == "/accounts/login/?next=/admin/"
+
+    def test_the_provider_s_pages_answer_404_while_no_provider_is_configured(self, client):
+        assert client.get("/oidc/authenticate/").status_code == 404
+        assert client.get("/oidc/callback/?code=x&state=y").status_code == 404
