@@ -95,3 +95,31 @@ class TestPasswords:
     def test_the_provider_s_pages_answer_404_while_no_provider_is_configured(self, client):
         assert client.get("/oidc/authenticate/").status_code == 404
         assert client.get("/oidc/callback/?code=x&state=y").status_code == 404
+
+
+@pytest.mark.django_db
+class TestSignInPage:
+    @pytest.fixture
+    def provider_configured(self, settings):
+        settings.BATON_OIDC_ENABLED = True
+        settings.BATON_OIDC_PROVIDER_NAME = "Acme SSO"
+
+    def test_without_a_provider_the_page_is_the_password_form_alone(self, client):
+        page = client.get("/accounts/login/").content.decode()
+
+        assert 'name="password"' in page
+        assert "Sign in with" not in page
+
+    def test_with_a_provider_the_page_offers_its_button_beside_passwords(
+        self, client, provider_configured
+    ):
+        page = client.get("/accounts/login/?next=/console/").content.decode()
+
+        assert 'href="/oidc/authenticate/?next=/console/"' in page
+        assert "Sign in with Acme SSO" in page
+        assert 'name="password"' in page
+
+    def test_a_failed_provider_sign_in_is_said_on_the_page(self, client, provider_configured):
+        page = client.get("/accounts/login/?sso=failed").content.decode()
+
+        assert "Single sign-on did not sign you in." in page
