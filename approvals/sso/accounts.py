@@ -15,6 +15,7 @@ holding. Superuser status never comes from a claim.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -22,6 +23,7 @@ from django.contrib.auth.models import Group, Permission
 from django.db import transaction
 from django.db.models import Q
 
+from approvals import audit
 from approvals.sso.claims import Account
 
 # What an operator may do: see every run, task and audit entry, operate runs and tasks.
@@ -35,15 +37,22 @@ def operator_permissions() -> list[Permission]:
     return list(Permission.objects.filter(OPERATOR_PERMISSIONS))
 
 
-def sign_in_account(*, account: Account) -> Any:
-    """Return the user `account` names, made on its first sign-in, updated to the claims."""
+def sign_in_account(*, account: Account, now: datetime, remote_addr: str | None = None) -> Any:
+    """Return the user `account` names, made on its first sign-in, updated to the claims.
+
+    Making the account, or changing its groups, staff status or operator rights, is
+    written to the audit chain with what changed; a sign-in that changes none of
+    them writes nothing.
+    """
     user_model = get_user_model()
     with transaction.atomic():
         user = user_model.objects.select_for_update().filter(username=account.username).first()
+        created = user is None
         if user is None:
             user = user_model(username=account.username)
             # Only the provider signs this account in; an operator may set a password later.
             user.set_unusable_password()
+        before = {} if created else _rights(user)
         user.email = account.email or user.email
         user.first_name = account.first_name or user.first_name
         user.last_name = account.last_name or user.last_name
@@ -56,7 +65,35 @@ def sign_in_account(*, account: Account) -> Any:
             user.user_permissions.add(*operator_permissions())
         elif account.is_operator is False:
             user.user_permissions.remove(*operator_permissions())
+        after = _rights(user)
+        changes = {
+            name: [before.get(name), value]
+            for name, value in after.items()
+            if before.get(name) != value
+        }
+        if changes:
+            audit.record_account_sync(
+                user=user,
+                now=now,
+                comment=(
+                    "Made at the first sign-in through single sign-on."
+                    if created
+                    else "Changed by the claims of a sign-in through single sign-on."
+                ),
+                remote_addr=remote_addr,
+                changes=changes,
+            )
     return user
+
+
+def _rights(user: Any) -> dict[str, Any]:
+    """What the audit records of an account's sign-in: its groups, staff and operator rights."""
+    granted = set(user.user_permissions.values_list("pk", flat=True))
+    return {
+        "groups": sorted(user.groups.values_list("name", flat=True)),
+        "is_staff": user.is_staff,
+        "operator": {permission.pk for permission in operator_permissions()} <= granted,
+    }
 
 
 def _groups_named(names: frozenset[str]) -> list[Group]:

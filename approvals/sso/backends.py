@@ -20,10 +20,12 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
 from django.core.exceptions import SuspiciousOperation
 from django.http import HttpRequest
+from django.utils import timezone
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
 from approvals.sso import accounts
 from approvals.sso.claims import Account, UnusableClaims, parse_rule, read_account
+from workflows.client_address import client_address
 
 logger = logging.getLogger("baton.sso")
 
@@ -89,7 +91,14 @@ class ProviderBackend(OIDCAuthenticationBackend):
         return get_user_model().objects.filter(username=account_from(claims).username)
 
     def create_user(self, claims: dict[str, Any]) -> Any:
-        return accounts.sign_in_account(account=account_from(claims))
+        return self._sign_in(claims)
 
     def update_user(self, user: Any, claims: dict[str, Any]) -> Any:
-        return accounts.sign_in_account(account=account_from(claims))
+        return self._sign_in(claims)
+
+    def _sign_in(self, claims: dict[str, Any]) -> Any:
+        return accounts.sign_in_account(
+            account=account_from(claims),
+            now=timezone.now(),
+            remote_addr=client_address(self.request),
+        )

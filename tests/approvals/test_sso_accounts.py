@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
+from auditlog.models import LogEntry
 from django.contrib.auth import authenticate, get_user_model
 from django.contrib.auth.models import Group
 
+from approvals import audit
 from approvals.sso.accounts import sign_in_account
 from approvals.sso.claims import Account
 
 User = get_user_model()
+NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
 
 def account(**overrides) -> Account:
@@ -28,25 +33,25 @@ def account(**overrides) -> Account:
 @pytest.mark.django_db
 class TestSignInAccount:
     def test_the_first_sign_in_makes_the_account_without_a_password_and_its_new_groups(self):
-        user = sign_in_account(account=account(groups=frozenset({"finance", "auditors"})))
+        user = sign_in_account(account=account(groups=frozenset({"finance", "auditors"})), now=NOW)
 
         assert (user.username, user.email, user.last_name) == ("dana", "dana@example.com", "Doe")
         assert not user.has_usable_password()
         assert set(user.groups.values_list("name", flat=True)) == {"auditors", "finance"}
 
     def test_groups_follow_the_claim_the_ones_it_no_longer_names_are_left(self, groups, bob):
-        sign_in_account(account=account(username="bob", groups=frozenset({"legal"})))
+        sign_in_account(account=account(username="bob", groups=frozenset({"legal"})), now=NOW)
 
         assert list(bob.groups.values_list("name", flat=True)) == ["legal"]
         assert set(Group.objects.values_list("name", flat=True)) >= {"finance", "security"}
 
     def test_without_the_groups_claim_groups_are_left_as_they_are(self, bob):
-        sign_in_account(account=account(username="bob", groups=None))
+        sign_in_account(account=account(username="bob", groups=None), now=NOW)
 
         assert set(bob.groups.values_list("name", flat=True)) == {"finance", "security"}
 
     def test_an_operator_claim_grants_staff_and_operating(self):
-        sign_in_account(account=account(is_operator=True, is_staff=False))
+        sign_in_account(account=account(is_operator=True, is_staff=False), now=NOW)
 
         operator = User.objects.get(username="dana")
         assert operator.is_staff
@@ -54,9 +59,9 @@ class TestSignInAccount:
         assert operator.has_perm("approvals.operate_humantask")
 
     def test_an_operator_whose_claim_is_gone_loses_staff_and_operating(self):
-        sign_in_account(account=account(is_operator=True, is_staff=False))
+        sign_in_account(account=account(is_operator=True, is_staff=False), now=NOW)
 
-        sign_in_account(account=account(is_operator=False, is_staff=False))
+        sign_in_account(account=account(is_operator=False, is_staff=False), now=NOW)
 
         former = User.objects.get(username="dana")
         assert not former.is_staff
@@ -66,10 +71,43 @@ class TestSignInAccount:
         olga.is_staff = True
         olga.save()
 
-        sign_in_account(account=account(username="olga", is_staff=None, is_operator=None))
+        sign_in_account(account=account(username="olga", is_staff=None, is_operator=None), now=NOW)
 
         olga.refresh_from_db()
         assert olga.is_staff
+
+
+@pytest.mark.django_db
+class TestAuditOfSignIns:
+    def entries(self) -> list[LogEntry]:
+        return list(LogEntry.objects.filter(additional_data__event="account_synced").order_by("pk"))
+
+    def test_a_sign_in_that_changes_groups_writes_what_changed_to_the_chain(self, bob):
+        sign_in_account(
+            account=account(username="bob", groups=frozenset({"legal"})),
+            now=NOW,
+            remote_addr="203.0.113.7",
+        )
+
+        (entry,) = self.entries()
+        assert entry.actor == bob
+        assert entry.remote_addr == "203.0.113.7"
+        assert entry.changes_dict["groups"] == [["finance", "security"], ["legal"]]
+        assert set(entry.changes_dict) == {"groups"}
+        assert audit.verify_audit_chain().broken_entry is None
+
+    def test_a_sign_in_that_changes_nothing_writes_nothing(self, bob):
+        unchanged = account(username="bob", groups=frozenset({"finance", "security"}))
+
+        sign_in_account(account=unchanged, now=NOW)
+
+        assert self.entries() == []
+
+    def test_the_first_sign_in_is_written_as_the_account_made(self):
+        sign_in_account(account=account(), now=NOW)
+
+        (entry,) = self.entries()
+        assert "first sign-in" in entry.additional_data["comment"]
 
 
 @pytest.mark.django_db

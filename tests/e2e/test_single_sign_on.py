@@ -20,6 +20,7 @@ from urllib.parse import parse_qs, urlparse
 import jwt
 import pytest
 import requests
+from auditlog.models import LogEntry
 from axes.models import AccessAttempt
 from cryptography.hazmat.primitives.asymmetric import rsa
 from django.contrib.auth import get_user_model
@@ -152,6 +153,8 @@ class TestSigningIn:
         expect(page.locator(f"#row-{finance_task.pk}")).to_have_count(0)
         assert list(bob.groups.values_list("name", flat=True)) == ["security"]
         assert inbox_entries.entries_for(finance_task)  # the task is still the group's
+        synced = LogEntry.objects.filter(additional_data__event="account_synced", actor=bob)
+        assert synced.latest("pk").changes_dict["groups"] == [["finance", "security"], ["security"]]
 
     def test_with_passwords_off_the_page_offers_only_the_provider_and_refuses_a_password(
         self, sso, settings, watched, client, bob
