@@ -1,22 +1,28 @@
 """What a reviewer arranges for themselves: snoozing a task out of sight for a while, and
-a substitute who receives their new tasks while they are away.
+a substitute who receives their new tasks while they are away, and, if they choose,
+the tasks they already hold.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from django.contrib.auth import get_user_model
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from approvals.human_tasks.acting import user_named, visible_task
-from approvals.human_tasks.errors import InvalidRequest
+from approvals.human_tasks.errors import InvalidRequest, TaskError
+from approvals.human_tasks.handover import delegate_human_task
 from approvals.models import (
+    HumanTask,
     Snooze,
     Substitution,
 )
+from approvals.states import TaskState
 
 User = get_user_model()
 
@@ -48,9 +54,51 @@ def set_substitution(
 
 def substitute_for(user: Any, now: datetime) -> Any | None:
     line = (
-        Substitution.objects.filter(user=user, starts_at__lte=now, ends_at__gt=now)
+        Substitution.objects.in_force(now)
+        .filter(user=user)
         .select_related("substitute")
         .order_by("-starts_at")
         .first()
     )
     return line.substitute if line else None
+
+
+def held_tasks(user: Any) -> QuerySet[HumanTask]:
+    """The live tasks `user` holds and may hand on: claimed by them or assigned to them.
+    Tasks others delegated to them are not theirs to pass on: their owners hold them."""
+    return HumanTask.objects.filter(
+        assignee=user, state__in=(TaskState.OPEN, TaskState.CLAIMED)
+    ).order_by("created_at", "pk")
+
+
+@dataclass
+class Handover:
+    """What handing over your tasks did: the tasks delegated, and those kept, with why."""
+
+    delegated: list[HumanTask] = field(default_factory=list)
+    kept: list[tuple[HumanTask, str]] = field(default_factory=list)
+
+
+def hand_over_held_tasks(
+    *, user: Any, to_username: str, channel: str, now: datetime | None = None
+) -> Handover:
+    """Delegate every task `user` holds to `to_username`, each on its own: `user` stays
+    the owner, is told when it is decided, and may reassign it to themselves. A task the
+    substitute may not decide (separation of duties, or someone `user` may not hand
+    tasks to) stays with `user`, and the answer says why; the others go all the same."""
+    handover = Handover()
+    for task in list(held_tasks(user)):
+        try:
+            handover.delegated.append(
+                delegate_human_task(
+                    task_id=task.pk,
+                    user=user,
+                    to_username=to_username,
+                    channel=channel,
+                    comment="Handed over while away.",
+                    now=now,
+                )
+            )
+        except TaskError as refusal:
+            handover.kept.append((task, str(refusal)))
+    return handover

@@ -21,6 +21,7 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare, salted_hmac
@@ -685,10 +686,11 @@ def away(request: HttpRequest) -> HttpResponse:
         except Refused as problem:
             error = str(problem)
         else:
+            substitute = request.POST.get("substitute", "").strip()
             try:
                 human_tasks.set_substitution(
                     user=request.user,
-                    substitute_username=request.POST.get("substitute", "").strip(),
+                    substitute_username=substitute,
                     starts_at=starts,
                     ends_at=ends,
                 )
@@ -696,11 +698,35 @@ def away(request: HttpRequest) -> HttpResponse:
                 error = str(problem)
             else:
                 messages.success(request, "Your substitute will get your new tasks while away.")
+                if request.POST.get("hand_over"):
+                    _say_handover(
+                        request,
+                        human_tasks.hand_over_held_tasks(
+                            user=request.user, to_username=substitute, channel="inbox"
+                        ),
+                        substitute,
+                    )
                 return redirect("approvals:away")
     substitutions = request.user.substitutions.select_related("substitute")
     return render(
         request,
         "approvals/inbox/away.html",
-        {"substitutions": substitutions, "error": error},
+        {
+            "substitutions": substitutions,
+            "held": human_tasks.held_tasks(request.user).count(),
+            "error": error,
+        },
         status=422 if error else 200,
     )
+
+
+def _say_handover(request: HttpRequest, handover: human_tasks.Handover, to: str) -> None:
+    if handover.delegated:
+        count = len(handover.delegated)
+        messages.success(
+            request,
+            f"Delegated {count} task{pluralize(count)} to {to}. You stay their owner: you"
+            " are told when each is decided, and may reassign any to yourself.",
+        )
+    for task, why in handover.kept:
+        messages.warning(request, f"Kept “{task.title}”: {why}")
