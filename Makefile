@@ -17,7 +17,7 @@ TEST_RABBITMQ_URL ?= $(or $(BATON_TEST_RABBITMQ_URL),amqp://guest:guest@127.0.0.
 # (baton_bench*), and Redis database 14 unless CELERY_BROKER_URL says otherwise.
 BENCH_BROKER_URL ?= $(or $(CELERY_BROKER_URL),redis://127.0.0.1:6379/14)
 
-.PHONY: demo test test-loaded bench chromium pgbouncer lint format clean
+.PHONY: demo test test-loaded bench chromium pgbouncer oidc-provider lint format clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -65,11 +65,25 @@ pgbouncer:
 		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q pgbouncer; \
 	}
 
+# The single sign-on tests start a real OpenID Connect provider: panva's oidc-provider
+# under Debian's Node, at the version tests/oidc/package-lock.json pins.
+OIDC_PROVIDER := tests/oidc/node_modules/.package-lock.json
+
+oidc-provider: $(OIDC_PROVIDER)
+
+$(OIDC_PROVIDER): tests/oidc/package.json tests/oidc/package-lock.json
+	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { \
+		echo "Installing Debian's nodejs and npm for the single sign-on tests"; \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q nodejs npm; \
+	}
+	npm ci --prefix tests/oidc --no-audit --no-fund --loglevel=error
+	touch $@
+
 # tests/run runs the unit tests beside the e2e tests, then the tests that restart
 # Redis and PostgreSQL alone; with PYTEST_ARGS, it is plain pytest with those. The unit
 # tests run in a random order (pytest-randomly prints its seed; rerun one with
 # PYTEST_ARGS=--randomly-seed=N); tests/e2e keeps the order it needs.
-test: $(STAMP) chromium pgbouncer
+test: $(STAMP) chromium pgbouncer oidc-provider
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
 		BATON_TEST_RABBITMQ_URL=$(TEST_RABBITMQ_URL) PYTEST=$(BIN)/pytest tests/run $(PYTEST_ARGS)
 
@@ -94,4 +108,4 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 
 clean:
-	rm -rf $(VENV) var staticfiles
+	rm -rf $(VENV) var staticfiles tests/oidc/node_modules
