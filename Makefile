@@ -17,7 +17,7 @@ TEST_RABBITMQ_URL ?= $(or $(BATON_TEST_RABBITMQ_URL),amqp://guest:guest@127.0.0.
 # (baton_bench*), and Redis database 14 unless CELERY_BROKER_URL says otherwise.
 BENCH_BROKER_URL ?= $(or $(CELERY_BROKER_URL),redis://127.0.0.1:6379/14)
 
-.PHONY: demo test test-loaded bench chromium pgbouncer oidc-provider lint format clean
+.PHONY: demo test test-loaded bench client chromium pgbouncer oidc-provider lint format clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -92,6 +92,15 @@ test: $(STAMP) chromium pgbouncer oidc-provider
 test-loaded:
 	.ci/loaded $(MAKE) test
 
+# Baton's typed Python client, generated from the API's OpenAPI document into
+# build/baton-client (a package to `pip install` or publish), with openapi-python-client.
+client: $(STAMP)
+	mkdir -p build
+	DJANGO_SECRET_KEY=client-generation $(BIN)/python manage.py export_openapi_schema \
+		--api config.api.api --output build/openapi.json
+	$(BIN)/openapi-python-client generate --path build/openapi.json \
+		--config clients/python/openapi-python-client.yml --output-path build/baton-client --overwrite
+
 # The full benchmark suite takes minutes (it seeds a million rows once, then
 # reuses them); QUICK=1 runs smaller sizes in about a minute.
 bench: $(STAMP)
@@ -108,4 +117,4 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 
 clean:
-	rm -rf $(VENV) var staticfiles tests/oidc/node_modules
+	rm -rf $(VENV) var staticfiles build tests/oidc/node_modules
