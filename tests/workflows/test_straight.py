@@ -15,7 +15,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from workflows import registry
+from bench.measure import counting
+from workflows import engine, registry
 from workflows.engine import execute, straight
 from workflows.models import StepEvent, StepRun, WorkflowRun
 from workflows.states import EventKind, RunState, StepState
@@ -105,6 +106,35 @@ class TestWhatGoesStraight:
         [statement] = [q["sql"] for q in queries if "SAVEPOINT" not in q["sql"]]
         assert statement.startswith("WITH run AS (SELECT ")
         assert "FOR UPDATE" in statement
+
+
+@pytest.mark.django_db(transaction=True)
+class TestWhatAStepCosts:
+    def test_a_remote_step_is_two_commits_in_two_round_trips(self, start, order_input):
+        run = start("order", order_input())
+        step_id = run.steps.get().pk
+
+        with counting() as counts:
+            engine.execute_step(step_id=step_id)
+
+        # The claim (its SET LOCAL and its UPDATE, sent together), then the record: one
+        # statement that commits as it ends, with no BEGIN or COMMIT of its own.
+        assert (counts.statements, counts.commits, counts.round_trips) == (3, 2, 2)
+        assert run.steps.get(node="reserve_inventory").state == StepState.SCHEDULED
+
+    def test_a_chain_of_local_steps_is_one_commit_a_step_and_one_for_the_claim(self, start):
+        run = start("remote_then_local")
+        step_id = run.steps.get().pk
+
+        with counting() as counts:
+            engine.execute_step(step_id=step_id)
+
+        # remote: claim, and its record claiming `local`; local: its record, which ends
+        # the run the general way (its locking read, then its writes in one round trip).
+        assert counts.commits == 3
+        assert counts.round_trips == 1 + 1 + (2 + 2)
+        run.refresh_from_db()
+        assert run.state == RunState.SUCCEEDED
 
 
 class TestItMatchesOnlyTheStraightCase:

@@ -378,15 +378,16 @@ def record_outcome(
     Return the step that follows, already claimed for this worker, if any: a local
     one, or with `eager` a remote one.
     """
-    plan = None
     if outcome.error is None and not outcome.cancelled:
         plan = straight.plan_for(definition_of(claim.step.run), claim.step)
-    work = UnitOfWork(inline=True, eager=eager)
-    with transaction.atomic():
         if plan is not None:
+            # One statement, so no transaction of its own: it commits as it ends (one
+            # round trip, where BEGIN and COMMIT would be two more), or joins the caller's.
             recorded = _record_straight(claim, plan, outcome.result, now=now, eager=eager)
             if recorded is not _NOT_STRAIGHT:
                 return recorded  # type: ignore[return-value]
+    work = UnitOfWork(inline=True, eager=eager)
+    with transaction.atomic():
         step = prepared.step_with_locked_run(claim.step_id)
         if step is None:
             raise StepRun.DoesNotExist(f"No step {claim.step_id} to record an outcome for.")

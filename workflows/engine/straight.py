@@ -18,9 +18,10 @@ Nothing is decided twice:
   (`transitions.allowed`), narrowed to those the straight case knows: a running step
   (with this attempt's lease token, not expired), a run moving forward.
 
-A step that is not in that case matches nothing, and `record` returns None: the
-caller goes the general way (`execute.record_outcome`), in the same transaction, which
-also says why (a late result, a cancelled run, a paused one). Every other node kind,
+A step that is not in that case matches nothing, and `record` returns None, having
+written nothing: the caller goes the general way (`execute.record_outcome`), which also
+says why (a late result, a cancelled run, a paused one). Being one statement, it needs
+no transaction of its own: it commits as it ends, in one round trip. Every other node kind,
 a map's item, an undo, a next node a join closes, and the run's last step go the
 general way from the start (`plan_for`). PostgreSQL only.
 """
@@ -113,7 +114,7 @@ def record(
     lease until `due_at`, held by `holder`); without, scheduled for a worker (sent again
     at `due_at` if none takes it). Returns None, having written nothing, when the step
     or its run is not as the straight case needs: the caller goes the general way.
-    Inside the caller's transaction.
+    One statement, atomic by itself: outside a transaction it commits as it ends.
     """
     sql, params = _statement()
     connection = connections[DEFAULT_DB_ALIAS]
