@@ -107,6 +107,10 @@ CATALOGUE: dict[str, Spec] = dict(
             COMMIT,
             Target(3, on="ratio"),
         ),
+        _spec("step_cpu_ms", "engine", "remote step in-process, CPU of this process, p50", "ms"),
+        _spec(
+            "local_step_cpu_ms", "engine", "local step in-process, CPU of this process, p50", "ms"
+        ),
         _spec(
             "start_p50_ms", "engine", "start in-process, p50", "ms", COMMIT, Target(2, on="ratio")
         ),
