@@ -166,7 +166,9 @@ def ensure_month(partitioned: Partitioned, month: date) -> bool:
                 [low, high],
             )
             return True
-        cursor.execute(f'CREATE TABLE "{name}" (LIKE "{table}" INCLUDING DEFAULTS)')
+        cursor.execute(
+            f'CREATE TABLE "{name}" (LIKE "{table}" INCLUDING DEFAULTS INCLUDING CONSTRAINTS)'
+        )
         cursor.execute(
             f'WITH moved AS (DELETE FROM "{default}" WHERE "{column}" >= %s AND "{column}" < %s '
             f'RETURNING *) INSERT INTO "{name}" SELECT * FROM moved',
