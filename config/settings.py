@@ -693,6 +693,15 @@ CELERY_BEAT_SCHEDULE["baton-send-digests"] = {
     # A digest that waited past the next day's is superseded by it.
     "options": {"expires": 23 * 3600},
 }
+# Audit months older than this many days are dropped daily, after a checkpoint
+# anchors the chain where they end (approvals.audit.retention). 0 keeps them all.
+BATON_AUDIT_KEEP_DAYS = env_float("BATON_AUDIT_KEEP_DAYS", 0)
+if BATON_AUDIT_KEEP_DAYS:
+    CELERY_BEAT_SCHEDULE["baton-prune-audit"] = {
+        "task": "baton.prune_audit",
+        "schedule": 24 * 3600.0,
+        "options": {"expires": 23 * 3600.0},
+    }
 CELERY_BEAT_SCHEDULE["baton-audit-checkpoint"] = {
     "task": "baton.audit_checkpoint",
     "schedule": BATON_AUDIT_CHECKPOINT_MINUTES * 60,

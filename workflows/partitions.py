@@ -184,7 +184,11 @@ def ensure_month(partitioned: Partitioned, month: date) -> bool:
 def drop_month(table: str, month: date) -> None:
     """Drop `month`'s partition of `table`, rows and all; call inside a transaction."""
     with connection.cursor() as cursor:
+        # Keys checked at commit (Django's) would leave trigger events pending on rows
+        # written earlier in the transaction, which PostgreSQL refuses to drop under.
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
         cursor.execute(f'DROP TABLE IF EXISTS "{partition_name(table, month)}"')
+        cursor.execute("SET CONSTRAINTS ALL DEFERRED")
 
 
 def convert_to_monthly(
