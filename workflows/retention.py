@@ -281,6 +281,7 @@ def drop_event_months(*, before: Any) -> int:
                 total = cursor.fetchone()[0]
                 partitions.drop_month(EVENTS, month)
                 cursor.execute(f'INSERT INTO "{EVENTS}" SELECT * FROM kept_events')
+                cursor.execute("DROP TABLE kept_events")  # also when inside a caller's transaction
         except OperationalError:
             logger.warning("prune.month_busy", extra={"partition": name})
             continue
