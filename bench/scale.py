@@ -94,6 +94,11 @@ def _drive(run: WorkflowRun) -> None:
 
 
 def engine_figures(*, runs: int) -> dict[str, float]:
+    for _ in range(5):  # warm the process: imports, compiled statements, caches
+        run, _ = engine.start_workflow(
+            workflow_type=definitions.NOOP3, input={}, correlation_id=TAG
+        )
+        _drive(run)
     starts = []
     for _ in range(runs):
         started = time.perf_counter()

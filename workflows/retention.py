@@ -146,7 +146,8 @@ def prune_runs(
                 drained = True
                 break
             deleted: dict[str, int] = {}
-            _delete_set(WorkflowRun, run_ids, deleted=deleted, events_from=events_from)
+            window = None if events_from is None else (events_from, finished_before)
+            _delete_set(WorkflowRun, run_ids, deleted=deleted, events_from=window)
         report.batches += 1
         for label, number in deleted.items():
             if label in labels:
@@ -243,11 +244,15 @@ def _delete_events(
     if events_from is None:
         cursor.execute(f'DELETE FROM "{EVENTS}" WHERE "{column}" = ANY(%s)', [values])
     else:
-        # The months before `events_from` are dropped whole once the runs are gone;
-        # naming the bound lets PostgreSQL skip their partitions here.
+        # `events_from` is (the first month kept, the cutoff). The months before it are
+        # dropped whole once the runs are gone, and these runs' events all come before
+        # the cutoff (a run's events end when it does): naming both bounds lets
+        # PostgreSQL read one or two months' partitions here, not every month's. An
+        # event written after its run ended, if any, is left to its month's drop.
+        first_kept, cutoff = events_from
         cursor.execute(
-            f'DELETE FROM "{EVENTS}" WHERE "{column}" = ANY(%s) AND at >= %s',
-            [values, partitions.bound(events_from)],
+            f'DELETE FROM "{EVENTS}" WHERE "{column}" = ANY(%s) AND at >= %s AND at < %s',
+            [values, partitions.bound(first_kept), cutoff + timedelta(seconds=1)],
         )
     deleted[label] = deleted.get(label, 0) + cursor.rowcount
 

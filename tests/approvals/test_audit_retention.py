@@ -69,6 +69,20 @@ class TestPruneAudit:
         # Counted from the first entry ever: 3 pruned, 2 kept, and the pruning's own.
         assert report.entries == pruned.checkpoint.entries + 3
 
+    def test_verify_audit_says_where_it_started(self, write, old_month):
+        write(425)
+        write(0)
+        pruned = prune_year()
+        out = StringIO()
+
+        call_command("verify_audit", stdout=out)
+
+        assert out.getvalue().startswith("The audit chain is intact")
+        assert (
+            f"Entries up to entry {pruned.checkpoint.entry_id} were pruned; verified from "
+            f"{pruned.checkpoint.label}"
+        ) in out.getvalue()
+
     def test_the_pruning_is_itself_in_the_chain(self, write, old_month):
         write(425)
         write(0)

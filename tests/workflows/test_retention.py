@@ -31,11 +31,12 @@ def prune(*args: str) -> str:
 
 
 def age(run: WorkflowRun, days: float) -> WorkflowRun:
-    """Make the run look as if it started and (if it did) finished `days` ago."""
+    """Make the run look as if it started, had its events and (if it did) finished `days` ago."""
     then = timezone.now() - timedelta(days=days)
     WorkflowRun.objects.filter(pk=run.pk).update(
         created_at=then, finished_at=then if run.finished_at else None
     )
+    StepEvent.objects.filter(run=run).update(at=then)
     return run
 
 
