@@ -19,7 +19,9 @@ reported as large ÷ small:
   event months dropped) inside a transaction that is rolled back, so the seeded
   database stays as it was; runs per second.
 
-Runs the group starts are deleted again at its end.
+Each database is measured twice, in the order small, large, large, small, and
+each figure keeps its better pass (the machine is shared: the worse pass
+measures the neighbours). Runs the group starts are deleted again at its end.
 """
 
 from __future__ import annotations
@@ -140,8 +142,17 @@ def prune_figures(*, history_from: datetime) -> dict[str, float]:
     return measured
 
 
+def settle() -> None:
+    """Vacuum the seeded database as autovacuum would have long since: after a bulk COPY,
+    a GIN index's pending list is still unmerged (every search reads all of it) and no
+    page is marked all-visible. Quick once done: a vacuumed page is skipped."""
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM (ANALYZE)")
+
+
 def measure(database: dict[str, Any], *, profile: Profile) -> dict[str, float]:
     with using_database(database["name"]):
+        settle()
         figures = pages(samples=profile.scale_samples, deep_pages=profile.deep_pages)
         try:
             figures.update(engine_figures(runs=profile.scale_engine_runs))
@@ -173,9 +184,29 @@ FIGURES = (
 )
 
 
+HIGHER_IS_BETTER = {"three_step_per_s", "prune_runs_per_s"}
+
+
+def best(passes: list[dict[str, float]]) -> dict[str, float]:
+    """Each figure's best pass: on a shared machine the worse one measures the neighbours."""
+    out = dict(passes[0])
+    for figures in passes[1:]:
+        for name, value in figures.items():
+            if name.endswith(("_ms", "_s")) and not name.endswith("_per_s"):
+                out[name] = min(out[name], value)
+            elif name in HIGHER_IS_BETTER:
+                out[name] = max(out[name], value)
+    return out
+
+
 def run(*, profile: Profile, seeded: dict[str, dict[str, Any]]) -> list[Result]:
     small, large = seeded["scale_small"], seeded["scale_large"]
-    measured = {"small": measure(small, profile=profile), "large": measure(large, profile=profile)}
+    # Two passes in the order small, large, large, small, so neither database is
+    # always measured first (colder) or while the machine is busier.
+    passes: dict[str, list[dict[str, float]]] = {"small": [], "large": []}
+    for which in ("small", "large", "large", "small"):
+        passes[which].append(measure(seeded[f"scale_{which}"], profile=profile))
+    measured = {which: best(figures) for which, figures in passes.items()}
     about = (
         f"{large['runs']:,} finished runs over 3 years "
         f"({measured['large']['database_gb']:.2f} GB), "
