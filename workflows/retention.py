@@ -180,61 +180,68 @@ def _delete_set(
 ) -> None:
     """Delete the rows of `model` whose primary key is in `pks`, and what cascades from them.
 
-    One DELETE per table: a table other rows point at is deleted with RETURNING,
-    and the rows pointing at what it returned follow (Django's keys are checked
-    at commit, so the order within the transaction is free). Follows on_delete
-    as Django's collector would (CASCADE, SET_NULL, DO_NOTHING; PROTECT and
-    RESTRICT refuse), without signals, which none of these models has.
+    One DELETE per table, by the key that points at the rows deleted before it,
+    with RETURNING where other rows point at it in turn (Django's keys are
+    checked at commit, so the order within the transaction is free). Follows
+    on_delete as Django's collector would (CASCADE, SET_NULL, DO_NOTHING;
+    PROTECT and RESTRICT refuse), without signals, which none of these models
+    has. SET_NULL updates run last, so a row deleted in the same batch (a
+    signal consumed by a step of the run) is not updated first.
     """
-    table, key = model._meta.db_table, model._meta.pk.column
+    later: list[tuple[str, str, list[Any]]] = []
+    _delete_where(model, model._meta.pk.column, pks, deleted, events_from, later)
     with connection.cursor() as cursor:
-        if model is StepEvent:
-            _delete_events(cursor, "id", pks, deleted=deleted, events_from=events_from)
-            return
-        relations = list(get_candidate_relations_to_delete(model._meta))
+        for table, column, values in later:
+            cursor.execute(
+                f'UPDATE "{table}" SET "{column}" = NULL WHERE "{column}" = ANY(%s)', [values]
+            )
+
+
+def _delete_where(
+    model: type[models.Model],
+    column: str,
+    values: list[Any],
+    deleted: dict[str, int],
+    events_from: Any,
+    later: list[tuple[str, str, list[Any]]],
+) -> None:
+    table, key = model._meta.db_table, model._meta.pk.column
+    relations = [
+        relation
+        for relation in get_candidate_relations_to_delete(model._meta)
+        if relation.field.remote_field.on_delete is not models.DO_NOTHING
+        # A step's events are its run's: deleted once, by run.
+        and not (relation.related_model is StepEvent and relation.field.name != "run")
+    ]
+    with connection.cursor() as cursor:
         if relations:
             cursor.execute(
-                f'DELETE FROM "{table}" WHERE "{key}" = ANY(%s) RETURNING "{key}"', [pks]
+                f'DELETE FROM "{table}" WHERE "{column}" = ANY(%s) RETURNING "{key}"', [values]
             )
             gone = [row[0] for row in cursor.fetchall()]
         else:
-            cursor.execute(f'DELETE FROM "{table}" WHERE "{key}" = ANY(%s)', [pks])
+            cursor.execute(f'DELETE FROM "{table}" WHERE "{column}" = ANY(%s)', [values])
             gone = []
         deleted[model._meta.label] = deleted.get(model._meta.label, 0) + cursor.rowcount
-        if not gone:
-            return
-        for relation in relations:
-            _follow(relation, gone, deleted=deleted, events_from=events_from)
-
-
-def _follow(relation: Any, gone: list[Any], *, deleted: dict[str, int], events_from: Any) -> None:
-    related, field = relation.related_model, relation.field
-    on_delete = field.remote_field.on_delete
-    table, column = related._meta.db_table, field.column
-    with connection.cursor() as cursor:
-        if on_delete is models.DO_NOTHING:
-            return
-        if related is StepEvent:
-            if field.name == "run":  # a step's events are its run's: deleted once, by run
-                _delete_events(cursor, column, gone, deleted=deleted, events_from=events_from)
-            return
-        if on_delete is models.SET_NULL:
-            cursor.execute(
-                f'UPDATE "{table}" SET "{column}" = NULL WHERE "{column}" = ANY(%s)', [gone]
-            )
-            return
-        if on_delete is not models.CASCADE:
-            cursor.execute(f'SELECT 1 FROM "{table}" WHERE "{column}" = ANY(%s) LIMIT 1', [gone])
-            if cursor.fetchone():
-                raise ProtectedError(
-                    f"{related._meta.label} rows protect the runs being pruned.", set()
+        for relation in relations if gone else []:
+            related, field = relation.related_model, relation.field
+            on_delete = field.remote_field.on_delete
+            if related is StepEvent:
+                _delete_events(cursor, field.column, gone, deleted=deleted, events_from=events_from)
+            elif on_delete is models.SET_NULL:
+                later.append((related._meta.db_table, field.column, gone))
+            elif on_delete is models.CASCADE:
+                _delete_where(related, field.column, gone, deleted, events_from, later)
+            else:
+                cursor.execute(
+                    f'SELECT 1 FROM "{related._meta.db_table}" WHERE "{field.column}" = ANY(%s) '
+                    "LIMIT 1",
+                    [gone],
                 )
-            return
-        key = related._meta.pk.column
-        cursor.execute(f'SELECT "{key}" FROM "{table}" WHERE "{column}" = ANY(%s)', [gone])
-        pks = [row[0] for row in cursor.fetchall()]
-    if pks:
-        _delete_set(related, pks, deleted=deleted, events_from=events_from)
+                if cursor.fetchone():
+                    raise ProtectedError(
+                        f"{related._meta.label} rows protect the runs being pruned.", set()
+                    )
 
 
 def _delete_events(
