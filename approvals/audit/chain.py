@@ -194,6 +194,53 @@ def chained_entries() -> Any:
     return _chained_entries()
 
 
+def record_account_sync(
+    *,
+    user: Any,
+    now: datetime,
+    comment: str,
+    remote_addr: str | None,
+    changes: dict[str, Any],
+) -> LogEntry:
+    """Append an entry saying that a sign-in through the provider made the account or
+    changed its groups or rights (approvals.sso.accounts); call inside its transaction."""
+    return _append(
+        user,
+        event="account_synced",
+        actor=user,
+        channel="inbox",
+        now=now,
+        comment=comment,
+        remote_addr=remote_addr,
+        changes=changes,
+        object_repr=f"account {user.get_username()}",
+    )
+
+
+def record_attachment(
+    *, attachment: Any, actor: Any, channel: str, now: datetime, remote_addr: str | None
+) -> LogEntry:
+    """Append an entry holding an attached file's SHA-256, so that a file swapped in
+    storage later no longer matches what the chain holds; call inside its transaction."""
+    return _append(
+        attachment,
+        event="attached",
+        actor=actor,
+        channel=channel,
+        now=now,
+        comment="",
+        remote_addr=remote_addr,
+        changes={
+            "sha256": [None, attachment.sha256],
+            "name": [None, attachment.name],
+            "size": [None, attachment.size],
+            "task": [None, str(attachment.task_id) if attachment.task_id else None],
+            "run": [None, str(attachment.run_id)],
+        },
+        object_repr=f"attachment {attachment.name}",
+    )
+
+
 def _append(
     subject: Any,
     *,

@@ -21,7 +21,7 @@ def partition_audit_entries(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('approvals', '0015_webhook_secret_rotation'),
+        ('approvals', '0016_attachments'),
         ('auditlog', '0017_add_actor_email'),
     ]
 
