@@ -7,12 +7,14 @@ from io import StringIO
 
 import pytest
 from auditlog.models import LogEntry
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 from django.db import connection
 from django.utils import timezone
 
 from approvals import human_tasks
-from approvals.models import HumanTask
+from approvals.human_tasks import attachments
+from approvals.models import Attachment, HumanTask
 from approvals.states import Channel
 from tests.workflows.test_engine import sweep_until_quiet
 from workflows import engine, partitions, retention
@@ -270,3 +272,19 @@ class TestEventMonths:
             report = retention.prune_runs(finished_before=cutoff)
 
         assert report.count("runs") == 2
+
+
+class TestAttachments:
+    def test_a_pruned_runs_attachments_go_with_it(
+        self, approved_expense, alice, settings, tmp_path
+    ):
+        settings.MEDIA_ROOT = tmp_path
+        csv = SimpleUploadedFile("costs.csv", b"date,amount\n2026-12-01,120.00\n", "text/csv")
+        [kept] = attachments.attach(
+            run_id=approved_expense.pk, user=alice, uploads=[csv], channel="inbox"
+        )
+        age(approved_expense, 100)
+
+        prune("--finished-before", "90d")
+
+        assert not Attachment.objects.filter(pk=kept.pk).exists()
