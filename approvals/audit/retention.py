@@ -67,14 +67,15 @@ def prune_audit(
             checkpoint = chain.write_checkpoint(now=now, export_to=export_to, upto=last)
         with connection.cursor() as cursor:
             cursor.execute(
-                f'SELECT count(*) FROM "{TABLE}" WHERE timestamp < %s OR id <= %s',
+                f'SELECT count(*) FROM "{TABLE}" WHERE timestamp < %s OR id <= %s',  # nosec B608
                 [cut, last or 0],
             )
             entries = cursor.fetchone()[0]
             for month in old:
                 partitions.drop_month(TABLE, month)
             cursor.execute(
-                f'DELETE FROM "{TABLE}" WHERE timestamp < %s OR id <= %s', [cut, last or 0]
+                f'DELETE FROM "{TABLE}" WHERE timestamp < %s OR id <= %s',  # nosec B608
+                [cut, last or 0],
             )
         if checkpoint is not None:
             chain.record_pruning(checkpoint=checkpoint, before=cut, now=now)
