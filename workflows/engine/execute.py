@@ -17,10 +17,10 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from workflows import tracing
+from workflows import queues, tracing
 from workflows.activity import ActivityCancelled, ActivityContext, LeaseLost
 from workflows.dsl import Activity, Workflow
-from workflows.engine import advance, prepared, undo
+from workflows.engine import advance, limits, prepared, undo
 from workflows.engine.nodes import map as map_node
 from workflows.engine.work import (
     CANCELLABLE_STEP_STATES,
@@ -107,11 +107,14 @@ SET state = '{running}', attempt = step.attempt + 1, lease_token = %(token)s,
 FROM run
 WHERE step.id = %(step_id)s AND step.run_id = run.id
   AND step.state = '{scheduled}' AND step.lease IS NOT NULL
+  AND (step.kind <> '{forward}' OR run.workflow_type || ':' || step.node <> ALL(%(limited)s))
   AND CASE WHEN step.kind = '{forward}' THEN run.state IN ({moving})
       ELSE run.state IN ({undoing}) END
 RETURNING step.node, step.kind, step.round, step.attempt, step.item, step.item_value,
     run.id, run.workflow_type, run.workflow_version, run.input, run.correlation_id
 """
+# A forward step of a limited activity (`limited`: their keys, see engine/limits.py) is
+# left to `_claim_with_orm`, which counts it against its limits in the same transaction.
 # Table names and state constants only; every value is bound.
 _CLAIM = _CLAIM_TEMPLATE.format(
     runs=WorkflowRun._meta.db_table,
@@ -142,7 +145,13 @@ def _claim_in_one_statement(step_id: int, *, now: datetime) -> Claim | None:
     with connection.cursor() as cursor:
         cursor.execute(
             _ASYNC_COMMIT + _CLAIM if alone else _CLAIM,
-            {"step_id": step_id, "token": token, "now": now, "holder": worker_name()},
+            {
+                "step_id": step_id,
+                "token": token,
+                "now": now,
+                "holder": worker_name(),
+                "limited": limits.limited_keys(),
+            },
         )
         if alone:
             cursor.nextset()
@@ -216,6 +225,18 @@ def _claim_with_orm(step_id: int, *, now: datetime) -> Claim | None:
             )
             return None
         node = definition_of(run).activity(step.node)
+        if step.kind == StepKind.FORWARD and queues.is_limited(node):
+            admission = limits.admit_attempt(
+                workflow_type=run.workflow_type, node=node, step_id=step.pk, now=now
+            )
+            if not admission.admitted:
+                # Left scheduled: the sweep sends it again once its limits allow.
+                StepRun.objects.filter(pk=step.pk).update(due_at=admission.retry_at)
+                logger.debug(
+                    "step.claim_deferred",
+                    extra=log_fields(run, step, {"limit": admission.reason}),
+                )
+                return None
         token = uuid.uuid4()
         step.start(
             token=token,

@@ -1,0 +1,116 @@
+"""Counting limited activities' attempts in the database, so every worker obeys one limit.
+
+`admit_attempt` is the claim's hook: inside the claim's transaction it locks the
+activity's `ActivityLimiter` row (SELECT ... FOR UPDATE, so claims of the same
+activity queue behind each other for a moment and never both take the last slot),
+counts the slots still held, and either takes one or says when to ask again. The
+step then stays `scheduled` with that due time, and the sweep sends it again once
+`sweep_allows` sees room (it sends no more steps than there are free slots).
+
+A slot is held by a step while that step is `running`: the record of an attempt
+never touches the limiter, and a worker that dies frees its slot when the sweep
+expires its lease. Only forward attempts are counted; a compensation (an undo) is
+never held back by its activity's limits.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from workflows import queues, registry
+from workflows.dsl import Activity, Map
+from workflows.engine.work import UnitOfWork
+from workflows.models import ActivityLimiter, StepRun
+from workflows.states import StepState
+
+
+def limited_keys() -> list[str]:
+    """The limit keys of every registered activity with a limit (the one-statement
+    claim leaves their steps to the claim that counts them)."""
+    definitions = registry.all_definitions()
+    stamp = tuple(id(definition) for definition in definitions)
+    if _cache.get("stamp") != stamp:
+        _cache["stamp"] = stamp
+        _cache["keys"] = sorted(
+            {
+                queues.limit_key(definition.name, node.name)
+                for definition in definitions
+                for node in definition.nodes
+                if isinstance(node, Activity | Map) and queues.is_limited(node)
+            }
+        )
+    return _cache["keys"]  # type: ignore[return-value]
+
+
+_cache: dict[str, object] = {}
+
+
+def admit_attempt(
+    *, workflow_type: str, node: Activity, step_id: int, now: datetime
+) -> queues.Admission:
+    """Take a slot of `node`'s limits for step `step_id`'s attempt, or refuse and say when
+    to ask again. Call inside the claim's transaction: the slot is the claim's only if
+    both commit together."""
+    key = queues.limit_key(workflow_type, node.name)
+    limiter = ActivityLimiter.objects.select_for_update().filter(key=key).first()
+    if limiter is None:  # the activity's first claim: create the row, whoever wins the race
+        ActivityLimiter.objects.bulk_create([ActivityLimiter(key=key)], ignore_conflicts=True)
+        limiter = ActivityLimiter.objects.select_for_update().get(key=key)
+    holders = _still_running(limiter.holders, but=step_id)
+    rate = queues.parse_rate(node.rate_limit) if node.rate_limit else None
+    decision = queues.admit(
+        rate=rate,
+        concurrency=node.concurrency,
+        in_flight=len(holders),
+        window_start=limiter.window_start,
+        window_count=limiter.window_count,
+        now=now,
+    )
+    if decision.admitted:
+        holders.append(step_id)
+        if rate is not None:
+            start, _ = rate.window(now)
+            if limiter.window_start != start:
+                limiter.window_start, limiter.window_count = start, 0
+            limiter.window_count += 1
+    limiter.holders = holders
+    limiter.updated_at = now
+    limiter.save()
+    return decision
+
+
+def sweep_allows(*, workflow_type: str, node: Activity, now: datetime, work: UnitOfWork) -> bool:
+    """Whether the sweep may send one more of `node`'s waiting steps now: while the
+    limiter shows a free slot not already promised to a step this sweep sent. Reads
+    without a lock: the claim decides; this only keeps the sweep from sending steps
+    that would all be refused."""
+    key = queues.limit_key(workflow_type, node.name)
+    if key not in work.limit_budgets:
+        limiter = ActivityLimiter.objects.filter(key=key).first()
+        if limiter is None:
+            work.limit_budgets[key] = 1_000_000
+        else:
+            work.limit_budgets[key] = queues.free_slots(
+                rate=queues.parse_rate(node.rate_limit) if node.rate_limit else None,
+                concurrency=node.concurrency,
+                in_flight=len(_still_running(limiter.holders)),
+                window_start=limiter.window_start,
+                window_count=limiter.window_count,
+                now=now,
+            )
+    if work.limit_budgets[key] <= 0:
+        return False
+    work.limit_budgets[key] -= 1
+    return True
+
+
+def _still_running(step_ids: list[int], *, but: int | None = None) -> list[int]:
+    """The steps among `step_ids` still running (each holds a slot), `but` left out."""
+    ids = [step_id for step_id in step_ids if step_id != but]
+    if not ids:
+        return []
+    return list(
+        StepRun.objects.filter(pk__in=ids, state=StepState.RUNNING)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
