@@ -124,6 +124,8 @@ class Admission:
     retry_at: datetime | None = None
     # "concurrency" or "rate" when refused, for the logs.
     reason: str = ""
+    # The time the decision was made for (set by engine.limits when it read the clock).
+    at: datetime | None = None
 
 
 # How long an attempt refused for want of a free slot waits before it asks again; the

@@ -63,6 +63,12 @@ UNDONE = Workflow(
         Activity("boom", run=boom, compensate=NoCompensation("test")),
     ),
 )
+CHARGE_THEN_RECEIPT = Workflow(
+    name="test_payments_then_receipt",
+    version=1,
+    start="charge",
+    nodes=(_activity("charge", "receipt", queue="payments"), _activity("receipt")),
+)
 MAPPED = Workflow(
     name="test_mapped_two_a_minute",
     version=1,
@@ -82,10 +88,10 @@ MAPPED = Workflow(
 
 @pytest.fixture(autouse=True)
 def definitions():
-    for definition in (ONE, PAIR, TWO_A_MINUTE, TO_PAYMENTS, MAPPED, UNDONE):
+    for definition in (ONE, PAIR, TWO_A_MINUTE, TO_PAYMENTS, CHARGE_THEN_RECEIPT, MAPPED, UNDONE):
         registry.register(definition)
     yield
-    for definition in (ONE, PAIR, TWO_A_MINUTE, TO_PAYMENTS, MAPPED, UNDONE):
+    for definition in (ONE, PAIR, TWO_A_MINUTE, TO_PAYMENTS, CHARGE_THEN_RECEIPT, MAPPED, UNDONE):
         registry.unregister(definition)
 
 
@@ -247,6 +253,15 @@ class TestQueues:
         engine.execute_step(step_id=run.steps.get().pk)
 
         assert run.steps.get(node="charge").state == StepState.SCHEDULED
+
+    def test_a_payments_worker_runs_no_default_step_eagerly(self, start, settings, monkeypatch):
+        settings.BATON_EAGER_STEPS = 10
+        monkeypatch.setattr(work, "send_steps", lambda ids, **options: None)
+        run = start("test_payments_then_receipt", {})
+
+        engine.execute_step(step_id=run.steps.get().pk)
+
+        assert run.steps.get(node="receipt").state == StepState.SCHEDULED
 
     def test_the_sweep_sends_a_lost_step_to_the_same_queue(self, start, monkeypatch):
         sent: list[tuple[list[int], dict]] = []

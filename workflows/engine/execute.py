@@ -62,16 +62,26 @@ def execute_step(*, step_id: int, now: datetime | None = None) -> None:
     clock) stands for the time of the claim and of each record; workers leave it
     out and read the clock at each.
     """
-    claim = claim_step(step_id, now=now or timezone.now())
+    claim = claim_step(step_id, now=now)
     eager_left = settings.BATON_EAGER_STEPS
     while claim is not None:
         outcome = run_activity(claim)
-        claim = record_outcome(claim, outcome, now=now or timezone.now(), eager=eager_left > 0)
+        # A worker of another queue (`Activity(queue=...)`) runs only that queue's steps.
+        eager = eager_left > 0 and _on_default_queue(claim)
+        claim = record_outcome(claim, outcome, now=now or timezone.now(), eager=eager)
         if claim is not None and not claim.local:
             eager_left -= 1
 
 
-def claim_step(step_id: int, *, now: datetime) -> Claim | None:
+def _on_default_queue(claim: Claim) -> bool:
+    try:
+        node = definition_of(claim.step.run).node(claim.step.node)
+    except Exception:
+        return False
+    return getattr(node, "queue", None) is None
+
+
+def claim_step(step_id: int, *, now: datetime | None) -> Claim | None:
     """Take the step for this attempt, or return None if it needs nothing from us.
 
     On PostgreSQL one statement outside any transaction (`_CLAIM`), committed
@@ -79,10 +89,12 @@ def claim_step(step_id: int, *, now: datetime) -> Claim | None:
     step the statement cannot take, the ORM's two-statement transaction
     (`_claim_with_orm`), which also says why a claim was refused. Its STARTED
     event is written with the attempt's outcome, as Temporal writes
-    ActivityTaskStarted, or by the sweep if the attempt is lost.
+    ActivityTaskStarted, or by the sweep if the attempt is lost. `now` None reads the
+    clock (a limited step's claim reads it once its limiter is locked, so its start
+    is never earlier than the end of the attempt whose slot it takes).
     """
     if connection.vendor == "postgresql":
-        claim = _claim_in_one_statement(step_id, now=now)
+        claim = _claim_in_one_statement(step_id, now=now or timezone.now())
         if claim is not None:
             return claim
     return _claim_with_orm(step_id, now=now)
@@ -200,7 +212,7 @@ def _release(step_id: int, *, token: uuid.UUID, now: datetime) -> None:
     logger.warning("step.claim_released", extra={"step_id": step_id})
 
 
-def _claim_with_orm(step_id: int, *, now: datetime) -> Claim | None:
+def _claim_with_orm(step_id: int, *, now: datetime | None) -> Claim | None:
     """Claim in a transaction of two statements: read the step and its run, then start it."""
     with transaction.atomic():
         step = (
@@ -229,6 +241,7 @@ def _claim_with_orm(step_id: int, *, now: datetime) -> Claim | None:
             admission = limits.admit_attempt(
                 workflow_type=run.workflow_type, node=node, step_id=step.pk, now=now
             )
+            now = admission.at
             if not admission.admitted:
                 # Left scheduled: the sweep sends it again once its limits allow.
                 StepRun.objects.filter(pk=step.pk).update(due_at=admission.retry_at)
@@ -237,6 +250,7 @@ def _claim_with_orm(step_id: int, *, now: datetime) -> Claim | None:
                     extra=log_fields(run, step, {"limit": admission.reason}),
                 )
                 return None
+        now = now or timezone.now()
         token = uuid.uuid4()
         step.start(
             token=token,

@@ -15,7 +15,10 @@ never held back by its activity's limits.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
+
+from django.utils import timezone
 
 from workflows import queues, registry
 from workflows.dsl import Activity, Map
@@ -46,16 +49,21 @@ _cache: dict[str, object] = {}
 
 
 def admit_attempt(
-    *, workflow_type: str, node: Activity, step_id: int, now: datetime
+    *, workflow_type: str, node: Activity, step_id: int, now: datetime | None
 ) -> queues.Admission:
     """Take a slot of `node`'s limits for step `step_id`'s attempt, or refuse and say when
     to ask again. Call inside the claim's transaction: the slot is the claim's only if
-    both commit together."""
+    both commit together.
+
+    `now` None reads the clock once the row is locked (the admission's `at`): an
+    attempt admitted into a slot another just gave back then starts after that
+    attempt's end, as the timeline shows it."""
     key = queues.limit_key(workflow_type, node.name)
     limiter = ActivityLimiter.objects.select_for_update().filter(key=key).first()
     if limiter is None:  # the activity's first claim: create the row, whoever wins the race
         ActivityLimiter.objects.bulk_create([ActivityLimiter(key=key)], ignore_conflicts=True)
         limiter = ActivityLimiter.objects.select_for_update().get(key=key)
+    now = now or timezone.now()
     holders = _still_running(limiter.holders, but=step_id)
     rate = queues.parse_rate(node.rate_limit) if node.rate_limit else None
     decision = queues.admit(
@@ -76,7 +84,7 @@ def admit_attempt(
     limiter.holders = holders
     limiter.updated_at = now
     limiter.save()
-    return decision
+    return dataclasses.replace(decision, at=now)
 
 
 def sweep_allows(*, workflow_type: str, node: Activity, now: datetime, work: UnitOfWork) -> bool:
