@@ -17,7 +17,7 @@ TEST_RABBITMQ_URL ?= $(or $(BATON_TEST_RABBITMQ_URL),amqp://guest:guest@127.0.0.
 # (baton_bench*), and Redis database 14 unless CELERY_BROKER_URL says otherwise.
 BENCH_BROKER_URL ?= $(or $(CELERY_BROKER_URL),redis://127.0.0.1:6379/14)
 
-.PHONY: demo test test-loaded bench chromium pgbouncer lint format clean
+.PHONY: demo test test-loaded bench client chromium pgbouncer oidc-provider lint format clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -65,11 +65,25 @@ pgbouncer:
 		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q pgbouncer; \
 	}
 
+# The single sign-on tests start a real OpenID Connect provider: panva's oidc-provider
+# under Debian's Node, at the version tests/oidc/package-lock.json pins.
+OIDC_PROVIDER := tests/oidc/node_modules/.package-lock.json
+
+oidc-provider: $(OIDC_PROVIDER)
+
+$(OIDC_PROVIDER): tests/oidc/package.json tests/oidc/package-lock.json
+	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { \
+		echo "Installing Debian's nodejs and npm for the single sign-on tests"; \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q nodejs npm; \
+	}
+	npm ci --prefix tests/oidc --no-audit --no-fund --loglevel=error
+	touch $@
+
 # tests/run runs the unit tests beside the e2e tests, then the tests that restart
 # Redis and PostgreSQL alone; with PYTEST_ARGS, it is plain pytest with those. The unit
 # tests run in a random order (pytest-randomly prints its seed; rerun one with
 # PYTEST_ARGS=--randomly-seed=N); tests/e2e keeps the order it needs.
-test: $(STAMP) chromium pgbouncer
+test: $(STAMP) chromium pgbouncer oidc-provider
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
 		BATON_TEST_RABBITMQ_URL=$(TEST_RABBITMQ_URL) PYTEST=$(BIN)/pytest tests/run $(PYTEST_ARGS)
 
@@ -77,6 +91,15 @@ test: $(STAMP) chromium pgbouncer
 # the e2e tests' timeouts stretch by BATON_TEST_SLOWDOWN (3 unless set).
 test-loaded:
 	.ci/loaded $(MAKE) test
+
+# Baton's typed Python client, generated from the API's OpenAPI document into
+# build/baton-client (a package to `pip install` or publish), with openapi-python-client.
+client: $(STAMP)
+	mkdir -p build
+	DJANGO_SECRET_KEY=client-generation $(BIN)/python manage.py export_openapi_schema \
+		--api config.api.api --output build/openapi.json
+	$(BIN)/openapi-python-client generate --path build/openapi.json \
+		--config clients/python/openapi-python-client.yml --output-path build/baton-client --overwrite
 
 # The full benchmark suite takes minutes (it seeds a million rows once, then
 # reuses them); QUICK=1 runs smaller sizes in about a minute.
@@ -94,4 +117,4 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 
 clean:
-	rm -rf $(VENV) var staticfiles
+	rm -rf $(VENV) var staticfiles build tests/oidc/node_modules

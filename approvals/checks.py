@@ -115,3 +115,60 @@ def check_named_groups(
 
 
 checks.register(check_named_groups, checks.Tags.database, deploy=True)
+
+
+HALF_CONFIGURED_SSO = "approvals.W003"
+
+# What signing in through the provider needs, by the environment variable that sets it.
+SSO_NEEDS = {
+    "BATON_OIDC_CLIENT_SECRET": "OIDC_RP_CLIENT_SECRET",
+    "BATON_OIDC_ISSUER": "BATON_OIDC_ISSUER",
+    "BATON_OIDC_AUTHORIZATION_ENDPOINT": "OIDC_OP_AUTHORIZATION_ENDPOINT",
+    "BATON_OIDC_TOKEN_ENDPOINT": "OIDC_OP_TOKEN_ENDPOINT",
+    "BATON_OIDC_JWKS_URI": "OIDC_OP_JWKS_ENDPOINT",
+}
+
+
+@checks.register(checks.Tags.security)
+def check_single_sign_on(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Warn about single sign-on set up by half: a client id without what signing in
+    needs, provider settings without a client id, or passwords off with no provider."""
+    missing = [name for name, setting in SSO_NEEDS.items() if not getattr(settings, setting)]
+    problems = []
+    if settings.BATON_OIDC_ENABLED and missing:
+        problems.append(
+            checks.Warning(
+                f"Single sign-on is half configured: BATON_OIDC_CLIENT_ID is set but "
+                f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not.",
+                hint="Set them from the provider's discovery document (README, Single sign-on).",
+                id=HALF_CONFIGURED_SSO,
+            )
+        )
+    if not settings.BATON_OIDC_ENABLED and len(missing) < len(SSO_NEEDS):
+        problems.append(
+            checks.Warning(
+                "Single sign-on is half configured: provider settings (BATON_OIDC_*) are set "
+                "but BATON_OIDC_CLIENT_ID is not, so nobody can sign in through the provider.",
+                hint="Set BATON_OIDC_CLIENT_ID, or remove the other BATON_OIDC_* settings.",
+                id=HALF_CONFIGURED_SSO,
+            )
+        )
+    if not settings.BATON_LOCAL_LOGIN and not settings.BATON_OIDC_ENABLED:
+        problems.append(
+            checks.Warning(
+                "BATON_LOCAL_LOGIN is false but no single sign-on provider is configured: "
+                "nobody can sign in.",
+                hint="Configure the provider (BATON_OIDC_*), or set BATON_LOCAL_LOGIN=true.",
+                id=HALF_CONFIGURED_SSO,
+            )
+        )
+    if settings.BATON_OIDC_API_AUDIENCE and not settings.BATON_OIDC_ENABLED:
+        problems.append(
+            checks.Warning(
+                "BATON_OIDC_API_AUDIENCE is set without single sign-on: the API accepts no "
+                "provider tokens.",
+                hint="Configure the provider (BATON_OIDC_*), or unset BATON_OIDC_API_AUDIENCE.",
+                id=HALF_CONFIGURED_SSO,
+            )
+        )
+    return problems

@@ -342,6 +342,12 @@ class Comment(models.Model):
         return f"{self.author} on #{self.task_id}"
 
 
+class SubstitutionQuerySet(models.QuerySet):
+    def in_force(self, now: datetime) -> SubstitutionQuerySet:
+        """The substitutions whose user is away at `now`."""
+        return self.filter(starts_at__lte=now, ends_at__gt=now)
+
+
 class Substitution(models.Model):
     """While `starts_at <= now < ends_at`, new tasks for `user` go to `substitute`."""
 
@@ -349,6 +355,8 @@ class Substitution(models.Model):
     substitute = models.ForeignKey(User, on_delete=models.CASCADE, related_name="+")
     starts_at = models.DateTimeField()
     ends_at = models.DateTimeField()
+
+    objects = SubstitutionQuerySet.as_manager()
 
     class Meta:
         ordering = ["starts_at"]

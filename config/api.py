@@ -27,6 +27,8 @@ from approvals import throttling
 from approvals.console.api import router as console_router
 from approvals.console.webhooks_api import router as webhooks_router
 from approvals.inbox.api import router as tasks_router
+from approvals.inbox.personal_api import router as me_router
+from approvals.sso import access_tokens
 from approvals.states import Channel
 from approvals.task_forms import document_task_forms
 from config import outages
@@ -40,8 +42,10 @@ PROBLEM = "application/problem+json"
 
 class BearerToken(HttpBearer):
     def authenticate(self, request: HttpRequest, token: str) -> Any:
-        """Return the token's user; count a wrong token against the token it names, or
-        against the sender's address when it names none (approvals.throttling).
+        """Return the token's user (Baton's own token, or the single sign-on provider's
+        access token: approvals.sso.access_tokens); count a wrong token against the
+        token it names, or against the sender's address when it names none (a
+        provider's token that fails its checks is one of those: approvals.throttling).
 
         A right token is accepted even while its identity or its sender's address is
         locked: nobody guesses 256 bits of secret, so a lockout could only be used by
@@ -49,6 +53,9 @@ class BearerToken(HttpBearer):
         """
         claimed = tokens.claimed_token(token)
         user = tokens.accept_token(claimed, token)
+        if user is None and claimed is None:
+            # Not one of Baton's: perhaps the single sign-on provider's access token.
+            user = access_tokens.user_for(token)
         if user is not None:
             request.user = user
             return user
@@ -73,6 +80,11 @@ class BrowserSession(SessionAuth):
 
 
 class BatonAPI(NinjaAPI):
+    def get_openapi_operation_id(self, operation: Any) -> str:
+        """The view's own name (`start_workflow`, `decide_task`): what a generated client
+        calls the operation (test_typed_client fails on two of one name)."""
+        return operation.view_func.__name__
+
     def get_openapi_schema(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """Document error bodies as application/problem+json, as they are sent, and each
         workflow type's task forms (approvals.task_forms.document_task_forms), update
@@ -107,6 +119,7 @@ api.add_router("/workflows", workflows_router)
 api.add_router("/tasks", tasks_router)
 api.add_router("/signals", signals_router)
 api.add_router("/webhooks", webhooks_router)
+api.add_router("/me", me_router)
 
 # The longest query string the API reads, in characters as sent. gunicorn.conf.py lets
 # request lines through up to 8190 bytes, so a client past this limit (and short of

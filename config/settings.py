@@ -636,7 +636,8 @@ MIDDLEWARE += ["axes.middleware.AxesMiddleware"]
 AUTHENTICATION_BACKENDS = [
     # Refuses a locked account or address before any password is checked.
     "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    # Django's ModelBackend, which refuses every password while BATON_LOCAL_LOGIN is off.
+    "approvals.sso.backends.PasswordBackend",
 ]
 # Failures are counted in the database, which every web process shares (SQLite too).
 AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
@@ -691,6 +692,49 @@ CELERY_BEAT_SCHEDULE["baton-audit-checkpoint"] = {
     # A checkpoint that waited past the next one's time is superseded by it.
     "options": {"expires": BATON_AUDIT_CHECKPOINT_MINUTES * 60},
 }
+
+# ---------------------------------------------------------------------------
+# Single sign-on: OpenID Connect (mozilla-django-oidc; see approvals.sso and README)
+# ---------------------------------------------------------------------------
+
+# Off unless a client id is set; `manage.py check` warns (approvals.W003) when it is
+# set without what sign-in needs, or when passwords are off with no SSO to replace them.
+BATON_OIDC_CLIENT_ID = env_str("BATON_OIDC_CLIENT_ID", "")
+BATON_OIDC_ENABLED = bool(BATON_OIDC_CLIENT_ID)
+# The provider's issuer, exactly as its discovery document and tokens write it.
+BATON_OIDC_ISSUER = env_str("BATON_OIDC_ISSUER", "")
+# What the login page's button says: "Sign in with <this>".
+BATON_OIDC_PROVIDER_NAME = env_str("BATON_OIDC_PROVIDER_NAME", "single sign-on")
+# Which claim names the account (its username), which lists its groups, and which
+# grant staff and operator rights: "claim" (true when the claim is true) or
+# "claim=value" (true when the claim is that value or a list holding it). Unset,
+# staff and operator rights are not managed by sign-in.
+BATON_OIDC_USERNAME_CLAIM = env_str("BATON_OIDC_USERNAME_CLAIM", "preferred_username")
+BATON_OIDC_GROUPS_CLAIM = env_str("BATON_OIDC_GROUPS_CLAIM", "groups")
+BATON_OIDC_STAFF_CLAIM = env_str("BATON_OIDC_STAFF_CLAIM", "")
+BATON_OIDC_OPERATOR_CLAIM = env_str("BATON_OIDC_OPERATOR_CLAIM", "")
+# The `aud` the provider writes into access tokens meant for Baton's API; unset, the
+# API accepts only Baton's own tokens and the browser's session.
+BATON_OIDC_API_AUDIENCE = env_str("BATON_OIDC_API_AUDIENCE", "")
+# Off, nobody signs in with a password (the inbox's sign-in and the admin's): only SSO.
+BATON_LOCAL_LOGIN = env_bool("BATON_LOCAL_LOGIN", True)
+
+# mozilla-django-oidc's own names, from the above.
+OIDC_RP_CLIENT_ID = BATON_OIDC_CLIENT_ID
+OIDC_RP_CLIENT_SECRET = env_str("BATON_OIDC_CLIENT_SECRET", "")
+OIDC_OP_AUTHORIZATION_ENDPOINT = env_str("BATON_OIDC_AUTHORIZATION_ENDPOINT", "")
+OIDC_OP_TOKEN_ENDPOINT = env_str("BATON_OIDC_TOKEN_ENDPOINT", "")
+# Optional: without it, the claims are the ID token's (approvals.sso.backends).
+OIDC_OP_USER_ENDPOINT = env_str("BATON_OIDC_USERINFO_ENDPOINT", "")
+OIDC_OP_JWKS_ENDPOINT = env_str("BATON_OIDC_JWKS_URI", "")
+OIDC_RP_SIGN_ALGO = env_str("BATON_OIDC_SIGN_ALGORITHM", "RS256")
+OIDC_RP_SCOPES = env_str("BATON_OIDC_SCOPES", "openid email profile")
+OIDC_USE_PKCE = True
+OIDC_TIMEOUT = env_float("BATON_OIDC_TIMEOUT_SECONDS", 10)
+# A failed or refused provider sign-in lands on the login page, which says so.
+LOGIN_REDIRECT_URL_FAILURE = "/accounts/login/?sso=failed"
+if BATON_OIDC_ENABLED:
+    AUTHENTICATION_BACKENDS += ["approvals.sso.backends.ProviderBackend"]
 
 # ---------------------------------------------------------------------------
 # Metrics (Prometheus) and traces (OpenTelemetry): both off unless asked for

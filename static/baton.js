@@ -11,3 +11,13 @@ document.addEventListener("htmx:beforeRequest", function (event) {
     event.preventDefault();
   }
 });
+
+// The inbox's filters are folded (a <details>) so that a phone shows the first task on
+// its first screen; a wider screen has the room, so they are shown open there.
+document.addEventListener("DOMContentLoaded", function () {
+  if (window.matchMedia("(min-width: 40.01rem)").matches) {
+    document.querySelectorAll("details.filters-fold").forEach(function (fold) {
+      fold.open = true;
+    });
+  }
+});

@@ -155,6 +155,29 @@ def record_unlock(
     )
 
 
+def record_account_sync(
+    *,
+    user: Any,
+    now: datetime,
+    comment: str,
+    remote_addr: str | None,
+    changes: dict[str, Any],
+) -> LogEntry:
+    """Append an entry saying that a sign-in through the provider made the account or
+    changed its groups or rights (approvals.sso.accounts); call inside its transaction."""
+    return _append(
+        user,
+        event="account_synced",
+        actor=user,
+        channel="inbox",
+        now=now,
+        comment=comment,
+        remote_addr=remote_addr,
+        changes=changes,
+        object_repr=f"account {user.get_username()}",
+    )
+
+
 def _append(
     subject: Any,
     *,

@@ -42,7 +42,16 @@ from approvals.human_tasks.errors import (
 )
 from approvals.human_tasks.handover import delegate_human_task, reassign_human_task
 from approvals.human_tasks.lifecycle import close_tasks_for_step, open_tasks_for_step
-from approvals.human_tasks.personal import set_substitution, snooze_human_task, substitute_for
+from approvals.human_tasks.personal import (
+    Handover,
+    delete_filter,
+    hand_over_held_tasks,
+    held_tasks,
+    save_filter,
+    set_substitution,
+    snooze_human_task,
+    substitute_for,
+)
 from approvals.human_tasks.timers import (
     escalate_human_task,
     fire_due_human_tasks,
@@ -55,6 +64,7 @@ __all__ = [
     "AlreadyDecided",
     "BulkResult",
     "ConflictOfDuty",
+    "Handover",
     "InvalidForm",
     "InvalidRequest",
     "NotAllowed",
@@ -71,10 +81,13 @@ __all__ = [
     "comment_on_human_task",
     "decide_by_link",
     "delegate_human_task",
+    "delete_filter",
     "escalate_human_task",
     "facts_for",
     "fire_due_human_tasks",
+    "hand_over_held_tasks",
     "handle_deadline",
+    "held_tasks",
     "open_tasks_for_step",
     "person_for",
     "reassign_human_task",
@@ -83,6 +96,7 @@ __all__ = [
     "remind_human_task",
     "request_changes",
     "reviewer_for",
+    "save_filter",
     "set_substitution",
     "snooze_human_task",
     "substitute_for",

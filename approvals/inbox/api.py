@@ -7,20 +7,21 @@ already decided answers 409 naming who decided and when.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
 from django.http import HttpRequest
 from django.utils import timezone
-from ninja import Field, Query, Router, Schema
+from ninja import Field, Query, Router, Schema, Status
 
 from approvals import human_tasks, task_forms
 from approvals.escalation import sla
 from approvals.human_tasks import revisions
 from approvals.inbox import decided, selectors
-from approvals.models import COMMENT_MAX_LENGTH, HumanTask
+from approvals.models import COMMENT_MAX_LENGTH, Comment, HumanTask
 from approvals.states import Channel, Priority, Sla
 from workflows.api import ERRORS, ApiIn, ApiProblem, not_found
 from workflows.client_address import client_address
@@ -106,6 +107,46 @@ class ResubmitIn(VersionIn):
 class HandOverIn(VersionIn):
     to: str = Field(min_length=1, max_length=150, description="a username")
     comment: str = Field("", max_length=COMMENT_MAX_LENGTH)
+
+
+class CommentIn(ApiIn):
+    body: str = Field(min_length=1, max_length=COMMENT_MAX_LENGTH)
+
+
+class CommentOut(Schema):
+    id: int
+    author: str
+    body: str
+    created_at: datetime
+
+
+class SnoozeIn(ApiIn):
+    until: datetime = Field(description="when the task comes back into your lists")
+
+
+class SnoozeOut(Schema):
+    task_id: UUID
+    until: datetime
+
+
+class SelectedTaskIn(ApiIn):
+    id: UUID
+    version: int | None = Field(None, ge=1, description="the version seen; a newer one is refused")
+
+
+class BulkApproveIn(ApiIn):
+    tasks: list[SelectedTaskIn] = Field(min_length=1, max_length=100)
+
+
+class BulkResultOut(Schema):
+    id: UUID
+    approved: bool
+    error: str = Field(description="why this one was not approved; empty when it was")
+
+
+class BulkApproveOut(Schema):
+    approved: int
+    results: list[BulkResultOut]
 
 
 class InboxQuery(ApiIn):
@@ -198,6 +239,28 @@ def _visible(request: HttpRequest, task_id: UUID) -> HumanTask:
         raise not_found("such task") from None
 
 
+@router.post(
+    "/bulk-approve", response={200: BulkApproveOut, **ERRORS}, summary="Approve several tasks"
+)
+def bulk_approve(request: HttpRequest, body: BulkApproveIn) -> dict[str, Any]:
+    """Approve each task on its own (one decision and audit entry each), as the inbox's
+    "Approve selected" does: one refused (stale, decided, not yours, a form to fill in)
+    leaves the others approved, and its result says why."""
+    results = human_tasks.bulk_approve(
+        selection=[(task.id, task.version) for task in body.tasks],
+        user=request.user,
+        channel=Channel.API,
+        remote_addr=client_address(request),
+    )
+    return {
+        "approved": sum(1 for result in results if not result.error),
+        "results": [
+            {"id": result.task_id, "approved": not result.error, "error": result.error}
+            for result in results
+        ],
+    }
+
+
 @router.get("/{task_id}", response={200: TaskOut, **ERRORS}, summary="Get a task")
 def get_task(request: HttpRequest, task_id: UUID) -> dict[str, Any]:
     return task_out(_visible(request, task_id))
@@ -205,7 +268,7 @@ def get_task(request: HttpRequest, task_id: UUID) -> dict[str, Any]:
 
 def _act(request: HttpRequest, task_id: UUID, version: int | None, action: Callable) -> dict:
     """Call one use case with the API's channel; map its refusals onto problems."""
-    try:
+    with refusals_as_problems():
         task = action(
             task_id=task_id,
             user=request.user,
@@ -213,6 +276,14 @@ def _act(request: HttpRequest, task_id: UUID, version: int | None, action: Calla
             expected_version=version,
             remote_addr=client_address(request),
         )
+    return task_out(_visible(request, task.pk))
+
+
+@contextmanager
+def refusals_as_problems() -> Iterator[None]:
+    """Answer a use case's refusal (a TaskError) as the problem its status says."""
+    try:
+        yield
     except human_tasks.TaskError as error:
         title = {404: "Not found", 403: "Forbidden", 409: "Conflict", 422: "Invalid request"}
         extra: dict[str, Any] = {}
@@ -230,7 +301,6 @@ def _act(request: HttpRequest, task_id: UUID, version: int | None, action: Calla
         raise ApiProblem(
             error.status, title.get(error.status, "Error"), str(error), **extra
         ) from None
-    return task_out(_visible(request, task.pk))
 
 
 @router.post("/{task_id}/claim", response={200: TaskOut, **ERRORS}, summary="Claim a task")
@@ -298,3 +368,43 @@ def reassign_task(request: HttpRequest, task_id: UUID, body: HandOverIn) -> dict
         return human_tasks.reassign_human_task(to_username=body.to, comment=body.comment, **kwargs)
 
     return _act(request, task_id, body.version, action)
+
+
+@router.get(
+    "/{task_id}/comments", response={200: list[CommentOut], **ERRORS}, summary="A task's comments"
+)
+def list_comments(request: HttpRequest, task_id: UUID) -> list[dict[str, Any]]:
+    task = _visible(request, task_id)
+    return [comment_out(comment) for comment in task.comments.select_related("author")]
+
+
+def comment_out(comment: Comment) -> dict[str, Any]:
+    return {
+        "id": comment.pk,
+        "author": comment.author.get_username(),
+        "body": comment.body,
+        "created_at": comment.created_at,
+    }
+
+
+@router.post(
+    "/{task_id}/comments", response={201: CommentOut, **ERRORS}, summary="Comment on a task"
+)
+def add_comment(request: HttpRequest, task_id: UUID, body: CommentIn) -> Status:
+    with refusals_as_problems():
+        comment = human_tasks.comment_on_human_task(
+            task_id=task_id,
+            user=request.user,
+            body=body.body,
+            channel=Channel.API,
+            remote_addr=client_address(request),
+        )
+    return Status(201, comment_out(comment))
+
+
+@router.post("/{task_id}/snooze", response={200: SnoozeOut, **ERRORS}, summary="Snooze a task")
+def snooze_task(request: HttpRequest, task_id: UUID, body: SnoozeIn) -> dict[str, Any]:
+    """Hide the task from your lists until `until`; it comes back by itself."""
+    with refusals_as_problems():
+        snooze = human_tasks.snooze_human_task(task_id=task_id, user=request.user, until=body.until)
+    return {"task_id": task_id, "until": snooze.until}

@@ -21,6 +21,7 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare, salted_hmac
@@ -42,7 +43,7 @@ from approvals import (
 from approvals.escalation import sla
 from approvals.inbox import decided, selectors
 from approvals.inbox import rows as inbox_rows
-from approvals.models import HumanTask, SavedFilter
+from approvals.models import HumanTask
 from approvals.notify import links
 from approvals.states import Channel, Priority, Sla, TaskKind
 from workflows import registry
@@ -177,36 +178,22 @@ def _query_without(query: QueryDict, *names: str) -> str:
 @require_POST
 def save_filter(request: HttpRequest) -> HttpResponse:
     """Save the inbox's current query under a name; refuse, saying why, what cannot be kept."""
-    name = request.POST.get("name", "").strip()
     query = request.POST.get("query", "").strip()
     try:
-        clean_text(name, max_length=_max_length(SavedFilter, "name"))
-    except Refused as error:
-        messages.error(request, f"The filter name {error}.")
-        return redirect("approvals:inbox")
-    try:
-        clean_text(query, max_length=_max_length(SavedFilter, "query"))
-    except Refused as error:
-        messages.error(request, f"The filter query {error}.")
-        return redirect("approvals:inbox")
-    if not name:
-        messages.error(request, "Give the filter a name to save it.")
-    else:
-        SavedFilter.objects.update_or_create(
-            user=request.user, name=name, defaults={"query": query}
+        saved = human_tasks.save_filter(
+            user=request.user, name=request.POST.get("name", ""), query=query
         )
-        messages.success(request, f"Saved the filter “{name}”.")
-    return redirect(f"{reverse('approvals:inbox')}?{query}")
-
-
-def _max_length(model: Any, field: str) -> int:
-    return model._meta.get_field(field).max_length
+    except human_tasks.TaskError as error:
+        messages.error(request, str(error))
+        return redirect("approvals:inbox")
+    messages.success(request, f"Saved the filter “{saved.name}”.")
+    return redirect(f"{reverse('approvals:inbox')}?{saved.query}")
 
 
 @login_required
 @require_POST
 def delete_filter(request: HttpRequest, filter_id: int) -> HttpResponse:
-    SavedFilter.objects.filter(user=request.user, pk=filter_id).delete()
+    human_tasks.delete_filter(user=request.user, filter_id=filter_id)
     return redirect("approvals:inbox")
 
 
@@ -725,10 +712,11 @@ def away(request: HttpRequest) -> HttpResponse:
         except Refused as problem:
             error = str(problem)
         else:
+            substitute = request.POST.get("substitute", "").strip()
             try:
                 human_tasks.set_substitution(
                     user=request.user,
-                    substitute_username=request.POST.get("substitute", "").strip(),
+                    substitute_username=substitute,
                     starts_at=starts,
                     ends_at=ends,
                 )
@@ -736,11 +724,35 @@ def away(request: HttpRequest) -> HttpResponse:
                 error = str(problem)
             else:
                 messages.success(request, "Your substitute will get your new tasks while away.")
+                if request.POST.get("hand_over"):
+                    _say_handover(
+                        request,
+                        human_tasks.hand_over_held_tasks(
+                            user=request.user, to_username=substitute, channel="inbox"
+                        ),
+                        substitute,
+                    )
                 return redirect("approvals:away")
     substitutions = request.user.substitutions.select_related("substitute")
     return render(
         request,
         "approvals/inbox/away.html",
-        {"substitutions": substitutions, "error": error},
+        {
+            "substitutions": substitutions,
+            "held": human_tasks.held_tasks(request.user).count(),
+            "error": error,
+        },
         status=422 if error else 200,
     )
+
+
+def _say_handover(request: HttpRequest, handover: human_tasks.Handover, to: str) -> None:
+    if handover.delegated:
+        count = len(handover.delegated)
+        messages.success(
+            request,
+            f"Delegated {count} task{pluralize(count)} to {to}. You stay their owner: you"
+            " are told when each is decided, and may reassign any to yourself.",
+        )
+    for task, why in handover.kept:
+        messages.warning(request, f"Kept “{task.title}”: {why}")

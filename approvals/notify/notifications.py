@@ -17,10 +17,10 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.urls import reverse
 
-from approvals.models import HumanTask, Notification, NotificationSettings
+from approvals.models import HumanTask, Notification, NotificationSettings, Substitution
 from approvals.notify import emails
 from approvals.states import EmailMode, NoticeKind, Outcome
 from workflows.models import WorkflowRun
@@ -47,7 +47,7 @@ def task_opened(*, task: HumanTask, requesters: Iterable[str], now: datetime) ->
         kind, text = NoticeKind.TASK_ASSIGNED, f"New task for you: {task.title}"
     else:
         kind, text = NoticeKind.TASK_QUEUED, f"New task in your queue: {task.title}"
-    people = _holders(task)
+    people = _holders(task, now)
     barred = set(requesters)
     people = [person for person in people if person.get_username() not in barred]
     _notify(people, kind=kind, text=text, url=_task_url(task), task=task, now=now)
@@ -59,7 +59,7 @@ def task_due_soon(*, task: HumanTask, requesters: Iterable[str], now: datetime) 
     barred = set(requesters)
     when = task.due_at.strftime("%Y-%m-%d %H:%M UTC") if task.due_at else "soon"
     _notify(
-        [person for person in _holders(task) if person.get_username() not in barred],
+        [person for person in _holders(task, now) if person.get_username() not in barred],
         kind=NoticeKind.TASK_DUE_SOON,
         text=f"Due {when}: {task.title}",
         url=_task_url(task),
@@ -224,15 +224,20 @@ def _notify(
     )
 
 
-def _holders(task: HumanTask) -> list[Any]:
-    """Who the task waits for: its assignee, or every candidate person and group member."""
+def _holders(task: HumanTask, now: datetime) -> list[Any]:
+    """Who the task waits for: its assignee, or every candidate person and group member
+    but those away at `now` (out of office), unless all of them are, so that an open task
+    is always announced to someone."""
     if task.assignee_id is not None:
         return [task.assignee]
-    return list(
+    candidates = list(
         get_user_model()
         .objects.filter(Q(candidate_tasks=task) | Q(groups__candidate_tasks=task), is_active=True)
+        .annotate(away=Exists(Substitution.objects.in_force(now).filter(user=OuterRef("pk"))))
         .distinct()
     )
+    present = [person for person in candidates if not person.away]
+    return present or candidates
 
 
 def _task_url(task: HumanTask) -> str:

@@ -29,6 +29,14 @@ class ApiClient:
             headers={**self.headers, **(headers or {})},
         )
 
+    def put(self, path: str, body: Any):
+        return self.client.put(
+            f"/api/v1{path}", body, content_type="application/json", headers=self.headers
+        )
+
+    def delete(self, path: str):
+        return self.client.delete(f"/api/v1{path}", headers=self.headers)
+
 
 @pytest.fixture
 def api_as(people):

@@ -1,4 +1,5 @@
-"""The groups approvals name: an error before deploying when one does not exist."""
+"""The system checks of approvals: the groups approvals name (an error before deploying
+when one does not exist), and single sign-on set up by half."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from django.contrib.auth.models import Group
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
-from approvals.checks import MISSING_GROUP, check_named_groups
+from approvals.checks import MISSING_GROUP, check_named_groups, check_single_sign_on
 
 pytestmark = pytest.mark.django_db
 
@@ -45,3 +46,25 @@ class TestCheckNamedGroups:
 
     def test_the_check_migrate_runs_leaves_it_out_so_a_new_installation_can_start(self, audited):
         call_command("check", "--database", "default")  # raises on any error
+
+
+class TestCheckSingleSignOn:
+    def test_sso_off_and_passwords_on_is_quiet(self):
+        assert check_single_sign_on() == []
+
+    def test_a_client_id_without_the_provider_s_endpoints_warns_naming_them(self, settings):
+        settings.BATON_OIDC_ENABLED = True
+        settings.OIDC_RP_CLIENT_SECRET = "secret"
+
+        (warning,) = check_single_sign_on()
+
+        assert warning.id == "approvals.W003"
+        assert "BATON_OIDC_ISSUER" in warning.msg
+        assert "BATON_OIDC_CLIENT_SECRET" not in warning.msg
+
+    def test_passwords_off_without_a_provider_warns_that_nobody_can_sign_in(self, settings):
+        settings.BATON_LOCAL_LOGIN = False
+
+        (warning,) = check_single_sign_on()
+
+        assert "nobody can sign in" in warning.msg

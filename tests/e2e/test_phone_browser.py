@@ -29,6 +29,12 @@ def sideways_overflow(page: Page) -> int:
     return page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
 
 
+def on_first_screen(element) -> bool:
+    """Whether the element lies wholly on the first screen, without scrolling."""
+    box = element.bounding_box()
+    return box is not None and box["y"] >= 0 and box["y"] + box["height"] <= PHONE["height"]
+
+
 class TestOnAPhone:
     def test_no_page_scrolls_sideways(self, sign_in, start_expense, employees):
         run = start_expense()
@@ -76,6 +82,30 @@ class TestOnAPhone:
                 wide[path] = overflow
 
         assert wide == {}
+
+    def test_the_inbox_shows_the_first_task_on_the_first_screen(self, sign_in, start_expense):
+        task = start_expense().human_tasks.get(node="manager_approval")
+        page = on_phone(sign_in("carol"))
+
+        page.goto("/")
+
+        first = page.get_by_role("link", name=task.title)
+        expect(first).to_be_visible()
+        assert on_first_screen(first)
+        expect(page.get_by_role("search")).to_be_hidden()
+        page.get_by_text("Filters", exact=True).click()
+        expect(page.get_by_role("search")).to_be_visible()
+
+    def test_a_task_page_puts_the_decision_first(self, sign_in, start_expense):
+        task = start_expense().human_tasks.get(node="manager_approval")
+        page = on_phone(sign_in("carol"))
+
+        page.goto(f"/tasks/{task.pk}/")
+
+        approve = page.get_by_role("button", name="Approve", exact=True)
+        expect(approve).to_be_visible()
+        assert on_first_screen(approve)
+        shoot(page, "phone-task-decision-first")
 
     def test_a_reviewer_reaches_the_decision_panel_and_approves(self, sign_in, start_expense):
         task = start_expense().human_tasks.get(node="manager_approval")

@@ -10,13 +10,13 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from django.contrib.auth.models import Group, Permission, User
+from django.contrib.auth.models import Group, User
 from django.core.management.base import BaseCommand
-from django.db.models import Q
 from django.utils import timezone
 
 from approvals import human_tasks
 from approvals.models import GroupManager, HumanTask, ReportingLine
+from approvals.sso.accounts import operator_permissions
 from approvals.states import Channel
 from workflows import engine
 from workflows.models import WorkflowRun
@@ -212,15 +212,8 @@ def _people() -> dict[str, User]:
         # employees start expenses, procurement vendor onboardings (Workflow.starters).
         for name in ("finance", "legal", "security", "operators", "employees", "procurement")
     }
-    groups["operators"].permissions.set(
-        Permission.objects.filter(
-            Q(
-                content_type__app_label__in=["workflows", "approvals", "examples", "auditlog"],
-                codename__startswith="view_",
-            )
-            | Q(codename__in=["operate_workflowrun", "operate_humantask", "change_humantask"])
-        )
-    )
+    # The rights single sign-on gives an operator (approvals.sso.accounts).
+    groups["operators"].permissions.set(operator_permissions())
     people = {
         "admin": _person("admin", "Ada", "Admin", superuser=True),
         "alice": _person("alice", "Alice", "Archer", groups=[groups["legal"], groups["employees"]]),
