@@ -175,4 +175,8 @@ def free_slots(
         start, _ = rate.window(now)
         left = rate.count - (window_count if window_start == start else 0)
         free = max(left, 0) if free is None else min(free, max(left, 0))
-    return free if free is not None else 1_000_000
+    return free if free is not None else UNLIMITED
+
+
+# As many as anyone would send: what `free_slots` says when nothing limits.
+UNLIMITED = 1_000_000

@@ -231,6 +231,21 @@ class TestSweepReleases:
         assert {step.state for step in held} == {StepState.SCHEDULED}
         assert all(step.due_at > NOW + timedelta(seconds=2) for step in held)
 
+    def test_a_step_held_by_a_full_window_is_next_looked_at_when_the_window_ends(
+        self, scheduled_steps, monkeypatch
+    ):
+        steps = scheduled_steps("test_two_a_minute", 3)
+        for step_id in steps:
+            execute.claim_step(step_id, now=NOW)
+        sent: list[int] = []
+        monkeypatch.setattr(work, "send_steps", lambda step_ids, **_: sent.extend(step_ids))
+
+        with as_if_committed():
+            engine.sweep(now=NOW + timedelta(seconds=2))
+
+        assert sent == []
+        assert StepRun.objects.get(pk=steps[2]).due_at == _MINUTE + timedelta(minutes=1)
+
 
 class TestQueues:
     def test_a_step_is_sent_to_its_activitys_queue(self, start, monkeypatch):

@@ -16,6 +16,7 @@ never held back by its activity's limits.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.utils import timezone
@@ -64,7 +65,9 @@ def admit_attempt(
         ActivityLimiter.objects.bulk_create([ActivityLimiter(key=key)], ignore_conflicts=True)
         limiter = ActivityLimiter.objects.select_for_update().get(key=key)
     now = now or timezone.now()
-    holders = _still_running(limiter.holders, but=step_id)
+    # Slots are counted only under a concurrency limit; a rate counts starts alone.
+    counted = node.concurrency is not None
+    holders = _still_running(limiter.holders, but=step_id) if counted else []
     rate = queues.parse_rate(node.rate_limit) if node.rate_limit else None
     decision = queues.admit(
         rate=rate,
@@ -74,42 +77,62 @@ def admit_attempt(
         window_count=limiter.window_count,
         now=now,
     )
-    if decision.admitted:
+    if decision.admitted and counted:
         holders.append(step_id)
-        if rate is not None:
-            start, _ = rate.window(now)
-            if limiter.window_start != start:
-                limiter.window_start, limiter.window_count = start, 0
-            limiter.window_count += 1
+    if decision.admitted and rate is not None:
+        start, _ = rate.window(now)
+        if limiter.window_start != start:
+            limiter.window_start, limiter.window_count = start, 0
+        limiter.window_count += 1
     limiter.holders = holders
     limiter.updated_at = now
     limiter.save()
     return dataclasses.replace(decision, at=now)
 
 
-def sweep_allows(*, workflow_type: str, node: Activity, now: datetime, work: UnitOfWork) -> bool:
-    """Whether the sweep may send one more of `node`'s waiting steps now: while the
-    limiter shows a free slot not already promised to a step this sweep sent. Reads
-    without a lock: the claim decides; this only keeps the sweep from sending steps
-    that would all be refused."""
+@dataclass
+class _SweepBudget:
+    """What one sweep may still send of a limited activity's waiting steps, and when the
+    others are next looked at."""
+
+    free: int
+    held_until: datetime
+
+
+def sweep_holds_until(
+    *, workflow_type: str, node: Activity, now: datetime, work: UnitOfWork
+) -> datetime | None:
+    """Return None if the sweep may send one more of `node`'s waiting steps now (while the
+    limiter shows a free slot not already promised to a step this sweep sent), or the
+    time to look at the step again: the rate's next window when this one is full, else
+    a moment later. Reads without a lock: the claim decides; this only keeps the sweep
+    from sending steps that would all be refused."""
     key = queues.limit_key(workflow_type, node.name)
-    if key not in work.limit_budgets:
-        limiter = ActivityLimiter.objects.filter(key=key).first()
-        if limiter is None:
-            work.limit_budgets[key] = 1_000_000
-        else:
-            work.limit_budgets[key] = queues.free_slots(
-                rate=queues.parse_rate(node.rate_limit) if node.rate_limit else None,
-                concurrency=node.concurrency,
-                in_flight=len(_still_running(limiter.holders)),
-                window_start=limiter.window_start,
-                window_count=limiter.window_count,
-                now=now,
-            )
-    if work.limit_budgets[key] <= 0:
-        return False
-    work.limit_budgets[key] -= 1
-    return True
+    budget = work.limit_budgets.get(key)
+    if budget is None:
+        budget = work.limit_budgets[key] = _budget(key, node, now)
+    if budget.free <= 0:
+        return budget.held_until
+    budget.free -= 1
+    return None
+
+
+def _budget(key: str, node: Activity, now: datetime) -> _SweepBudget:
+    limiter = ActivityLimiter.objects.filter(key=key).first()
+    if limiter is None:  # nothing started yet
+        return _SweepBudget(free=queues.UNLIMITED, held_until=now)
+    rate = queues.parse_rate(node.rate_limit) if node.rate_limit else None
+    state = {
+        "rate": rate,
+        "concurrency": node.concurrency,
+        "in_flight": len(_still_running(limiter.holders)) if node.concurrency else 0,
+        "window_start": limiter.window_start,
+        "window_count": limiter.window_count,
+        "now": now,
+    }
+    refusal = queues.admit(**state)
+    held_until = refusal.retry_at or now + queues.CONCURRENCY_RECHECK
+    return _SweepBudget(free=queues.free_slots(**state), held_until=held_until)
 
 
 def _still_running(step_ids: list[int], *, but: int | None = None) -> list[int]:

@@ -117,7 +117,7 @@ class UnitOfWork:
     # Runs this unit of work started (see registry.register_run_start_hook).
     started: list[WorkflowRun] = field(default_factory=list)
     # The slots of limited activities a sweep may still fill (see engine/limits.py).
-    limit_budgets: dict[str, int] = field(default_factory=dict)
+    limit_budgets: dict[str, Any] = field(default_factory=dict)
 
     def insert(self, row: WorkflowRun | StepRun) -> None:
         """Write the new row at the next flush (runs first, then steps)."""

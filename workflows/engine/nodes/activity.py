@@ -63,9 +63,9 @@ def due(
             # is taking this kind of work, and another attempt would queue the same.
             error = {"type": "ScheduleToStartTimeout", "message": f"not started within {limit}"}
             moves.engine().step_failed(run, definition, step, error, now, work)
-        elif forward and queues.is_limited(node) and not _limits_allow(run, node, now, work):
-            # Held back by its limits: look again at the next sweep, send it when there is room.
-            step.due_at = now + queues.CONCURRENCY_RECHECK
+        elif forward and (held_until := _held_by_limits(run, node, now, work)) is not None:
+            # Held back by its limits: look again when they may allow it.
+            step.due_at = held_until
             work.save(step)
         else:
             step.due_at = redispatch_at(node, now)
@@ -86,5 +86,10 @@ def due(
         work.send(step)
 
 
-def _limits_allow(run: WorkflowRun, node: Activity, now: datetime, work: UnitOfWork) -> bool:
-    return limits.sweep_allows(workflow_type=run.workflow_type, node=node, now=now, work=work)
+def _held_by_limits(
+    run: WorkflowRun, node: Activity, now: datetime, work: UnitOfWork
+) -> datetime | None:
+    """When to look again at a step of `node` its limits hold back, or None to send it."""
+    if not queues.is_limited(node):
+        return None
+    return limits.sweep_holds_until(workflow_type=run.workflow_type, node=node, now=now, work=work)
