@@ -12,7 +12,7 @@ RUN pip install --no-cache-dir .
 COPY . .
 RUN DJANGO_SECRET_KEY=build python manage.py collectstatic --noinput
 
-RUN useradd --create-home baton
+RUN useradd --create-home baton && mkdir -p /var/lib/baton/media && chown baton /var/lib/baton/media
 USER baton
 EXPOSE 8000
 CMD ["gunicorn", "config.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3"]

@@ -608,3 +608,36 @@ class WebhookDelivery(models.Model):
         if self.run is not None and self.run.state in _GIVEN_UP_RUN_STATES:
             return "failed"
         return "pending"
+
+
+def _attachment_path(attachment: Attachment, _name: str) -> str:
+    """Where a file is stored: by request and its own id, never by the name it came with."""
+    return f"attachments/{attachment.run_id}/{attachment.pk}"
+
+
+class Attachment(models.Model):
+    """A file attached to a request (its run) or to one of its tasks, kept through Django's
+    storage. Its SHA-256 is written to the audit chain when it is attached, so a file
+    swapped in storage afterwards is found (approvals.human_tasks.attachments)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    run = models.ForeignKey(WorkflowRun, on_delete=models.CASCADE, related_name="attachments")
+    task = models.ForeignKey(
+        HumanTask, null=True, blank=True, on_delete=models.CASCADE, related_name="attachments"
+    )
+    uploaded_by = models.ForeignKey(User, on_delete=models.PROTECT, related_name="+")
+    file = models.FileField(upload_to=_attachment_path, max_length=300)
+    # As uploaded (cleaned), offered back as the download's name; never a storage path.
+    name = models.CharField(max_length=200)
+    # What its content is (not what its name says): see attachments.ACCEPTED.
+    content_type = models.CharField(max_length=100)
+    size = models.PositiveBigIntegerField()
+    sha256 = models.CharField(max_length=64)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["run", "created_at"], name="attachment_run_time")]
+
+    def __str__(self) -> str:
+        return self.name

@@ -19,6 +19,7 @@ from typing import Any
 from django.core.exceptions import RequestDataTooBig
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
+from django.http.multipartparser import MultiPartParserError
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer, SessionAuth
@@ -28,6 +29,7 @@ from approvals.console.api import router as console_router
 from approvals.console.webhooks_api import router as webhooks_router
 from approvals.inbox.api import router as tasks_router
 from approvals.inbox.personal_api import router as me_router
+from approvals.requests.api import router as files_router
 from approvals.sso import access_tokens
 from approvals.states import Channel
 from approvals.task_forms import document_task_forms
@@ -120,6 +122,7 @@ api.add_router("/tasks", tasks_router)
 api.add_router("/signals", signals_router)
 api.add_router("/webhooks", webhooks_router)
 api.add_router("/me", me_router)
+api.add_router("", files_router)
 
 # The longest query string the API reads, in characters as sent. gunicorn.conf.py lets
 # request lines through up to 8190 bytes, so a client past this limit (and short of
@@ -233,6 +236,16 @@ def on_http_error(request: HttpRequest, error: HttpError) -> HttpResponse:
 @api.exception_handler(RequestDataTooBig)
 def on_too_big(request: HttpRequest, error: RequestDataTooBig) -> HttpResponse:
     return problem(413, "Body too large", "The request body is larger than this API accepts.")
+
+
+@api.exception_handler(MultiPartParserError)
+def on_unreadable_multipart(request: HttpRequest, error: MultiPartParserError) -> HttpResponse:
+    return problem(
+        400,
+        "Bad request",
+        f"The multipart/form-data body could not be read ({error}): send the files as a"
+        " multipart/form-data body with its boundary.",
+    )
 
 
 @api.exception_handler(OperationalError)

@@ -413,6 +413,12 @@ STORAGES = {
     },
 }
 
+# Attachments (approvals.human_tasks.attachments) are kept by the "default" storage:
+# files under BATON_MEDIA_ROOT here, or S3 and the like with django-storages (README).
+# They are never served from MEDIA_URL: only through the view that checks who may see them.
+MEDIA_ROOT = env_str("BATON_MEDIA_ROOT", str(BASE_DIR / "var" / "media"))
+BATON_ATTACHMENT_MAX_BYTES = int(env_float("BATON_ATTACHMENT_MAX_BYTES", 10_000_000))
+
 # Request bodies past this are refused (the API answers 413).
 DATA_UPLOAD_MAX_MEMORY_SIZE = int(env_float("BATON_MAX_BODY_BYTES", 256 * 1024))
 

@@ -178,6 +178,30 @@ def record_account_sync(
     )
 
 
+def record_attachment(
+    *, attachment: Any, actor: Any, channel: str, now: datetime, remote_addr: str | None
+) -> LogEntry:
+    """Append an entry holding an attached file's SHA-256, so that a file swapped in
+    storage later no longer matches what the chain holds; call inside its transaction."""
+    return _append(
+        attachment,
+        event="attached",
+        actor=actor,
+        channel=channel,
+        now=now,
+        comment="",
+        remote_addr=remote_addr,
+        changes={
+            "sha256": [None, attachment.sha256],
+            "name": [None, attachment.name],
+            "size": [None, attachment.size],
+            "task": [None, str(attachment.task_id) if attachment.task_id else None],
+            "run": [None, str(attachment.run_id)],
+        },
+        object_repr=f"attachment {attachment.name}",
+    )
+
+
 def _append(
     subject: Any,
     *,

@@ -14,6 +14,7 @@ from uuid import UUID
 from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Field, Router, Schema, Status
+from pydantic import StrictInt
 
 from approvals import human_tasks
 from approvals.inbox.api import refusals_as_problems
@@ -51,7 +52,7 @@ class NotificationsOut(Schema):
 
 
 class MarkReadIn(ApiIn):
-    id: int | None = Field(None, ge=1, description="one notification; all when left out")
+    id: StrictInt | None = Field(None, ge=1, description="one notification; all when left out")
 
 
 class MarkedOut(Schema):

@@ -22,6 +22,7 @@ urlpatterns = [
     path("tasks/<uuid:task_id>/reassign/", views.reassign, name="reassign"),
     path("tasks/<uuid:task_id>/comment/", views.comment, name="comment"),
     path("tasks/<uuid:task_id>/snooze/", views.snooze, name="snooze"),
+    path("tasks/<uuid:task_id>/attach/", views.attach, name="attach"),
     path("tasks/bulk-approve/", views.bulk_approve, name="bulk_approve"),
     path("filters/save/", views.save_filter, name="save_filter"),
     path("filters/<int:filter_id>/delete/", views.delete_filter, name="delete_filter"),

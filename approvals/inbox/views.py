@@ -41,6 +41,7 @@ from approvals import (
     throttling,
 )
 from approvals.escalation import sla
+from approvals.human_tasks import attachments
 from approvals.inbox import decided, selectors
 from approvals.inbox import rows as inbox_rows
 from approvals.models import HumanTask
@@ -267,6 +268,9 @@ def _task_context(
         "trail": audit.trail(task),
         "comments": task.comments.select_related("author"),
         "snooze_choices": selectors.snooze_choices(now),
+        "attachments": attachments.of_request(run.pk),
+        "attach_url": reverse("approvals:attach", args=[task.pk]),
+        "attachment_max_bytes": attachments.max_bytes(),
     }
 
 
@@ -489,6 +493,34 @@ def comment(request: HttpRequest, task_id: UUID) -> HttpResponse:
         ),
         "Comment added.",
     )
+
+
+@login_required
+@require_POST
+def attach(request: HttpRequest, task_id: UUID) -> HttpResponse:
+    """Attach the posted files to the task: all of them, or none, saying why."""
+    files = request.FILES.getlist("files")
+    count = len(files)
+    return _act(
+        request,
+        task_id,
+        lambda: (
+            attachments.attach(
+                task_id=task_id,
+                user=request.user,
+                uploads=files,
+                channel=Channel.INBOX,
+                remote_addr=client_address(request),
+            )
+            if files
+            else _no_files()
+        ),
+        f"Attached {count} file{pluralize(count)}.",
+    )
+
+
+def _no_files() -> None:
+    raise human_tasks.InvalidRequest("Choose the files to attach first.")
 
 
 @login_required

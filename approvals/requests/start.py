@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from django.core.files.uploadedfile import UploadedFile
+from django.utils import timezone
+
 from approvals import start_forms
+from approvals.human_tasks import InvalidRequest, attachments
 from approvals.states import Channel
 from workflows import registry, starting
 from workflows.dsl import InvalidInput, Workflow
@@ -87,10 +91,16 @@ def blank(start: StartForm) -> FormToFill:
 
 
 def start_request(
-    start: StartForm, *, user: Any, posted: Mapping[str, str], remote_addr: str | None
+    start: StartForm,
+    *,
+    user: Any,
+    posted: Mapping[str, str],
+    remote_addr: str | None,
+    files: Sequence[UploadedFile] = (),
 ) -> Started | FormToFill:
-    """Start the run the posted form asks for, once per form key; or return the form to
-    fill again: a row added or removed, or each error beside its box."""
+    """Start the run the posted form asks for, once per form key, with the files posted
+    beside it; or return the form to fill again: a row added or removed, each error beside
+    its box, or a file refused (checked before anything starts, so nothing is lost)."""
     data, form = start_forms.read(start.spec, posted)
     key = posted.get("key", "")
     if "add" in posted or "remove" in posted:
@@ -104,6 +114,11 @@ def start_request(
     if not FORM_KEY.fullmatch(key):
         form = replace(form, form_errors=("This form was incomplete: check it and send it again.",))
         return FormToFill(start=start, form=form, key=new_key(), status=400)
+    try:
+        checked = attachments.check(files)
+    except InvalidRequest as refused:
+        form = replace(form, form_errors=(f"{refused} Choose the files again.",))
+        return FormToFill(start=start, form=form, key=key, status=refused.status)
     try:
         run, created = starting.start_for(
             user=user,
@@ -120,6 +135,16 @@ def start_request(
     except (starting.StartRefused, starting.KeyTaken) as refused:
         form = replace(form, form_errors=(str(refused),))
         return FormToFill(start=start, form=form, key=key, status=refused.status)
+    if created and checked:
+        attachments.keep(
+            checked=checked,
+            run_id=run.pk,
+            task_id=None,
+            user=user,
+            channel=Channel.INBOX,
+            now=timezone.now(),
+            remote_addr=remote_addr,
+        )
     return Started(run=run, created=created)
 
 

@@ -14,4 +14,6 @@ urlpatterns = [
     path("<uuid:run_id>/withdraw/", views.withdraw, name="withdraw"),
     path("<uuid:run_id>/revise/", views.revise, name="revise"),
     path("<uuid:run_id>/comment/", views.comment, name="comment"),
+    path("<uuid:run_id>/attach/", views.attach, name="attach"),
+    path("files/<uuid:attachment_id>/", views.attachment, name="attachment"),
 ]

@@ -18,10 +18,12 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.template.defaultfilters import pluralize
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from approvals import request_pages, start_forms
-from approvals.human_tasks import TaskError, revisions
+from approvals.human_tasks import InvalidRequest, TaskError, attachments, revisions
 from approvals.request_pages import RequestFilters, RequestNotFound
 from approvals.requests import services, start
 from approvals.states import Channel
@@ -69,7 +71,11 @@ def start_request(request: HttpRequest, workflow_type: str) -> HttpResponse:
         return HttpResponse(status=405, headers={"Allow": "GET, POST"})
 
     outcome = start.start_request(
-        form, user=request.user, posted=request.POST, remote_addr=client_address(request)
+        form,
+        user=request.user,
+        posted=request.POST,
+        files=request.FILES.getlist("files"),
+        remote_addr=client_address(request),
     )
     if isinstance(outcome, start.FormToFill):
         if outcome.edited and request.htmx:
@@ -90,6 +96,7 @@ def _start_page(request: HttpRequest, page: start.FormToFill) -> HttpResponse:
         "form": page.form,
         "key": page.key,
         "action": request.path,
+        "attachment_max_bytes": attachments.max_bytes(),
         "requester_note": (
             f"You are the requester ({starter.username})."
             if definition.requester_field and not starter.is_operator
@@ -244,6 +251,9 @@ def _request_context(
         "confirm": confirm and refusal is None,
         "may_comment": bool(page.tasks),
         "error": error,
+        "attachments": attachments.of_request(run.pk),
+        "attach_url": reverse("requests:attach", args=[run.pk]),
+        "attachment_max_bytes": attachments.max_bytes(),
     }
 
 
@@ -303,6 +313,43 @@ def comment(request: HttpRequest, run_id: UUID) -> HttpResponse:
         return render(request, "approvals/requests/request.html", context, status=refused.status)
     messages.success(request, "Comment added: whoever decides will read it.")
     return redirect("requests:detail", run_id=run_id)
+
+
+@login_required
+@require_POST
+def attach(request: HttpRequest, run_id: UUID) -> HttpResponse:
+    """Attach the posted files to the request: all of them, or none, saying why."""
+    files = request.FILES.getlist("files")
+    try:
+        if not files:
+            raise InvalidRequest("Choose the files to attach first.")
+        attachments.attach(
+            run_id=run_id,
+            user=request.user,
+            uploads=files,
+            channel=Channel.INBOX,
+            remote_addr=client_address(request),
+        )
+    except RequestNotFound as error:
+        return _problem(request, str(error), status=404)
+    except InvalidRequest as refused:
+        run = request_pages.visible_request(run_id=run_id, user=request.user)
+        context = _request_context(request, run)
+        context["attach_error"] = str(refused)
+        return render(request, "approvals/requests/request.html", context, status=refused.status)
+    messages.success(request, f"Attached {len(files)} file{pluralize(len(files))}.")
+    return redirect("requests:detail", run_id=run_id)
+
+
+@login_required
+@require_GET
+def attachment(request: HttpRequest, attachment_id: UUID) -> HttpResponse:
+    """The file, to whoever may see its request (attachments.download says how)."""
+    try:
+        found = attachments.for_download(attachment_id=attachment_id, user=request.user)
+    except RequestNotFound as error:
+        return _problem(request, str(error), status=404)
+    return attachments.download(found)
 
 
 def _with_edited_rows(

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from approvals import audit
+from approvals.human_tasks import attachments
 
 
 class Command(BaseCommand):
@@ -40,6 +41,16 @@ class Command(BaseCommand):
         report = audit.verify_audit_chain(checkpoints=checkpoints)
         if not report.intact:
             raise CommandError(report.problem)
+        swapped = [
+            f"Attachment {found.attachment.pk} (“{found.attachment.name}”, request "
+            f"{found.attachment.run_id}) {found.problem}."
+            for found in attachments.verify_attachments()
+        ]
+        if swapped:
+            raise CommandError(
+                "The audit chain is intact, but not every attached file is as it was "
+                "attached:\n" + "\n".join(swapped)
+            )
         self.stdout.write(
             self.style.SUCCESS(
                 f"The audit chain is intact: {report.entries} entries, keyed with "

@@ -7,9 +7,9 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('approvals', '0015_webhook_secret_rotation'),
+        ('approvals', '0016_attachments'),
         ('auth', '0012_alter_user_first_name_max_length'),
-        ('workflows', '0016_activity_limiters'),
+        ('workflows', '0015_update_answers'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -1,0 +1,287 @@
+"""Files attached to a request or to one of its tasks.
+
+Each file is checked by what its content is (its magic numbers, with the `filetype`
+package), never by its name or the type its sender claims, and by its size; a request
+with one bad file attaches none, and says which and why. Files are stored through
+Django's storage API (the file system by default; S3 and the like with django-storages)
+under their own id, never their name, and served only to people who may see the
+request. Each one's SHA-256 is written to the audit chain as it is attached, so that
+`verify_audit` finds a file swapped in storage afterwards (`verify_attachments`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import unicodedata
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import PurePosixPath, PureWindowsPath
+from typing import Any
+from uuid import UUID
+
+import filetype
+from auditlog.models import LogEntry
+from django.conf import settings
+from django.contrib.contenttypes.models import ContentType
+from django.core.files.uploadedfile import UploadedFile
+from django.db import transaction
+from django.http import FileResponse
+from django.template.defaultfilters import filesizeformat
+from django.utils import timezone
+
+from approvals import audit
+from approvals.human_tasks.acting import visible_task
+from approvals.human_tasks.errors import InvalidRequest
+from approvals.models import Attachment
+from approvals.request_pages import RequestNotFound, visible_request
+
+# What may be attached, by the type its content shows, and how people call it.
+ACCEPTED = {
+    "application/pdf": "PDF",
+    "image/png": "PNG image",
+    "image/jpeg": "JPEG image",
+    "image/gif": "GIF image",
+    "image/webp": "WebP image",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": "Word document",
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": "Excel workbook",
+    "application/vnd.oasis.opendocument.text": "OpenDocument text",
+    "application/vnd.oasis.opendocument.spreadsheet": "OpenDocument spreadsheet",
+    "text/plain": "plain text",
+}
+ACCEPTED_IN_WORDS = (
+    "a PDF, an image (PNG, JPEG, GIF or WebP), a Word, Excel or OpenDocument file,"
+    " or plain text (CSV too)"
+)
+# How many files one form or request may carry.
+MAX_FILES = 10
+_HEAD_BYTES = 8192
+_CHUNK = 64 * 1024
+_NAME_LENGTH = Attachment._meta.get_field("name").max_length
+
+
+@dataclass(frozen=True)
+class Checked:
+    """An upload that passed: what it is, as its content says."""
+
+    upload: UploadedFile
+    name: str
+    content_type: str
+    size: int
+    sha256: str
+
+
+def max_bytes() -> int:
+    return settings.BATON_ATTACHMENT_MAX_BYTES
+
+
+def check(uploads: Iterable[UploadedFile]) -> list[Checked]:
+    """Check every upload before any is kept; raise InvalidRequest naming the first bad
+    one and why (too big, empty, or of a kind not accepted)."""
+    uploads = list(uploads)
+    if len(uploads) > MAX_FILES:
+        raise InvalidRequest(f"Attach at most {MAX_FILES} files at once, not {len(uploads)}.")
+    return [_check(upload) for upload in uploads]
+
+
+def _check(upload: UploadedFile) -> Checked:
+    name = clean_name(upload.name or "")
+    digest, size, head = hashlib.sha256(), 0, b""
+    upload.seek(0)
+    for chunk in upload.chunks(_CHUNK):
+        size += len(chunk)
+        if size > max_bytes():
+            raise InvalidRequest(
+                f"The file “{name}” is over {_in_words(max_bytes())}: attachments may be"
+                f" at most {_in_words(max_bytes())}. Nothing was attached."
+            )
+        if len(head) < _HEAD_BYTES:
+            head += chunk[: _HEAD_BYTES - len(head)]
+        digest.update(chunk)
+    upload.seek(0)
+    if size == 0:
+        raise InvalidRequest(f"The file “{name}” is empty. Nothing was attached.")
+    content_type = kind_of(head)
+    if content_type not in ACCEPTED:
+        what = f"holds {content_type}" if content_type else "holds nothing Baton can tell"
+        raise InvalidRequest(
+            f"The file “{name}” {what}, whatever its name says: attach"
+            f" {ACCEPTED_IN_WORDS}. Nothing was attached."
+        )
+    return Checked(upload, name, content_type, size, digest.hexdigest())
+
+
+def kind_of(head: bytes) -> str | None:
+    """The MIME type the first bytes of a file show; "text/plain" for text in UTF-8 with
+    no control characters but line breaks and tabs; None if nothing is recognised."""
+    found = filetype.guess_mime(head)
+    if found:
+        return found
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as error:
+        if error.start < len(head) - 3:  # not merely a character cut at the 8 KB mark
+            return None
+        text = head[: error.start].decode("utf-8")
+    if all(char in "\t\n\r" or unicodedata.category(char) != "Cc" for char in text):
+        return "text/plain"
+    return None
+
+
+def clean_name(name: str) -> str:
+    """The file's own name, without any folder, control characters or leading dots."""
+    base = PureWindowsPath(PurePosixPath(name).name).name
+    base = "".join(char for char in base if unicodedata.category(char)[0] != "C").strip()
+    return base.lstrip(".")[:_NAME_LENGTH] or "attachment"
+
+
+def attach(
+    *,
+    user: Any,
+    uploads: Iterable[UploadedFile],
+    channel: str,
+    run_id: UUID | None = None,
+    task_id: UUID | None = None,
+    now: datetime | None = None,
+    remote_addr: str | None = None,
+) -> list[Attachment]:
+    """Attach files to a task (`task_id`: whoever may see it) or to a request (`run_id`:
+    whoever may see its page). All or none: every file is checked before any is kept."""
+    if task_id is not None:
+        task = visible_task(task_id=task_id, user=user)
+        run_id = task.run_id
+    else:
+        task = None
+        assert run_id is not None, "attach to a task or to a request"
+        visible_request(run_id=run_id, user=user)
+    return keep(
+        checked=check(uploads),
+        run_id=run_id,
+        task_id=task.pk if task else None,
+        user=user,
+        channel=channel,
+        now=now or timezone.now(),
+        remote_addr=remote_addr,
+    )
+
+
+def keep(
+    *,
+    checked: list[Checked],
+    run_id: UUID,
+    task_id: UUID | None,
+    user: Any,
+    channel: str,
+    now: datetime,
+    remote_addr: str | None,
+) -> list[Attachment]:
+    """Store checked files and audit each, in one transaction; a file stored before a
+    failure is removed again, so storage holds no file without its row."""
+    kept: list[Attachment] = []
+    try:
+        with transaction.atomic():
+            for item in checked:
+                attachment = Attachment(
+                    run_id=run_id,
+                    task_id=task_id,
+                    uploaded_by=user,
+                    name=item.name,
+                    content_type=item.content_type,
+                    size=item.size,
+                    sha256=item.sha256,
+                    created_at=now,
+                )
+                attachment.file.save(attachment.pk.hex, item.upload, save=False)
+                kept.append(attachment)
+                attachment.save()
+                audit.record_attachment(
+                    attachment=attachment,
+                    actor=user,
+                    channel=channel,
+                    now=now,
+                    remote_addr=remote_addr,
+                )
+    except BaseException:
+        for attachment in kept:
+            attachment.file.delete(save=False)
+        raise
+    return kept
+
+
+def for_download(*, attachment_id: UUID, user: Any) -> Attachment:
+    """The attachment, if `user` may see its request; RequestNotFound otherwise."""
+    attachment = Attachment.objects.filter(pk=attachment_id).first()
+    if attachment is None:
+        raise RequestNotFound()
+    visible_request(run_id=attachment.run_id, user=user)
+    return attachment
+
+
+def download(attachment: Attachment) -> FileResponse:
+    """The file as a download, never shown inline, under the type its content was found
+    to be, and sandboxed should a browser open it anyway."""
+    response = FileResponse(
+        attachment.file.open("rb"),
+        as_attachment=True,
+        filename=attachment.name,
+        content_type=attachment.content_type,
+    )
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "sandbox; default-src 'none'"
+    response["Cache-Control"] = "private, no-store"
+    return response
+
+
+def of_request(run_id: UUID) -> list[Attachment]:
+    return list(Attachment.objects.filter(run_id=run_id).select_related("uploaded_by", "task"))
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    attachment: Attachment
+    problem: str
+
+
+def verify_attachments() -> Iterator[Mismatch]:
+    """Each attachment whose stored file, or row, no longer has the SHA-256 the audit
+    chain holds for it (the chain itself is checked by audit.verify_audit_chain)."""
+    audited = _audited_hashes()
+    for attachment in Attachment.objects.order_by("created_at", "id").iterator():
+        held = audited.get(str(attachment.pk))
+        if held is None:
+            yield Mismatch(attachment, "has no audit entry holding its SHA-256")
+            continue
+        if attachment.sha256 != held:
+            yield Mismatch(attachment, "has a SHA-256 in its row that the audit chain does not")
+            continue
+        try:
+            stored = _sha256_of_stored(attachment)
+        except OSError:
+            yield Mismatch(attachment, "is missing from storage")
+            continue
+        if stored != held:
+            yield Mismatch(attachment, "was changed in storage since it was attached")
+
+
+def _audited_hashes() -> dict[str, str]:
+    entries = LogEntry.objects.filter(
+        content_type=ContentType.objects.get_for_model(Attachment),
+        additional_data__event="attached",
+    ).values_list("object_pk", "changes")
+    return {object_pk: _new_value(changes, "sha256") for object_pk, changes in entries}
+
+
+def _new_value(changes: Any, field: str) -> str:
+    return (changes or {}).get(field, [None, None])[1]
+
+
+def _sha256_of_stored(attachment: Attachment) -> str:
+    digest = hashlib.sha256()
+    with attachment.file.open("rb") as stored:
+        for chunk in iter(lambda: stored.read(_CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _in_words(size: int) -> str:
+    return filesizeformat(size).replace("\xa0", " ")
