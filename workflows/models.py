@@ -732,6 +732,28 @@ class Signal(models.Model):
         return f"{self.name} ({self.signal_id})"
 
 
+class ActivityLimiter(models.Model):
+    """The count behind an activity's `rate_limit` and `concurrency`, shared by every worker.
+
+    One row per limited activity (`workflows.queues.limit_key`), created at its first
+    claim. A claim locks the row (SELECT ... FOR UPDATE) in the transaction that starts
+    the step, so two workers never both take the last slot (see `workflows.engine.limits`).
+    """
+
+    key = models.CharField(max_length=200, primary_key=True)
+    # The steps whose attempts held a slot when last counted. A step still `running` holds
+    # it; one that ended (or whose lease expired) has given it back, so the record of an
+    # attempt need not touch this row, and a crashed worker's slot frees itself.
+    holders = models.JSONField(default=list)
+    # The rate's current window (aligned to the clock) and how many attempts started in it.
+    window_start = models.DateTimeField(null=True, blank=True)
+    window_count = models.PositiveIntegerField(default=0)
+    updated_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return self.key
+
+
 class ApiToken(models.Model):
     """A per-user API token. Only its SHA-256 digest is stored; the token is shown once."""
 
