@@ -26,7 +26,7 @@ def partition_step_events(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workflows', '0015_update_answers'),
+        ('workflows', '0016_activity_limiters'),
     ]
 
     operations = [
