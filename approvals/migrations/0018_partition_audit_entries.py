@@ -21,7 +21,7 @@ def partition_audit_entries(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('approvals', '0016_attachments'),
+        ('approvals', '0017_decided_by_me_index'),
         ('auditlog', '0017_add_actor_email'),
     ]
 
