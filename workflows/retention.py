@@ -147,6 +147,8 @@ def prune_runs(
             if not run_ids:
                 drained = True
                 break
+            for hook in registry.prune_hooks():
+                hook(run_ids)
             deleted: dict[str, int] = {}
             if connection.vendor == "postgresql":
                 window = None if events_from is None else (events_from, finished_before)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from auditlog.models import LogEntry
@@ -275,8 +276,8 @@ class TestEventMonths:
 
 
 class TestAttachments:
-    def test_a_pruned_runs_attachments_go_with_it(
-        self, approved_expense, alice, settings, tmp_path
+    def test_a_pruned_runs_attachments_go_with_it_files_and_all(
+        self, approved_expense, alice, settings, tmp_path, django_capture_on_commit_callbacks
     ):
         settings.MEDIA_ROOT = tmp_path
         csv = SimpleUploadedFile("costs.csv", b"date,amount\n2026-12-01,120.00\n", "text/csv")
@@ -285,6 +286,10 @@ class TestAttachments:
         )
         age(approved_expense, 100)
 
-        prune("--finished-before", "90d")
+        stored = Path(kept.file.path)
+
+        with django_capture_on_commit_callbacks(execute=True):
+            prune("--finished-before", "90d")
 
         assert not Attachment.objects.filter(pk=kept.pk).exists()
+        assert not stored.exists()
