@@ -113,6 +113,13 @@ class HumanTask(fsm.ConcurrentTransitionMixin, models.Model):
                 name="task_decided_idx",
             ),
             models.Index(fields=["state", "due_at", "id"], name="task_state_due_idx"),
+            # A person's decisions, newest first: the inbox's "Decided by me" tab, by
+            # keyset (approvals.inbox.decided), read backwards.
+            models.Index(
+                fields=["decided_by", "decided_at", "id"],
+                condition=Q(state=TaskState.COMPLETED),
+                name="task_decided_by_idx",
+            ),
             # Recent decisions, for the SLA dashboard's decision times.
             models.Index(
                 fields=["decided_at"],

@@ -363,9 +363,93 @@ CATALOGUE: dict[str, Spec] = dict(
             "/s",
             "few entries",
         ),
+        # -- scale: years of history beside a small database (opt-in: --only scale) --
+        _spec(
+            "scale_three_step_per_s",
+            "scale",
+            "3-step runs per second in-process, years of history",
+            "/s",
+            "small database",
+            Target(1 / 1.2, on="ratio", direction="min"),
+        ),
+        _spec(
+            "scale_start_p50_ms",
+            "scale",
+            "start p50, years of history",
+            "ms",
+            "small database",
+            Target(1.2, on="ratio"),
+        ),
+        _spec(
+            "scale_inbox_first_p95_ms",
+            "scale",
+            "inbox first page p95 (2,000 open tasks), years of history",
+            "ms",
+            "small database",
+            Target(1.2, on="ratio"),
+        ),
+        _spec(
+            "scale_inbox_deep_p95_ms",
+            "scale",
+            "inbox deep page p95 (2,000 open tasks), years of history",
+            "ms",
+            "small database",
+            Target(1.2, on="ratio"),
+        ),
+        _spec(
+            "scale_console_by_key_p95_ms",
+            "scale",
+            "console runs filtered by business key p95, years of history",
+            "ms",
+            "small database",
+            Target(1.2, on="ratio"),
+        ),
+        _spec(
+            "scale_console_search_p95_ms",
+            "scale",
+            "console runs searched by business key p95, years of history",
+            "ms",
+            "small database",
+            Target(1.2, on="ratio"),
+        ),
+        _spec(
+            "scale_sla_p95_ms",
+            "scale",
+            "SLA dashboard p95 (operator), years of history",
+            "ms",
+            "small database",
+            Target(1.2, on="ratio"),
+        ),
+        _spec(
+            "scale_api_by_key_p95_ms",
+            "scale",
+            "GET /api/v1/workflows?correlation_id= p95, years of history",
+            "ms",
+            "small database",
+            Target(1.2, on="ratio"),
+        ),
+        _spec(
+            "scale_sweep_s",
+            "scale",
+            "sweep of 100 due timers among the waiting runs, years of history",
+            "s",
+            "small database",
+            Target(1.2, on="ratio"),
+        ),
+        _spec(
+            "scale_prune_runs_per_s",
+            "scale",
+            "finished runs pruned per second, years of history",
+            "/s",
+            "small database",
+            Target(5000, direction="min", unit="/s"),
+        ),
+        _spec("scale_prune_large_runs", "scale", "runs the measured prune deleted", ""),
     ]
 )
-GROUPS = ("engine", "dbos", "long", "map", "celery", "sweep", "inbox", "decide", "audit")
+GROUPS = ("engine", "dbos", "long", "map", "celery", "sweep", "inbox", "decide", "audit", "scale")
+# Run only when asked (`--only scale`), or by the tiny profile that checks every figure.
+OPT_IN = ("scale",)
 
 
 def _number(value: float | None) -> str:

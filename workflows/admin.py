@@ -13,6 +13,7 @@ from django.utils import timezone
 from workflows import calendars, due_times, engine, registry
 from workflows.client_address import client_address
 from workflows.models import (
+    ActivityLimiter,
     ApiToken,
     BusinessCalendar,
     Holiday,
@@ -154,6 +155,29 @@ class StepEventAdmin(admin.ModelAdmin):
     search_fields = ("=run__id", "node")
     readonly_fields = [field.name for field in StepEvent._meta.fields]
     list_select_related = ("run",)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
+@admin.register(ActivityLimiter)
+class ActivityLimiterAdmin(admin.ModelAdmin):
+    """What each limited activity holds now. Read only: the claims write it, and a row
+    deleted or edited would let more attempts start than the limits allow."""
+
+    list_display = ("key", "slots_held", "window_start", "window_count", "updated_at")
+    search_fields = ("key",)
+    readonly_fields = [field.name for field in ActivityLimiter._meta.fields]
+
+    @admin.display(description="slots held when last counted")
+    def slots_held(self, limiter: ActivityLimiter) -> int:
+        return len(limiter.holders)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from workflows.dsl import Activity, Node, Workflow, forward_successors
+from workflows.dsl import Activity, Map, Node, Workflow, forward_successors
 from workflows.models import StepRun
 from workflows.states import LIVE_STEP_STATES, StepKind, StepState
 
@@ -28,6 +28,8 @@ class Box:
     current: bool
     width: int = BOX_WIDTH
     height: int = BOX_HEIGHT
+    # An activity's queue and limits, in a small line under its name ("" for none).
+    note: str = ""
 
     @property
     def label_x(self) -> int:
@@ -36,6 +38,15 @@ class Box:
     @property
     def label_y(self) -> int:
         return self.y + self.height // 2
+
+    @property
+    def name_y(self) -> int:
+        """Where the name sits: in the middle, or a little higher above a note."""
+        return self.label_y - 6 if self.note else self.label_y
+
+    @property
+    def note_y(self) -> int:
+        return self.label_y + 10
 
 
 @dataclass(frozen=True)
@@ -96,6 +107,7 @@ def draw(definition: Workflow, steps: Iterable[StepRun]) -> Diagram:
                 y=MARGIN + row * (BOX_HEIGHT + GAP_Y),
                 state=str(state),
                 current=state in LIVE_STEP_STATES or state == UNDOING,
+                note=limits_note(definition.node(name)),
             )
     arrows = [
         _arrow(boxes[node.name], boxes[successor], label, dashed=bool(label))
@@ -112,6 +124,21 @@ def draw(definition: Workflow, steps: Iterable[StepRun]) -> Diagram:
     tallest = max((len(names) for names in columns.values()), default=1)
     height = MARGIN * 2 + tallest * (BOX_HEIGHT + GAP_Y) - GAP_Y
     return Diagram(boxes=list(boxes.values()), arrows=arrows, width=width, height=height)
+
+
+def limits_note(node: Node) -> str:
+    """Say an activity's (or a map's) queue and limits in few words: "payments · 50/m ·
+    5 at once"; "" when it has none."""
+    if not isinstance(node, Activity | Map):
+        return ""
+    parts = []
+    if node.queue:
+        parts.append(node.queue)
+    if node.rate_limit:
+        parts.append(node.rate_limit)
+    if node.concurrency is not None:
+        parts.append(f"{node.concurrency} at once")
+    return " · ".join(parts)
 
 
 def _arrow(source: Box, target: Box, label: str, *, dashed: bool) -> Arrow:

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 import pydantic
 
+from workflows import queues
 from workflows.activity import ActivityContext
 from workflows.calendars import BusinessTime, Duration
 from workflows.cleaning import Refused, refuse_unstorable
@@ -123,6 +124,12 @@ class Activity(Node):
     # good with an error of this type, instead of being undone. Keys are exception
     # class names (see `catch_target`); values are node names.
     on_error: Mapping[str, str] = field(default_factory=dict)
+    # The Celery queue its steps go to (None: Baton's steps queue); see workflows.queues.
+    queue: str | None = None
+    # At most this many attempts start per window ("50/m"), and run at once, counted
+    # across every worker by the database (see workflows.queues).
+    rate_limit: str | None = None
+    concurrency: int | None = None
 
     def exits(self) -> tuple[str | None, ...]:
         return (self.next, *self.on_error.values())
@@ -310,6 +317,11 @@ class Map(Node):
     retry: RetryPolicy = RetryPolicy()
     compensation_retry: RetryPolicy = RetryPolicy(max_attempts=5)
     timeouts: Timeouts = Timeouts()
+    # As for an Activity: each item's queue, and limits counted across every run and
+    # worker (max_concurrency counts this run's items only).
+    queue: str | None = None
+    rate_limit: str | None = None
+    concurrency: int | None = None
 
     def exits(self) -> tuple[str | None, ...]:
         return (self.next,)
@@ -331,6 +343,9 @@ class Map(Node):
             compensation_retry=self.compensation_retry,
             timeouts=self.timeouts,
             needs=self.needs,
+            queue=self.queue,
+            rate_limit=self.rate_limit,
+            concurrency=self.concurrency,
         )
 
     def child_input(self, data: RunData, item: Any) -> Mapping[str, Any]:
@@ -732,6 +747,8 @@ def check_definition(workflow: Workflow) -> list[str]:
             )
         if isinstance(node, Activity) and node.on_error:
             problems.extend(_catch_problems(node))
+        if isinstance(node, Activity):
+            problems.extend(queues.problems(node, kind="activity", local=node.local))
         if isinstance(node, Parallel):
             problems.extend(_parallel_problems(workflow, node))
         if isinstance(node, Approval) and node.form is not None:
@@ -991,6 +1008,12 @@ def _map_problems(node: Map) -> list[str]:
         problems.append(
             f"map {node.name!r} has max_concurrency={concurrency!r}: it must be a whole "
             "number of at least 1"
+        )
+    problems.extend(queues.problems(node, kind="map"))
+    if node.runs_children and (node.queue is not None or queues.is_limited(node)):
+        problems.append(
+            f"map {node.name!r} runs child workflows: give queue, rate_limit and concurrency "
+            "to the activities of the child workflow instead"
         )
     if node.on_failure not in ("fail_fast", "finish_all"):
         problems.append(

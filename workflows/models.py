@@ -664,11 +664,26 @@ def step_key(
 
 
 class StepEvent(models.Model):
-    """An append-only line of a run's timeline: what happened to which step, when."""
+    """An append-only line of a run's timeline: what happened to which step, when.
 
-    run = models.ForeignKey(WorkflowRun, on_delete=models.CASCADE, related_name="events")
+    On PostgreSQL the table is partitioned by month of `at` (workflows.partitions;
+    its primary key is (id, at) there) and retention drops whole months. Its keys to
+    the run and the step are not enforced by the database: every delete of a run or
+    a step would otherwise probe each month's index, and retention deletes runs by
+    the thousand. The engine writes events only for rows it holds, and retention
+    removes a run's events with it.
+    """
+
+    run = models.ForeignKey(
+        WorkflowRun, on_delete=models.CASCADE, related_name="events", db_constraint=False
+    )
     step = models.ForeignKey(
-        StepRun, null=True, blank=True, on_delete=models.CASCADE, related_name="events"
+        StepRun,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="events",
+        db_constraint=False,
     )
     node = models.CharField(max_length=100, blank=True)
     kind = models.CharField(max_length=30)
@@ -715,6 +730,28 @@ class Signal(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.signal_id})"
+
+
+class ActivityLimiter(models.Model):
+    """The count behind an activity's `rate_limit` and `concurrency`, shared by every worker.
+
+    One row per limited activity (`workflows.queues.limit_key`), created at its first
+    claim. A claim locks the row (SELECT ... FOR UPDATE) in the transaction that starts
+    the step, so two workers never both take the last slot (see `workflows.engine.limits`).
+    """
+
+    key = models.CharField(max_length=200, primary_key=True)
+    # The steps whose attempts held a slot when last counted. A step still `running` holds
+    # it; one that ended (or whose lease expired) has given it back, so the record of an
+    # attempt need not touch this row, and a crashed worker's slot frees itself.
+    holders = models.JSONField(default=list)
+    # The rate's current window (aligned to the clock) and how many attempts started in it.
+    window_start = models.DateTimeField(null=True, blank=True)
+    window_count = models.PositiveIntegerField(default=0)
+    updated_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return self.key
 
 
 class ApiToken(models.Model):

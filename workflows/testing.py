@@ -145,6 +145,16 @@ class WorkflowEnvironment:
             .order_by("due_at")
             .values_list("due_at", flat=True)
             .first(),
+            # A step its activity's rate_limit held back (settle runs every other
+            # scheduled step): due when its window ends.
+            StepRun.objects.filter(
+                state=StepState.SCHEDULED,
+                due_at__gt=self.now,
+                run__state__in=(RunState.RUNNING, RunState.WAITING),
+            )
+            .order_by("due_at")
+            .values_list("due_at", flat=True)
+            .first(),
             WorkflowRun.objects.filter(
                 state__in=(RunState.RUNNING, RunState.WAITING), deadline_at__gt=self.now
             )
@@ -446,5 +456,5 @@ def workflow_env(db: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workflow
         yield env
 
 
-def _kept_in_process(step_ids: list[int]) -> None:
+def _kept_in_process(step_ids: list[int], **_options: Any) -> None:
     """The kit runs scheduled steps itself (`settle`); the database says which."""

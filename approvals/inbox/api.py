@@ -20,7 +20,7 @@ from ninja import Field, Query, Router, Schema, Status
 from approvals import human_tasks, task_forms
 from approvals.escalation import sla
 from approvals.human_tasks import revisions
-from approvals.inbox import selectors
+from approvals.inbox import decided, selectors
 from approvals.models import COMMENT_MAX_LENGTH, Comment, HumanTask
 from approvals.states import Channel, Priority, Sla
 from workflows.api import ERRORS, ApiIn, ApiProblem, not_found
@@ -62,6 +62,11 @@ class TaskOut(Schema):
         description="for a resubmitted revision, what changed in the input: {field: [old, new]}"
     )
     created_at: datetime
+    run_state: str | None = Field(
+        None,
+        description="the state of the task's run now (`tab=decided` only): what became of "
+        "the request after the decision",
+    )
 
 
 class TaskPageOut(Schema):
@@ -145,7 +150,11 @@ class BulkApproveOut(Schema):
 
 
 class InboxQuery(ApiIn):
-    tab: Literal["mine", "queue", "delegated"] = "mine"
+    tab: Literal["mine", "queue", "delegated", "decided"] = Field(
+        "mine",
+        description="`decided`: the tasks the caller decided, newest decision first, with "
+        "each run's state now (the other filters do not apply to it)",
+    )
     type: str | None = Field(None, max_length=100)
     priority: Priority | None = None
     sla: Sla | None = None
@@ -191,6 +200,8 @@ def task_out(task: HumanTask) -> dict[str, Any]:
 
 @router.get("", response={200: TaskPageOut, **ERRORS}, summary="The caller's inbox")
 def list_tasks(request: HttpRequest, query: Query[InboxQuery]) -> dict[str, Any]:
+    if query.tab == decided.TAB:
+        return _decided_tasks(request, cursor=query.cursor or "")
     filters = selectors.InboxFilters(
         tab=query.tab,
         workflow_type=query.type or "",
@@ -206,6 +217,17 @@ def list_tasks(request: HttpRequest, query: Query[InboxQuery]) -> dict[str, Any]
         raise ApiProblem(400, "Bad cursor", "The cursor is not one this API gave out.") from None
     return {
         "items": [task_out(task) for task in page.tasks],
+        "next_cursor": page.next_cursor or None,
+    }
+
+
+def _decided_tasks(request: HttpRequest, *, cursor: str) -> dict[str, Any]:
+    try:
+        page = decided.decided_by(user=request.user, cursor=cursor, limit=decided.PAGE_SIZE)
+    except decided.BadCursor:
+        raise ApiProblem(400, "Bad cursor", "The cursor is not one this API gave out.") from None
+    return {
+        "items": [{**task_out(task), "run_state": task.run.state} for task in page.tasks],
         "next_cursor": page.next_cursor or None,
     }
 

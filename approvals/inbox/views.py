@@ -42,8 +42,8 @@ from approvals import (
 )
 from approvals.escalation import sla
 from approvals.human_tasks import attachments
+from approvals.inbox import decided, selectors
 from approvals.inbox import rows as inbox_rows
-from approvals.inbox import selectors
 from approvals.models import HumanTask
 from approvals.notify import links
 from approvals.states import Channel, Priority, Sla, TaskKind
@@ -74,6 +74,8 @@ def inbox(request: HttpRequest) -> HttpResponse:
     """The inbox; htmx asks for just the list (polling) or just the tab counts (after a change),
     and gets only what that part needs: one query for the list, one for the counts."""
     now = timezone.now()
+    if request.GET.get("tab") == decided.TAB:
+        return _decided_tab(request, now=now)
     filters = selectors.InboxFilters.from_query(request.GET)
     target = request.htmx.target if request.htmx else None
     context: dict[str, Any] = {
@@ -109,9 +111,7 @@ def inbox(request: HttpRequest) -> HttpResponse:
     if target == "task-list":
         return render(request, "approvals/inbox/inbox.html#task-list", context, status=status)
     header = selectors.inbox_header(user=request.user, now=now)
-    context["tabs"] = [
-        (name, label, _count_label(header.counts[name])) for name, label in selectors.TABS.items()
-    ]
+    context["tabs"] = _tabs(header)
     if target == "tab-counts":
         return render(request, "approvals/inbox/inbox.html#tab-counts", context, status=status)
     context.update(
@@ -123,6 +123,46 @@ def inbox(request: HttpRequest) -> HttpResponse:
         workflow_types=selectors.workflow_types(),
     )
     return render(request, "approvals/inbox/inbox.html", context, status=status)
+
+
+def _tabs(header: selectors.Header) -> list[tuple[str, str, str | None]]:
+    """Each tab's name, label and count as shown; the archive of decisions has no count."""
+    return [
+        *(
+            (name, label, _count_label(header.counts[name]))
+            for name, label in selectors.TABS.items()
+        ),
+        (decided.TAB, decided.LABEL, None),
+    ]
+
+
+def _decided_tab(request: HttpRequest, *, now: datetime) -> HttpResponse:
+    """The archive tab: the tasks the viewer decided, newest first, each with its outcome
+    and what became of the request since (its run's state now). Read only: no actions."""
+    filters = selectors.InboxFilters(tab=decided.TAB)
+    context: dict[str, Any] = {
+        "filters": filters,
+        "archive": True,
+        "query": _query_without(request.GET, "cursor"),
+        "tab_query": _query_without(request.GET, "cursor", "tab"),
+    }
+    target = request.htmx.target if request.htmx else None
+    if target != "tab-counts":
+        try:
+            page = decided.decided_by(
+                user=request.user, cursor=request.GET.get("cursor", ""), limit=decided.PAGE_SIZE
+            )
+        except decided.BadCursor:
+            page = decided.decided_by(user=request.user, limit=decided.PAGE_SIZE)
+            context["notice"] = "That page link no longer works, so here is the first page."
+        context.update(decided_page=page, tab_label=decided.LABEL)
+    if target == "decided-list":
+        return render(request, "approvals/inbox/inbox.html#decided-list", context)
+    header = selectors.inbox_header(user=request.user, now=now)
+    context.update(tabs=_tabs(header), manages_a_group=header.manages_a_group)
+    if target == "tab-counts":
+        return render(request, "approvals/inbox/inbox.html#tab-counts", context)
+    return render(request, "approvals/inbox/inbox.html", context)
 
 
 def _count_label(count: int) -> str:

@@ -8,6 +8,8 @@ import json
 import pytest
 from auditlog.models import LogEntry
 
+from approvals import human_tasks
+from approvals.inbox import decided
 from approvals.models import HumanTask
 from approvals.states import TaskState
 
@@ -318,3 +320,57 @@ class TestSendingBackForChanges:
         assert invalid.json()["errors"][0]["field"] == "input.amount"
         assert answered.status_code == 200
         assert answered.json()["changes"] == {"description": ["", "Ticket 4711"]}
+
+
+class TestDecidedTab:
+    @pytest.fixture
+    def carols_decisions(self, carol, start_expense, drive):
+        """carol approved three expenses, "Trip 0" first; the runs went on to the end."""
+        for n in range(3):
+            run = start_expense(title=f"Trip {n}")
+            human_tasks.approve_human_task(
+                task_id=run.human_tasks.get().pk, user=carol, channel="inbox"
+            )
+            drive(run)
+
+    def test_lists_my_decisions_newest_first_with_the_outcome_and_the_runs_state(
+        self, api_as, carols_decisions
+    ):
+        body = api_as("carol").get("/tasks", tab="decided").json()
+
+        assert [item["title"].split(" — ")[0] for item in body["items"]] == [
+            "Expense: Trip 2",
+            "Expense: Trip 1",
+            "Expense: Trip 0",
+        ]
+        assert {(item["outcome"], item["decided_by"]) for item in body["items"]} == {
+            ("approved", "carol")
+        }
+        assert {item["run_state"] for item in body["items"]} == {"succeeded"}
+        assert body["next_cursor"] is None
+
+    def test_pages_by_keyset(self, api_as, carols_decisions, monkeypatch):
+        monkeypatch.setattr(decided, "PAGE_SIZE", 2)
+        carol = api_as("carol")
+
+        first = carol.get("/tasks", tab="decided").json()
+        second = carol.get("/tasks", tab="decided", cursor=first["next_cursor"]).json()
+
+        assert len(first["items"]) == 2
+        assert [item["title"].split(" — ")[0] for item in second["items"]] == ["Expense: Trip 0"]
+        assert second["next_cursor"] is None
+
+    def test_someone_who_decided_nothing_gets_an_empty_list(self, api_as, carols_decisions):
+        body = api_as("bob").get("/tasks", tab="decided").json()
+
+        assert body == {"items": [], "next_cursor": None}
+
+    def test_a_bad_cursor_is_400(self, api_as):
+        response = api_as("carol").get("/tasks", tab="decided", cursor="bm9wZQ==")
+
+        assert response.status_code == 400
+
+    def test_the_other_tabs_do_not_say_a_runs_state(self, api_as, manager_task):
+        body = api_as("carol").get("/tasks").json()
+
+        assert body["items"][0]["run_state"] is None

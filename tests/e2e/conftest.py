@@ -158,8 +158,10 @@ class Cluster:
         *,
         queues: str | None = "baton.steps,baton.sweep",
         shared: bool = False,
+        concurrency: int = 2,
     ) -> None:
-        """Start a worker consuming `queues` (None: no -Q, as `celery -A config worker`).
+        """Start a worker consuming `queues` (None: no -Q, as `celery -A config worker`)
+        with `concurrency` pool processes.
 
         A `shared` worker serves every test and is stopped with the cluster; any
         other must be stopped by the test that started it.
@@ -171,7 +173,7 @@ class Cluster:
             "worker",
             "-n",
             f"{name}@%h",
-            "--concurrency=2",
+            f"--concurrency={concurrency}",
             *(["-Q", queues] if queues else []),
             "--without-mingle",
             "--without-gossip",

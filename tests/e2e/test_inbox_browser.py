@@ -197,6 +197,36 @@ class TestInbox:
         assert finance_task.state == TaskState.CLAIMED
 
 
+class TestDecidedByMe:
+    def test_carol_finds_what_she_decided_and_what_became_of_the_request(
+        self, sign_in, start_expense
+    ):
+        start_expense(title="Hotel in Paris")
+        run = start_expense(title="Train to Lyon")
+        task = run.human_tasks.get()
+        page = sign_in("carol")
+        page.get_by_role("button", name=re.compile("Approve Expense: Train to Lyon")).click()
+        expect(page.locator("tr", has_text="Train to Lyon").get_by_role("status")).to_have_text(
+            "Approved."
+        )
+        run.refresh_from_db()
+
+        page.get_by_role("link", name="Decided by me").click()
+
+        expect(page.get_by_role("link", name="Decided by me")).to_have_attribute(
+            "aria-current", "page"
+        )
+        rows = page.locator("#decided-list tbody tr")
+        expect(rows).to_have_count(1)  # not the hotel, still hers to decide
+        expect(rows.first).to_contain_text("Train to Lyon")
+        expect(rows.first).to_contain_text("Approved")
+        expect(rows.first).to_contain_text(run.get_state_display().capitalize())
+        expect(page.get_by_role("button", name=re.compile("Approve"))).to_have_count(0)
+        shoot(page, "inbox-decided")
+        rows.first.get_by_role("link", name=re.compile("Train to Lyon")).click()
+        expect(page).to_have_url(re.compile(f"/tasks/{task.pk}/"))
+
+
 class TestRefusals:
     def test_delegated_rows_offer_no_decision(self, sign_in, start_expense):
         run = start_expense()

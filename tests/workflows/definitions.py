@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -925,3 +926,55 @@ QUOTED = Workflow(
     },
 )
 registry.register(QUOTED)
+
+
+def which_worker(context: ActivityContext) -> dict[str, Any]:
+    """Say which worker ran the attempt (its process group: one per worker the e2e tests
+    start), after `input["seconds"]` of work."""
+    time.sleep(float(context.input.get("seconds", 0)))
+    return {"worker": os.getpgid(0), "item": context.item}
+
+
+# Charges on the PCI workers (`-Q payments`), the receipt on any worker.
+PAYMENTS = Workflow(
+    name="test_payments",
+    version=1,
+    start="charge",
+    nodes=(
+        Activity(
+            "charge",
+            run=which_worker,
+            compensate=NoCompensation("reads only"),
+            queue="payments",
+            next="receipt",
+        ),
+        Activity("receipt", run=which_worker, compensate=NoCompensation("reads only")),
+    ),
+)
+registry.register(PAYMENTS)
+
+
+def _count(data: RunData) -> list[int]:
+    return list(range(int(data.input["count"])))
+
+
+# A map whose items call a rate-limited service: at most 5 at once and 10 a second,
+# across every run and worker, on workers of their own (`-Q limited`).
+LIMITED_MAP = Workflow(
+    name="test_limited_map",
+    version=1,
+    start="call_each",
+    nodes=(
+        Map(
+            "call_each",
+            items=_count,
+            activity=which_worker,
+            compensate=NoCompensation("reads only"),
+            max_concurrency=50,
+            queue="limited",
+            rate_limit="10/s",
+            concurrency=5,
+        ),
+    ),
+)
+registry.register(LIMITED_MAP)

@@ -9,10 +9,11 @@ import pytest
 from auditlog.models import LogEntry
 from django.contrib.auth.models import Group, Permission, User
 from django.urls import reverse
+from django.utils import timezone
 
 from tests.workflows.test_engine import sweep_until_quiet
 from workflows import engine
-from workflows.models import BusinessCalendar
+from workflows.models import ActivityLimiter, BusinessCalendar
 from workflows.states import RunState
 
 pytestmark = pytest.mark.django_db
@@ -221,3 +222,22 @@ class TestAdminIndex:
 
         assert response.status_code == 200
         assert "runs-needing-an-operator" not in response.text
+
+
+class TestActivityLimiterAdmin:
+    def test_lists_each_limited_activitys_slots_and_window_read_only(self, admin_client):
+        ActivityLimiter.objects.create(
+            key="payouts:pay_each", holders=[1, 2, 3], window_count=7, window_start=timezone.now()
+        )
+
+        listed = admin_client.get(reverse("admin:workflows_activitylimiter_changelist"))
+        row = listed.text.split("payouts:pay_each", 1)[1].split("</tr>", 1)[0]
+        change = admin_client.get(
+            reverse("admin:workflows_activitylimiter_change", args=["payouts:pay_each"])
+        )
+
+        assert '<td class="field-slots_held">3</td>' in row
+        assert '<td class="field-window_count">7</td>' in row
+        assert "Add activity limiter" not in listed.text
+        assert 'name="_save"' not in change.text
+        assert "Delete" not in change.text

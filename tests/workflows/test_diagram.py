@@ -4,6 +4,7 @@ step's state (its latest round's), or its undo's while the undo runs or once it 
 from __future__ import annotations
 
 import pytest
+from django.template.loader import render_to_string
 
 from tests.workflows.test_engine import sweep_until_quiet
 from workflows import registry
@@ -54,3 +55,25 @@ class TestCatchAndDeadlineEdges:
         deadline = next(arrow for arrow in diagram.arrows if arrow.label == "deadline")
         assert (deadline.x2, deadline.y2) == (boxes["expire"].x, boxes["expire"].label_y)
         assert deadline.dashed
+
+
+class TestQueuesAndLimits:
+    def test_an_activity_shows_its_queue_and_limits_under_its_name(self):
+        diagram = draw(registry.get("test_limited_map"), [])
+
+        (box,) = diagram.boxes
+
+        assert box.note == "limited · 10/s · 5 at once"
+
+    def test_an_activity_without_them_shows_no_note(self):
+        notes = {box.name: box.note for box in draw(registry.get("test_payments"), []).boxes}
+
+        assert notes == {"charge": "payments", "receipt": ""}
+
+    def test_the_picture_prints_the_note_in_the_box(self):
+        diagram = draw(registry.get("test_payments"), [])
+
+        svg = render_to_string("workflows/partials/diagram.html", {"diagram": diagram})
+
+        assert ">payments</text>" in svg
+        assert "<title>charge (activity), payments</title>" in svg

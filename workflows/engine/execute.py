@@ -17,10 +17,10 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from workflows import metrics, tracing
+from workflows import metrics, queues, tracing
 from workflows.activity import ActivityCancelled, ActivityContext, LeaseLost
 from workflows.dsl import Activity, Workflow
-from workflows.engine import advance, prepared, straight, undo
+from workflows.engine import advance, limits, prepared, straight, undo
 from workflows.engine.nodes import map as map_node
 from workflows.engine.work import (
     CANCELLABLE_STEP_STATES,
@@ -64,16 +64,26 @@ def execute_step(*, step_id: int, now: datetime | None = None) -> None:
     clock) stands for the time of the claim and of each record; workers leave it
     out and read the clock at each.
     """
-    claim = claim_step(step_id, now=now or timezone.now())
+    claim = claim_step(step_id, now=now)
     eager_left = settings.BATON_EAGER_STEPS
     while claim is not None:
         outcome = run_activity(claim)
-        claim = record_outcome(claim, outcome, now=now or timezone.now(), eager=eager_left > 0)
+        # A worker of another queue (`Activity(queue=...)`) runs only that queue's steps.
+        eager = eager_left > 0 and _on_default_queue(claim)
+        claim = record_outcome(claim, outcome, now=now or timezone.now(), eager=eager)
         if claim is not None and not claim.local:
             eager_left -= 1
 
 
-def claim_step(step_id: int, *, now: datetime) -> Claim | None:
+def _on_default_queue(claim: Claim) -> bool:
+    try:
+        node = definition_of(claim.step.run).node(claim.step.node)
+    except Exception:
+        return False
+    return getattr(node, "queue", None) is None
+
+
+def claim_step(step_id: int, *, now: datetime | None) -> Claim | None:
     """Take the step for this attempt, or return None if it needs nothing from us.
 
     On PostgreSQL one statement outside any transaction (`_CLAIM`), committed
@@ -81,10 +91,12 @@ def claim_step(step_id: int, *, now: datetime) -> Claim | None:
     step the statement cannot take, the ORM's two-statement transaction
     (`_claim_with_orm`), which also says why a claim was refused. Its STARTED
     event is written with the attempt's outcome, as Temporal writes
-    ActivityTaskStarted, or by the sweep if the attempt is lost.
+    ActivityTaskStarted, or by the sweep if the attempt is lost. `now` None reads the
+    clock (a limited step's claim reads it once its limiter is locked, so its start
+    is never earlier than the end of the attempt whose slot it takes).
     """
     if connection.vendor == "postgresql":
-        claim = _claim_in_one_statement(step_id, now=now)
+        claim = _claim_in_one_statement(step_id, now=now or timezone.now())
         if claim is not None:
             return claim
     return _claim_with_orm(step_id, now=now)
@@ -109,11 +121,14 @@ SET state = '{running}', attempt = step.attempt + 1, lease_token = %(token)s,
 FROM run
 WHERE step.id = %(step_id)s AND step.run_id = run.id
   AND step.state = '{scheduled}' AND step.lease IS NOT NULL
+  AND (step.kind <> '{forward}' OR run.workflow_type || ':' || step.node <> ALL(%(limited)s))
   AND CASE WHEN step.kind = '{forward}' THEN run.state IN ({moving})
       ELSE run.state IN ({undoing}) END
 RETURNING step.node, step.kind, step.round, step.attempt, step.item, step.item_value,
     run.id, run.workflow_type, run.workflow_version, run.input, run.correlation_id
 """
+# A forward step of a limited activity (`limited`: their keys, see engine/limits.py) is
+# left to `_claim_with_orm`, which counts it against its limits in the same transaction.
 # Table names and state constants only; every value is bound.
 _CLAIM = _CLAIM_TEMPLATE.format(
     runs=WorkflowRun._meta.db_table,
@@ -144,7 +159,13 @@ def _claim_in_one_statement(step_id: int, *, now: datetime) -> Claim | None:
     with connection.cursor() as cursor:
         cursor.execute(
             _ASYNC_COMMIT + _CLAIM if alone else _CLAIM,
-            {"step_id": step_id, "token": token, "now": now, "holder": worker_name()},
+            {
+                "step_id": step_id,
+                "token": token,
+                "now": now,
+                "holder": worker_name(),
+                "limited": limits.limited_keys(),
+            },
         )
         if alone:
             cursor.nextset()
@@ -193,7 +214,7 @@ def _release(step_id: int, *, token: uuid.UUID, now: datetime) -> None:
     logger.warning("step.claim_released", extra={"step_id": step_id})
 
 
-def _claim_with_orm(step_id: int, *, now: datetime) -> Claim | None:
+def _claim_with_orm(step_id: int, *, now: datetime | None) -> Claim | None:
     """Claim in a transaction of two statements: read the step and its run, then start it."""
     with transaction.atomic():
         step = (
@@ -218,6 +239,20 @@ def _claim_with_orm(step_id: int, *, now: datetime) -> Claim | None:
             )
             return None
         node = definition_of(run).activity(step.node)
+        if step.kind == StepKind.FORWARD and queues.is_limited(node):
+            admission = limits.admit_attempt(
+                workflow_type=run.workflow_type, node=node, step_id=step.pk, now=now
+            )
+            now = admission.at
+            if not admission.admitted:
+                # Left scheduled: the sweep sends it again once its limits allow.
+                StepRun.objects.filter(pk=step.pk).update(due_at=admission.retry_at)
+                logger.debug(
+                    "step.claim_deferred",
+                    extra=log_fields(run, step, {"limit": admission.reason}),
+                )
+                return None
+        now = now or timezone.now()
         token = uuid.uuid4()
         step.start(
             token=token,

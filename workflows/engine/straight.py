@@ -23,7 +23,8 @@ written nothing: the caller goes the general way (`execute.record_outcome`), whi
 says why (a late result, a cancelled run, a paused one). Being one statement, it needs
 no transaction of its own: it commits as it ends, in one round trip. Every other node kind,
 a map's item, an undo, a next node a join closes, and the run's last step go the
-general way from the start (`plan_for`). PostgreSQL only.
+general way from the start (`plan_for`), as does a next activity with a queue of its
+own or limits. PostgreSQL only.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import Field, Model
 
+from workflows import queues
 from workflows.dsl import Activity, Workflow
 from workflows.engine import transitions
 from workflows.models import StepEvent, StepRun, WorkflowRun, new_row
@@ -68,7 +70,8 @@ def plan_for(definition: Workflow, step: StepRun) -> Plan | None:
     """The straight case of `step` having succeeded, or None if it is not one.
 
     Decided once per definition and node: a forward step (not a map's item) of an
-    activity whose next node is a plain activity no join closes.
+    activity whose next node is a plain activity no join closes, on the default queue
+    and without limits.
     """
     if step.kind != StepKind.FORWARD or step.item is not None:
         return None
@@ -90,6 +93,12 @@ def _plan(definition: Workflow, node_name: str) -> Plan | None:
         return None  # the branch may have lost its join's race: the general way checks
     next_node = definition.node(following)
     if type(next_node) is not Activity:
+        return None
+    if next_node.queue is not None or queues.is_limited(next_node):
+        # An activity with a queue of its own is sent there, and a limited one is counted
+        # against its limits (engine/limits.py) before it may start: the general way does
+        # both. A limiter would hook in here, before the statement, to let the straight
+        # path claim a limited activity once its count allows.
         return None
     return Plan(next=next_node)
 

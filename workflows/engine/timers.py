@@ -135,12 +135,17 @@ def _plans(definitions: set[tuple[str, int]], now: datetime) -> list[_Plan]:
 
 def _timers_to_activities(definition: Workflow) -> list[tuple[str, Activity]]:
     """The definition's Sleeps whose next node an activity is entered straight into (no
-    join closes it, so no race can have closed it)."""
+    join closes it, so no race can have closed it). An activity with a queue of its own
+    is left to the run-by-run way, which sends its step to that queue."""
     found = []
     for node in definition.nodes:
         if isinstance(node, Sleep) and node.next is not None:
             following = definition.node(node.next)
-            if type(following) is Activity and node.next not in definition.join_of:
+            if (
+                type(following) is Activity
+                and following.queue is None
+                and node.next not in definition.join_of
+            ):
                 found.append((node.name, following))
     return found
 

@@ -116,6 +116,8 @@ class UnitOfWork:
     ended: list[tuple[WorkflowRun, EventKind]] = field(default_factory=list)
     # Runs this unit of work started (see registry.register_run_start_hook).
     started: list[WorkflowRun] = field(default_factory=list)
+    # The slots of limited activities a sweep may still fill (see engine/limits.py).
+    limit_budgets: dict[str, Any] = field(default_factory=dict)
 
     def insert(self, row: WorkflowRun | StepRun) -> None:
         """Write the new row at the next flush (runs first, then steps)."""
@@ -194,8 +196,9 @@ class UnitOfWork:
         if self.to_send:
             step_ids = [step.pk for step in self.to_send]
             traces = tracing.step_contexts(self.to_send)  # {} while tracing is off
+            routes = queues_of(self.to_send)
             self.to_send = []
-            send_on_commit(step_ids, traces)
+            send_on_commit(step_ids, traces, routes)
 
     def _tell_run_start_hooks(self) -> None:
         started, self.started = self.started, []
@@ -333,44 +336,90 @@ def undo_in_flight(run: WorkflowRun, work: UnitOfWork) -> bool:
     return steps_of(run, work).filter(UNDO_IN_FLIGHT).exists()
 
 
-def send_on_commit(step_ids: list[int], traces: dict[str, dict[str, str]]) -> None:
-    """Send the steps once the transaction commits (`traces` as `send_steps` takes them)."""
+def queues_of(steps: list[StepRun]) -> dict[int, str]:
+    """The queue of each step whose activity names one (`Activity(queue=...)`); a step
+    not named goes to Baton's steps queue. A compensation goes where its activity does."""
+    routes = {}
+    for step in steps:
+        try:
+            node = definition_of(step.run).node(step.node)
+        except (registry.UnknownWorkflow, KeyError):
+            continue  # its claim fails it, wherever it is sent
+        queue = getattr(node, "queue", None)
+        if queue:
+            routes[step.pk] = queue
+    return routes
+
+
+def send_on_commit(
+    step_ids: list[int],
+    traces: dict[str, dict[str, str]],
+    routes: dict[int, str] | None = None,
+) -> None:
+    """Send the steps once the transaction commits (`traces` and `routes` as `send_steps`
+    takes them)."""
     # Robust: a broker that is down must not fail a committed use case; the
     # sweep re-sends every step whose message never arrived.
+    options: dict[str, Any] = {}
     if traces:
-        transaction.on_commit(lambda: send_steps(step_ids, traces=traces), robust=True)
-    else:
-        transaction.on_commit(lambda: send_steps(step_ids), robust=True)
+        options["traces"] = traces
+    if routes:
+        options["routes"] = routes
+    transaction.on_commit(lambda: send_steps(step_ids, **options), robust=True)
 
 
-def send_steps(step_ids: list[int], *, traces: dict[str, dict[str, str]] | None = None) -> None:
+def send_steps(
+    step_ids: list[int],
+    *,
+    traces: dict[str, dict[str, str]] | None = None,
+    routes: dict[int, str] | None = None,
+) -> None:
     """Hand steps to workers: one message a step, or a few steps a message for a batch.
 
     A sweep firing thousands of timers would spend most of its time publishing
     messages, so past `_STEPS_SENT_ONE_BY_ONE` it sends `_STEPS_PER_MESSAGE` ids a
     message (still spread over every worker). A message is a hint either way: a
     step already done is refused at its claim, and a lost one is re-sent by the sweep.
-    `traces` are the steps' run contexts (see `workflows.tracing`), carried in a header.
+    `traces` are the steps' run contexts (see `workflows.tracing`), carried in a header;
+    `routes` the queue of each step that has one (see `queues_of`), the others going to
+    the default queue.
     """
+    by_queue: dict[str | None, list[int]] = {}
+    for step_id in step_ids:
+        by_queue.setdefault((routes or {}).get(step_id), []).append(step_id)
     # One producer for the whole batch, not one acquired per message.
     with current_app.producer_or_acquire() as producer:
-        if len(step_ids) <= STEPS_SENT_ONE_BY_ONE:
-            for step_id in step_ids:
-                current_app.send_task(
-                    EXECUTE_STEP_TASK,
-                    args=[step_id],
-                    producer=producer,
-                    headers=tracing.message_headers(traces, [step_id]) if traces else None,
-                )
-            return
-        for start in range(0, len(step_ids), STEPS_PER_MESSAGE):
-            chunk = step_ids[start : start + STEPS_PER_MESSAGE]
+        for queue, ids in by_queue.items():
+            _send_to_queue(ids, queue=queue, traces=traces, producer=producer)
+
+
+def _send_to_queue(
+    step_ids: list[int],
+    *,
+    queue: str | None,
+    traces: dict[str, dict[str, str]] | None,
+    producer: Any,
+) -> None:
+    routing = {"queue": queue} if queue else {}
+    if len(step_ids) <= STEPS_SENT_ONE_BY_ONE:
+        for step_id in step_ids:
             current_app.send_task(
-                EXECUTE_STEPS_TASK,
-                args=[chunk],
+                EXECUTE_STEP_TASK,
+                args=[step_id],
                 producer=producer,
-                headers=tracing.message_headers(traces, chunk) if traces else None,
+                headers=tracing.message_headers(traces, [step_id]) if traces else None,
+                **routing,
             )
+        return
+    for start in range(0, len(step_ids), STEPS_PER_MESSAGE):
+        chunk = step_ids[start : start + STEPS_PER_MESSAGE]
+        current_app.send_task(
+            EXECUTE_STEPS_TASK,
+            args=[chunk],
+            producer=producer,
+            headers=tracing.message_headers(traces, chunk) if traces else None,
+            **routing,
+        )
 
 
 STEPS_SENT_ONE_BY_ONE = 50

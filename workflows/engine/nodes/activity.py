@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from workflows import queues
 from workflows.dsl import Activity, Workflow
-from workflows.engine import moves
+from workflows.engine import limits, moves
 from workflows.engine.work import CLAIMABLE_FORWARD_RUN_STATES, UnitOfWork, new_step, redispatch_at
 from workflows.models import StepRun, WorkflowRun
 from workflows.states import EventKind, StepKind, StepState
@@ -27,7 +28,7 @@ def enter(
     if (
         work.inline
         and work.inline_claim is None
-        and (node.local or work.eager)
+        and (node.local or (work.eager and queues.dispatched_eagerly(node)))
         and run.state in CLAIMABLE_FORWARD_RUN_STATES
     ):
         work.inline_claim = moves.engine().claim_inline(run, node, round, now, work)
@@ -62,6 +63,10 @@ def due(
             # is taking this kind of work, and another attempt would queue the same.
             error = {"type": "ScheduleToStartTimeout", "message": f"not started within {limit}"}
             moves.engine().step_failed(run, definition, step, error, now, work)
+        elif forward and (held_until := _held_by_limits(run, node, now, work)) is not None:
+            # Held back by its limits: look again when they may allow it.
+            step.due_at = held_until
+            work.save(step)
         else:
             step.due_at = redispatch_at(node, now)
             work.save(step)
@@ -79,3 +84,12 @@ def due(
         step.reschedule(now=now, redispatch_at=redispatch_at(node, now))
         work.save(step)
         work.send(step)
+
+
+def _held_by_limits(
+    run: WorkflowRun, node: Activity, now: datetime, work: UnitOfWork
+) -> datetime | None:
+    """When to look again at a step of `node` its limits hold back, or None to send it."""
+    if not queues.is_limited(node):
+        return None
+    return limits.sweep_holds_until(workflow_type=run.workflow_type, node=node, now=now, work=work)

@@ -1,0 +1,89 @@
+"""The "Decided by me" tab reads a short range of its index, newest first, at any depth.
+
+Thousands of decisions are seeded and ANALYZEd, so that PostgreSQL has a real
+choice; EXPLAIN ANALYZE then runs on the very query a page sends, first page and
+a deep one.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from approvals.inbox import decided
+from approvals.models import HumanTask
+from tests.plans import explain, nodes, rows_out
+
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.skipif(connection.vendor != "postgresql", reason="plans are PostgreSQL's"),
+]
+
+DECISIONS = 20_000
+
+
+@pytest.fixture
+def decisive(manager_task, people):
+    """20,000 decisions a minute apart among a hundred reviewers, every hundredth of them
+    bob's (200, eight pages); 2,000 tasks still open."""
+    now = timezone.now()
+    bob = people["bob"]
+    others = User.objects.bulk_create(User(username=f"user{n}") for n in range(99))
+
+    def task(n: int, **fields) -> HumanTask:
+        return HumanTask(
+            run_id=manager_task.run_id,
+            step_id=manager_task.step_id,
+            node="manager_approval",
+            workflow_type="expense",
+            title=f"Task {n}",
+            created_at=now - timedelta(days=30),
+            **fields,
+        )
+
+    HumanTask.objects.bulk_create(
+        [
+            *(
+                task(
+                    n,
+                    state="completed",
+                    outcome="approved",
+                    decided_by=bob if n % 100 == 0 else others[n % 99],
+                    decided_at=now - timedelta(minutes=n),
+                )
+                for n in range(DECISIONS)
+            ),
+            *(task(n, state="open") for n in range(2000)),
+        ]
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    return bob
+
+
+def page_sql(user, cursor: str = "") -> tuple[str, str]:
+    with CaptureQueriesContext(connection) as queries:
+        page = decided.decided_by(user=user, cursor=cursor)
+    (query,) = queries.captured_queries
+    return query["sql"], page.next_cursor
+
+
+class TestDecidedPlan:
+    @pytest.mark.parametrize("depth", [0, 4])
+    def test_a_page_reads_one_short_range_of_its_index_and_sorts_nothing(self, decisive, depth):
+        cursor = ""
+        for _ in range(depth):
+            _, cursor = page_sql(decisive, cursor)
+        sql, _ = page_sql(decisive, cursor)
+
+        plan = list(nodes(explain(sql)["Plan"]))
+
+        (scan,) = [node for node in plan if node.get("Relation Name") == "approvals_humantask"]
+        assert scan["Index Name"] == "task_decided_by_idx"
+        assert rows_out(scan) + scan.get("Rows Removed by Filter", 0) <= decided.PAGE_SIZE + 1
+        assert [node["Node Type"] for node in plan if "Sort" in node["Node Type"]] == []
