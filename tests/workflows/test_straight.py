@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from bench.measure import counting
 from workflows import engine, registry
+from workflows.dsl import Activity, Workflow
 from workflows.engine import execute, straight
 from workflows.models import StepEvent, StepRun, WorkflowRun
 from workflows.states import EventKind, RunState, StepState
@@ -95,6 +96,25 @@ class TestWhatGoesStraight:
         assert plan("validate").next.name == "reserve_inventory"
         assert plan("ship").next.name == "notify_customer"
         assert plan("notify_customer") is None  # the run's last step ends it
+
+    @pytest.mark.parametrize(
+        "options", [{"queue": "payments"}, {"concurrency": 1}, {"rate_limit": "2/m"}]
+    )
+    def test_not_a_next_activity_with_a_queue_of_its_own_or_limits(self, options):
+        def call(context):
+            return None
+
+        definition = Workflow(
+            name="test_straight_then_limited",
+            version=1,
+            start="prepare",
+            nodes=(
+                Activity("prepare", run=call, mutating=False, next="call"),
+                Activity("call", run=call, mutating=False, **options),
+            ),
+        )
+
+        assert straight.plan_for(definition, StepRun(node="prepare")) is None
 
     def test_a_step_recorded_straight_costs_one_statement(self, start, order_input):
         run = start("order", order_input())
