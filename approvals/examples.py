@@ -157,6 +157,8 @@ EXPENSE = Workflow(
         "either may send it back to the requester for changes, twice at most."
     ),
     input_schema=ExpenseInput,
+    # Reviewers filter their inbox by these (`amount>1000`), operators find runs by them.
+    searchable=("amount", "currency"),
     # The requester never decides their own expense, and the manager who approved
     # it cannot approve it again as finance.
     requester_field="requester",

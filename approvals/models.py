@@ -49,6 +49,9 @@ class HumanTask(fsm.ConcurrentTransitionMixin, models.Model):
     kind = models.CharField(max_length=20, choices=TaskKind.choices, default=TaskKind.APPROVAL)
     workflow_type = models.CharField(max_length=100)
     title = models.CharField(max_length=200)
+    # The run's searchable input values when the task opened (approvals.run_data_filters),
+    # copied to its inbox rows so the inbox filters by run data without a join.
+    search_data = models.JSONField(default=dict, blank=True)
     state = fsm.FSMField(
         choices=TaskState.choices, default=TaskState.OPEN, protected=True, max_length=20
     )
@@ -282,6 +285,8 @@ class InboxEntry(models.Model):
     # The task's title, so that a search filters the tab's own range of an index as it
     # is read, never a join the planner might start from the other side.
     title = models.CharField(max_length=200, default="")
+    # The task's run data a filter may name (HumanTask.search_data), read with the row.
+    data = models.JSONField(default=dict)
 
     class Meta:
         indexes = [

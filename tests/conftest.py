@@ -224,6 +224,14 @@ def manager_task(start_expense) -> HumanTask:
 
 
 @pytest.fixture
+def two_expenses(start_expense):
+    """carol holds a 120 EUR and a 2,500 EUR expense (the manager's approval of each)."""
+    small = start_expense(amount="120.00").human_tasks.get()
+    big = start_expense(amount="2500.00").human_tasks.get()
+    return small, big
+
+
+@pytest.fixture
 def finance_task(start_expense, carol, drive) -> HumanTask:
     """The finance group's approval of alice's 1,500 EUR expense, after carol approved;
     its form asks for a cost centre."""

@@ -48,6 +48,7 @@ def entries_for(task: HumanTask) -> list[InboxEntry]:
         "sort_priority": sort_priority(task.priority),
         "workflow_type": task.workflow_type,
         "title": task.title,
+        "data": task.search_data,
     }
     if task.state == TaskState.OPEN:
         users = task.candidate_users.values_list("id", flat=True)

@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.utils import timezone
 
-from approvals import audit, duties, escalation, permissions
+from approvals import audit, duties, escalation, permissions, run_data_filters
 from approvals.human_tasks import inbox_entries
 from approvals.human_tasks.acting import may_decide
 from approvals.human_tasks.decide import trace_closed
@@ -122,6 +122,9 @@ def _open_task(
         node=node.name,
         workflow_type=run.workflow_type,
         title=" ".join(node.title_for(data).split())[:200],
+        search_data=run_data_filters.searchable_values(
+            run.workflow_type, run.workflow_version, run.input
+        ),
         state=TaskState.CLAIMED if assignee else TaskState.OPEN,
         priority=node.priority,
         assignee=assignee,

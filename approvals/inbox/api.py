@@ -17,7 +17,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Field, Query, Router, Schema, Status
 
-from approvals import human_tasks, task_forms
+from approvals import human_tasks, run_data_filters, task_forms
 from approvals.escalation import sla
 from approvals.human_tasks import revisions
 from approvals.inbox import decided, selectors
@@ -159,6 +159,12 @@ class InboxQuery(ApiIn):
     priority: Priority | None = None
     sla: Sla | None = None
     q: str | None = Field(None, max_length=200)
+    where: str | None = Field(
+        None,
+        max_length=200,
+        description="conditions on the run's searchable input fields, comma-separated: "
+        "`amount>1000,vendor_name=Acme` (=, >, >=, <, <=; comparisons take numbers)",
+    )
     sort: Literal["due", "priority"] = "due"
     cursor: str | None = Field(None, max_length=500)
 
@@ -202,6 +208,15 @@ def task_out(task: HumanTask) -> dict[str, Any]:
 def list_tasks(request: HttpRequest, query: Query[InboxQuery]) -> dict[str, Any]:
     if query.tab == decided.TAB:
         return _decided_tasks(request, cursor=query.cursor or "")
+    try:
+        where = run_data_filters.parse(query.where or "", workflow_type=query.type or "")
+    except run_data_filters.BadFilter as error:
+        raise ApiProblem(
+            422,
+            "Invalid request",
+            f"The run data filter cannot be read: {error}.",
+            errors=[{"field": "where", "message": str(error)}],
+        ) from None
     filters = selectors.InboxFilters(
         tab=query.tab,
         workflow_type=query.type or "",
@@ -210,6 +225,7 @@ def list_tasks(request: HttpRequest, query: Query[InboxQuery]) -> dict[str, Any]
         search=query.q or "",
         sort=query.sort,
         cursor=query.cursor or "",
+        where=where,
     )
     try:
         page = selectors.inbox(user=request.user, filters=filters, now=timezone.now())

@@ -26,7 +26,7 @@ from django.db.models.expressions import RawSQL
 from django.db.models.fields.tuple_lookups import Tuple, TupleGreaterThan
 from django.db.models.functions import Coalesce
 
-from approvals import duties
+from approvals import duties, run_data_filters
 from approvals.escalation import DUE_SOON
 from approvals.human_tasks.inbox_entries import FAR_FUTURE, sort_due, sort_priority
 from approvals.inbox import compiled_queries
@@ -66,6 +66,10 @@ class InboxFilters:
     search: str = ""
     sort: str = "due"
     cursor: str = ""
+    # Conditions on the run's searchable data ("amount>1000, vendor_name=Acme"), and
+    # the text they were read from, shown again in the filter box.
+    where: tuple[run_data_filters.Condition, ...] = ()
+    where_text: str = ""
     # Why values of the query were left out: the cleaning layer refused them.
     problems: tuple[str, ...] = ()
 
@@ -83,9 +87,18 @@ class InboxFilters:
                 return ""
 
         priority = query.get("priority", "")
+        workflow_type = text("type", "The workflow type", 100)
+        where_text = text("where", "The run data filter", 200)
+        try:
+            where = run_data_filters.parse(where_text, workflow_type=workflow_type)
+        except run_data_filters.BadFilter as error:
+            problems.append(f"The run data filter was left out: {error}.")
+            where = ()
         return cls(
             tab=query.get("tab") if query.get("tab") in TABS else "mine",
-            workflow_type=text("type", "The workflow type", 100),
+            workflow_type=workflow_type,
+            where=where,
+            where_text=where_text if where else "",
             priority=int(priority) if priority in {str(p) for p in Priority.values} else None,
             sla=query.get("sla") if query.get("sla") in Sla.values else "",
             search=text("q", "The search", 200),
@@ -177,6 +190,7 @@ def inbox(*, user: Any, filters: InboxFilters, now: datetime, limit: int = PAGE_
         priority=filters.priority is not None,
         sla=filters.sla,
         search=bool(filters.search),
+        data=tuple((condition.field, condition.op) for condition in filters.where),
         after=after is not None,
         limit=limit + 1,
     )
@@ -258,6 +272,9 @@ class _Shape:
     priority: bool = False
     sla: str = ""
     search: bool = False
+    # The run-data conditions' fields and operators (their values are not slots: a page
+    # with them is built per request, not compiled once).
+    data: tuple[tuple[str, str], ...] = ()
     after: bool = False
     limit: int = PAGE_SIZE + 1
 
@@ -274,6 +291,7 @@ def _values(
         "workflow_type": filters.workflow_type,
         "sort_priority": sort_priority(filters.priority or 0),
         "search": filters.search,
+        "where": filters.where,
         "after_priority": after_priority[0] if after_priority else 0,
         "after_due": after_due,
         "after_id": after_id,
@@ -283,7 +301,7 @@ def _values(
 def _page_ids(shape: _Shape, values: Mapping[str, Any]) -> tuple[str, tuple[Any, ...]]:
     """Return SQL and params selecting the ids of a page of `shape`: compiled once per
     shape on PostgreSQL (see _COMPILED_ON)."""
-    if shape.vendor not in _COMPILED_ON:
+    if shape.vendor not in _COMPILED_ON or shape.data:
         return _page_ids_sql(shape, values)
     return _compiled_page_ids(shape).bind(values)
 
@@ -434,6 +452,8 @@ def _entries(shape: _Shape, values: Mapping[str, Any]) -> QuerySet[InboxEntry]:
             )
         else:
             entries = entries.filter(title__icontains=values["search"])
+    if shape.data:
+        entries = entries.filter(run_data_filters.as_q(values["where"]))
     snoozed = Snooze.objects.filter(
         task_id=OuterRef("task_id"), user_id=values["user_id"], until__gt=values["now"]
     )
