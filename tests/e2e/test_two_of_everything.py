@@ -26,6 +26,7 @@ import itertools
 import json
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -396,7 +397,8 @@ class TestTwoOfEverything:
             )
             began = time.monotonic()
             driver.start()
-            dead_web_counts: Counter = Counter()
+            # What the killed hosts' processes had counted, read before their restart.
+            counted_by_the_dead: Counter = Counter()
             killed = []
             for at, kind in kills:
                 time.sleep(max(began + at - time.monotonic(), 0))
@@ -406,16 +408,20 @@ class TestTwoOfEverything:
                 if kind == "web":
                     web = rng.choice(webs)
                     kill_group(web.process)
-                    # Its processes' files outlive them; the gunicorn started in their place
-                    # empties the directory (gunicorn.conf.py, on_starting), so what they
-                    # counted is read now, as the last scrape before the restart would have.
-                    dead_web_counts = read_directory(web.metrics)
+                    # The gunicorn started in its place empties the directory
+                    # (gunicorn.conf.py, on_starting).
+                    counted_by_the_dead.update(read_directory(web.metrics))
                     time.sleep(restart_after)
                     start_web(web)
                     victim = web.name
                 elif kind == "worker":
                     victim = rng.choice(WORKER_HOSTS)
                     hosts[victim].kill_worker(victim)
+                    directory = tmp_path / f"{victim}-metrics"
+                    counted_by_the_dead.update(read_directory(directory))
+                    # As docker-compose.yml's worker command does before starting Celery.
+                    shutil.rmtree(directory)
+                    directory.mkdir()
                     time.sleep(restart_after)
                     hosts[victim].start_worker(victim)
                 else:
@@ -508,19 +514,23 @@ class TestTwoOfEverything:
             for run in scheduled:
                 assert (run.state, effects_of([str(run.pk)])) == (RunState.SUCCEEDED, CRON_EFFECTS)
 
-            # The counters add up. Each process counts committed events in files of its
-            # own pid in its host's directory; a dead process's counter files stay there
-            # and are still added up by the exposition (prometheus-client's
-            # mark_process_dead, which gunicorn calls, removes only live gauges' files),
-            # so the worker killed and started again in its directory still reports what
-            # its dead processes counted. The web killed and started again does not:
-            # gunicorn.conf.py empties its directory on starting, so what its dead
-            # processes counted (read above, before the restart) is lost to Prometheus as a
-            # counter reset. The beats count nothing these counters hold.
+            # The counters add up. Each process counts its committed events (in the same
+            # thread, right after the commit) into files named after its pid in its
+            # host's directory, and a host's exposition adds up every file there. A
+            # SIGKILLed process's counter files stay, and are still added up
+            # (prometheus-client's mark_process_dead, which gunicorn calls, removes only
+            # live gauges' files): until its host starts again, which empties the
+            # directory (gunicorn.conf.py for a web, docker-compose.yml's command for a
+            # worker). So a killed host's counts are lost to Prometheus at its restart,
+            # which sees a counter reset (rate() and increase() allow for it); read just
+            # before the restart, as a last scrape would, they complete the sum. The
+            # beats count none of these. The one count the sum cannot hold is one whose
+            # process died between a commit and its count, microseconds apart: none
+            # here, where kills fall between steps with overwhelming odds.
             expected = recorded_in_the_database()
 
             def counted() -> Counter:
-                total = Counter(dead_web_counts)
+                total = Counter(counted_by_the_dead)
                 for web in webs:
                     total.update(scrape(web.port))
                 for port in worker_ports.values():
@@ -535,7 +545,7 @@ class TestTwoOfEverything:
             assert {
                 k: (total[k], expected[k]) for k in total | expected if total[k] != expected[k]
             } == {}, "counted by the processes != recorded in the database"
-            assert dead_web_counts, "the killed web had counted before it died"
+            assert counted_by_the_dead, "the killed hosts had counted before they died"
             assert load.failovers > 0, "the load felt the web's death and went to the other"
             print(
                 f"{len(scheduled)} scheduled runs from {len(sent)} ticks sent; counted "
