@@ -62,8 +62,8 @@ from tests.e2e.conftest import (
 )
 from tests.e2e.test_replicated_beats import RELOADED, seconds_sent
 from workflows.examples.models import ServiceEffect
-from workflows.models import StepEvent, WorkflowRun
-from workflows.states import EventKind, RunState
+from workflows.models import StepEvent, StepRun, WorkflowRun
+from workflows.states import EventKind, RunState, StepState
 from workflows.tokens import issue_token
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -85,7 +85,9 @@ TERMINAL = (
 )
 
 # What each kind of start asks for: (type, input, final state, effects by service.action
-# over the run and its children).
+# over the run and its children). The types are the brief-lease twins of the order and of
+# test types (tests/workflows/definitions.py): an attempt lost with a killed worker is
+# taken back within seconds, where the default lease would hold it for five minutes.
 ORDER_EFFECTS = {
     "inventory.reserve": 1,
     "payments.charge": 1,
@@ -93,18 +95,27 @@ ORDER_EFFECTS = {
     "notifications.notify": 1,
 }
 ASKS: dict[str, tuple[str, dict[str, Any], str, dict[str, int]]] = {
-    "order": ("order", {}, RunState.SUCCEEDED, ORDER_EFFECTS),
+    "order": ("order_brief", {}, RunState.SUCCEEDED, ORDER_EFFECTS),
+    # Shipping applies its effect, then takes seconds to answer, heartbeating: a worker
+    # killed meanwhile leaves it in flight.
+    "slow order": (
+        "order_brief",
+        {"simulate": {"shipping": "slow"}},
+        RunState.SUCCEEDED,
+        ORDER_EFFECTS,
+    ),
     "declined order": (
-        "order",
+        "order_brief",
         {"simulate": {"payment": "decline"}},
         RunState.COMPENSATED,
         {"inventory.reserve": 1, "inventory.release": 1},
     ),
-    "approved vote": ("test_two_of_three_people", {}, RunState.SUCCEEDED, {"test.after": 1}),
-    "rejected vote": ("test_two_of_three_people", {}, RunState.SUCCEEDED, {}),
-    "timer": ("test_sleeping", {}, RunState.SUCCEEDED, {"test.wake_up": 1}),
+    "approved vote": ("test_two_of_three_people_brief", {}, RunState.SUCCEEDED, {"test.after": 1}),
+    # A rejected vote ends its run there (no on_reject node): done, and nothing applied.
+    "rejected vote": ("test_two_of_three_people_brief", {}, RunState.SUCCEEDED, {}),
+    "timer": ("test_sleeping_brief", {}, RunState.SUCCEEDED, {"test.wake_up": 1}),
     "child and map": (
-        "test_child_and_map",
+        "test_child_and_map_brief",
         {"items": ["a", "b", "c"]},
         RunState.SUCCEEDED,
         {"test.child_work": 1, "test.item": 3, "test.after": 1},
@@ -196,7 +207,7 @@ class Load:
     def start(self, ask: str, number: int) -> None:
         workflow_type, extra, _, _ = ASKS[ask]
         input = {**extra}
-        if workflow_type == "order":
+        if workflow_type == "order_brief":
             input = {**ORDER_INPUT, "order_id": f"T-{number}", **extra}
         # Keyed, so a start sent again to the other web after no answer starts nothing new.
         status, answer = self.send(
@@ -304,6 +315,48 @@ def tick_of(key: str) -> datetime:
     return datetime.fromisoformat(key.split("@", 1)[1])
 
 
+def holding(worker: subprocess.Popen) -> bool:
+    """Whether one of the worker's pool processes holds a running attempt's lease."""
+    pool = children(worker.pid) or ["none"]
+    return StepRun.objects.filter(
+        state=StepState.RUNNING, lease_holder__regex=rf":({'|'.join(pool)})$"
+    ).exists()
+
+
+def children(pid: int) -> list[str]:
+    """The ids of the processes whose parent is `pid` (a worker's pool), from /proc."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with suppress(OSError):  # it ended since the listing
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if fields[1] == str(pid):
+                found.append(stat.parent.name)
+    return found
+
+
+def ended(runs, *, timeout: float) -> None:
+    """Wait until every run has ended; else fail, showing those that have not, step by step."""
+    try:
+        wait_until(
+            lambda: not runs.exclude(state__in=TERMINAL).exists(), timeout=timeout, what="the runs"
+        )
+    except AssertionError as error:
+        stuck = [
+            (
+                run.workflow_type,
+                str(run.pk),
+                run.state,
+                [
+                    (s.node, s.kind, s.item, s.state, s.attempt, s.lease_holder, str(s.due_at))
+                    for s in run.steps.order_by("id")
+                ],
+                [str(event) for event in run.events.order_by("-id")[:6]],
+            )
+            for run in runs.exclude(state__in=TERMINAL)[:5]
+        ]
+        raise AssertionError(f"{error}; still going: {stuck}") from None
+
+
 def kill_group(process: subprocess.Popen) -> None:
     """SIGKILL a host's whole process group: no shutdown, no acknowledgements, no cleanup."""
     os.killpg(process.pid, signal.SIGKILL)
@@ -387,7 +440,7 @@ class TestTwoOfEverything:
                 task="baton.start_scheduled_workflow",
                 interval=IntervalSchedule.objects.create(every=1, period=IntervalSchedule.SECONDS),
                 kwargs=json.dumps(
-                    {"workflow_type": "test_linear", "input": {}, "correlation_id": SCHEDULE}
+                    {"workflow_type": "test_linear_brief", "input": {}, "correlation_id": SCHEDULE}
                 ),
             )
 
@@ -416,6 +469,13 @@ class TestTwoOfEverything:
                     victim = web.name
                 elif kind == "worker":
                     victim = rng.choice(WORKER_HOSTS)
+                    # Killed while it holds an attempt, so one is lost in flight and redone.
+                    worker = hosts[victim].workers[victim]
+                    wait_until(
+                        lambda worker=worker: holding(worker),
+                        timeout=60,
+                        what=f"{victim} to hold an attempt",
+                    )
                     hosts[victim].kill_worker(victim)
                     directory = tmp_path / f"{victim}-metrics"
                     counted_by_the_dead.update(read_directory(directory))
@@ -468,13 +528,10 @@ class TestTwoOfEverything:
             )
 
             every_run = WorkflowRun.objects.all()
-            wait_until(
-                lambda: not every_run.exclude(state__in=TERMINAL).exists(),
-                timeout=180,
-                what="every run to end",
-            )
+            ended(every_run, timeout=180)
 
             # Each run ends as its start asked, each effect applied once.
+            assert set(load.runs.values()) == set(ASKS), "every kind of start was sent"
             for run_id, ask in load.runs.items():
                 _, _, state, expected = ASKS[ask]
                 run = WorkflowRun.objects.get(pk=run_id)
@@ -503,11 +560,7 @@ class TestTwoOfEverything:
                 return [s for s in sent if not any(abs(tick - s) <= near for tick in ticks)]
 
             wait_until(lambda: not unstarted(), timeout=60, what="a run for every tick sent")
-            wait_until(
-                lambda: not every_run.exclude(state__in=TERMINAL).exists(),
-                timeout=120,
-                what="every scheduled run to end",
-            )
+            ended(every_run, timeout=120)
             assert len(ticks) == len(set(ticks))
             assert all(any(abs(tick - s) <= near for s in sent) for tick in ticks)
             assert len(ticks) < 0.75 * len(sent), "both beats sent the ticks"
@@ -547,8 +600,11 @@ class TestTwoOfEverything:
             } == {}, "counted by the processes != recorded in the database"
             assert counted_by_the_dead, "the killed hosts had counted before they died"
             assert load.failovers > 0, "the load felt the web's death and went to the other"
+            lost = StepEvent.objects.filter(kind=EventKind.LEASE_EXPIRED).count()
+            assert lost > 0, "the killed worker's attempt was lost in flight and redone"
             print(
-                f"{len(scheduled)} scheduled runs from {len(sent)} ticks sent; counted "
+                f"{len(scheduled)} scheduled runs from {len(sent)} ticks sent; "
+                f"{lost} leases expired; counted "
                 + ", ".join(
                     f"{name} {sum(v for (n, _), v in total.items() if n == name):g}"
                     for name in COUNTERS
