@@ -102,10 +102,13 @@ client: $(STAMP)
 		--config clients/python/openapi-python-client.yml --output-path build/baton-client --overwrite
 
 # The full benchmark suite takes minutes (it seeds a million rows once, then
-# reuses them); QUICK=1 runs smaller sizes in about a minute.
+# reuses them); QUICK=1 runs smaller sizes in about a minute. GROUPS="sweep inbox" runs
+# only those; the scale group (years of history) runs only when named:
+# `make bench GROUPS=scale SCALE_RUNS=200000`.
 bench: $(STAMP)
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(BENCH_BROKER_URL) \
-		$(BIN)/python -m bench $(if $(QUICK),--quick) $(BENCH_ARGS)
+		$(BIN)/python -m bench $(if $(QUICK),--quick) $(foreach group,$(GROUPS),--only $(group)) \
+		$(if $(SCALE_RUNS),--scale-runs $(SCALE_RUNS)) $(BENCH_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -14,7 +14,7 @@ from workflows.dsl import Approval, Revise
 def register() -> None:
     from approvals import human_tasks, request_pages
     from approvals.console import services as console_services
-    from approvals.human_tasks import revisions
+    from approvals.human_tasks import attachments, revisions
     from approvals.human_tasks import versions as run_versions
     from approvals.notify import notifications, webhook_delivery, webhooks
     from approvals.requests import services as request_services
@@ -34,6 +34,7 @@ def register() -> None:
     registry.register(webhook_delivery.delivery_workflow())
     registry.register_run_migration_hook(run_versions.rename_task_nodes)
     registry.register_run_rows("human tasks", "approvals.HumanTask")
+    registry.register_prune_hook(attachments.forget_files_of)
     registry.register_run_view(
         registry.RunView(
             visible=request_pages.runs_with_my_tasks, open_tasks=request_pages.open_tasks_of

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from celery import shared_task
+from django.conf import settings
 from django.utils import timezone
 
 from approvals import audit
+from approvals.audit import retention
 from approvals.notify import notifications
 
 
@@ -18,6 +22,15 @@ def audit_checkpoint() -> None:
     of the same head: harmless.
     """
     audit.write_checkpoint(now=timezone.now())
+
+
+@shared_task(name="baton.prune_audit", ignore_result=True)
+def prune_audit() -> None:
+    """Drop the audit months older than BATON_AUDIT_KEEP_DAYS (beat, daily); nothing at 0."""
+    days = settings.BATON_AUDIT_KEEP_DAYS
+    if days:
+        now = timezone.now()
+        retention.prune_audit(before=now - timedelta(days=days), now=now)
 
 
 @shared_task(name="baton.send_digests", ignore_result=True)

@@ -32,6 +32,7 @@ DEFAULT_BROKER = "redis://127.0.0.1:6379/14"
 SHIPPED_MODULES = "workflows.examples.order,approvals.examples"
 # Bump when the seeder changes what it makes, so kept seeded databases are rebuilt.
 SEED_VERSION = 2
+SCALE_SEED_VERSION = 1
 
 
 T = TypeVar("T")
@@ -149,6 +150,25 @@ class Driver:
         say(f"  seeded in {marker['seconds']:.0f} s")
         return {"name": name, **marker}
 
+    def seeded_scale(self, runs: int, template: str, leaves: list[list[str]]) -> dict[str, Any]:
+        """Return the scale group's database of `runs` finished runs, seeding it if needed."""
+        name = f"{self.base}_scale_{runs}"
+        wanted = {"kind": "scale", "leaves": leaves, "runs": runs, "version": SCALE_SEED_VERSION}
+        marker = self.server.marker(name) or {}
+        self.made.add(name)
+        if not self.args.reseed and {key: marker.get(key) for key in wanted} == wanted:
+            say(f"reusing {name}")
+            return {"name": name, **marker}
+        say(f"seeding {name}: {runs:,} finished runs over 3 years, by COPY")
+        started = time.monotonic()
+        self.server.drop(name)
+        self.server.create(name, template=template)
+        made = self.group("scale-seed", self.env(database=name), f"--runs={runs}")
+        marker = {**wanted, **made, "seconds": round(time.monotonic() - started, 1)}
+        self.server.set_marker(name, marker)
+        say(f"  seeded in {marker['seconds']:.0f} s")
+        return {"name": name, **marker}
+
     def cleanup(self) -> None:
         for name in sorted(self.made):
             self.server.drop(name)
@@ -173,6 +193,22 @@ class Driver:
                 failures.update(sweep=str(error), inbox=str(error))
             else:
                 (self.work / "databases.json").write_text(json.dumps(seeds))
+        if "scale" in groups:
+            large_runs = self.args.scale_runs or self.profile.scale_large_runs
+            try:
+                scale_seeds = self.retrying(
+                    "scale seed",
+                    lambda: {
+                        "scale_small": self.seeded_scale(
+                            self.profile.scale_small_runs, template, leaves
+                        ),
+                        "scale_large": self.seeded_scale(large_runs, template, leaves),
+                    },
+                )
+            except GroupFailed as error:
+                failures.update(scale=str(error))
+            else:
+                (self.work / "scale_databases.json").write_text(json.dumps(scale_seeds))
         for name in groups:
             if name in failures:
                 continue
@@ -186,12 +222,25 @@ class Driver:
             for item in measured:
                 results[item["key"]] = report.Result(**item)
             say(f"  done in {time.monotonic() - started:.0f} s")
+        results.update(_beside_dbos(results))
         return results, failures
 
     def measure(self, name: str, template: str) -> list[dict[str, Any]]:
+        if name == "scale":
+            seeded = str(self.work / "scale_databases.json")
+            return self.group(name, self.env(database=self.base), "--databases", seeded)
         if name in ("sweep", "inbox"):
             seeded = str(self.work / "databases.json")
             return self.group(name, self.env(database=self.base), "--databases", seeded)
+        if name == "dbos":
+            # DBOS makes its own tables, in a database of its own on the same server.
+            database = f"{self.base}_dbos"
+            self.server.drop(database)
+            self.server.create(database)
+            self.made.add(database)
+            env = self.env(database=self.fresh(template))
+            env["BENCH_DBOS_DATABASE_URL"] = url_for(self.server_url, database)
+            return self.group(name, env)
         database = self.fresh(template)
         broker = self.broker_url if name == "celery" else "memory://"
         env = self.env(database=database, broker=broker, long_runs=name == "long")
@@ -222,6 +271,19 @@ class Driver:
         raise AssertionError("unreachable")
 
 
+def _beside_dbos(results: dict[str, report.Result]) -> dict[str, report.Result]:
+    """Baton's in-process step and start over DBOS's, when both groups ran."""
+    pairs = {
+        "step_vs_dbos_ms": ("step_in_process_ms", "dbos_step_in_process_ms"),
+        "start_vs_dbos_ms": ("start_p50_ms", "dbos_start_p50_ms"),
+    }
+    return {
+        key: report.Result(key, results[baton].value, results[dbos].value)
+        for key, (baton, dbos) in pairs.items()
+        if baton in results and dbos in results
+    }
+
+
 def _last_line(error: Exception) -> str:
     return str(error).strip().splitlines()[-1].strip()[:300]
 
@@ -246,6 +308,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--reseed", action="store_true", help="rebuild the seeded databases")
     parser.add_argument(
+        "--scale-runs",
+        type=int,
+        metavar="N",
+        help="finished runs in the scale group's large database (default: the profile's)",
+    )
+    parser.add_argument(
         "--cleanup", action="store_true", help="drop the databases this run used, at the end"
     )
     return parser.parse_args(argv)
@@ -255,7 +323,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     stop_on_signals()
     profile = PROFILES["tiny" if args.tiny else "quick" if args.quick else "full"]
-    groups = [name for name in report.GROUPS if not args.only or name in args.only]
+    groups = [
+        name
+        for name in report.GROUPS
+        if (name in args.only if args.only else name not in report.OPT_IN or args.tiny)
+    ]
     driver = Driver(args, profile)
     say(f"bench: {profile.name} profile, groups {', '.join(groups)}; logs in {driver.logs}")
     started = time.monotonic()

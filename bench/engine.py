@@ -8,6 +8,7 @@ committed through Django's connection, as every engine transaction is.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from django.db import connection, transaction
@@ -54,14 +55,23 @@ def next_step(*, run: WorkflowRun) -> int | None:
     )
 
 
-def drive(*, run: WorkflowRun, on_step: Callable[[int, float], None]) -> int:
-    """Execute the run's steps one by one; call `on_step(number, milliseconds)` for each."""
+def drive(
+    *,
+    run: WorkflowRun,
+    on_step: Callable[[int, float], None],
+    on_cpu: Callable[[float], None] | None = None,
+) -> int:
+    """Execute the run's steps one by one; call `on_step(number, milliseconds)` for each,
+    and `on_cpu(milliseconds)` with the CPU time this process spent on it."""
     number = 0
     while (step_id := next_step(run=run)) is not None:
         number += 1
+        cpu = time.process_time_ns()
         started = now_ns()
         engine.execute_step(step_id=step_id)
         on_step(number, (now_ns() - started) / 1e6)
+        if on_cpu is not None:
+            on_cpu((time.process_time_ns() - cpu) / 1e6)
     return number
 
 
@@ -121,21 +131,26 @@ def run(*, profile: Profile) -> list[Result]:
 
     # Times.
     remote_times: list[float] = []
+    remote_cpu: list[float] = []
     for _ in range(profile.step_runs):
         drive(
             run=start(workflow_type=definitions.NOOP10),
             on_step=lambda _number, ms: remote_times.append(ms),
+            on_cpu=remote_cpu.append,
         )
     results.append(
         Result("step_in_process_ms", median(remote_times), commit, samples=len(remote_times))
     )
     local_times: list[float] = []
+    local_cpu: list[float] = []
     for _ in range(profile.step_runs):
         chain_run = start(workflow_type=definitions.LOCAL10)
         step_id = next_step(run=chain_run)
+        cpu = time.process_time_ns()
         started = now_ns()
         engine.execute_step(step_id=step_id)  # type: ignore[arg-type]
         local_times.append((now_ns() - started) / 1e6 / 10)
+        local_cpu.append((time.process_time_ns() - cpu) / 1e6 / 10)
     results.append(
         Result(
             "local_step_in_process_ms",
@@ -145,6 +160,15 @@ def run(*, profile: Profile) -> list[Result]:
             note="one execute_step runs the 10 local steps; its time ÷ 10",
         )
     )
+    results += [
+        Result(
+            "step_cpu_ms",
+            median(remote_cpu),
+            samples=len(remote_cpu),
+            note="this process's CPU time (Python and the driver), without the server's",
+        ),
+        Result("local_step_cpu_ms", median(local_cpu), samples=len(local_cpu)),
+    ]
     start_times = []
     for _ in range(profile.start_samples):
         started = now_ns()

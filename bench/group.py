@@ -23,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
         "name",
         choices=[
             "engine",
+            "dbos",
             "long",
             "map",
             "celery",
@@ -30,7 +31,9 @@ def main(argv: list[str] | None = None) -> int:
             "inbox",
             "decide",
             "audit",
+            "scale",
             "seed",
+            "scale-seed",
             "leaves",
         ],
     )
@@ -40,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--logs", type=Path, default=Path("var/bench/logs"))
     parser.add_argument("--waiting-runs", type=int, default=0)
     parser.add_argument("--tasks", type=int, default=0)
+    parser.add_argument("--runs", type=int, default=0)
     args = parser.parse_args(argv)
 
     from bench.processes import stop_on_signals
@@ -61,10 +65,22 @@ def main(argv: list[str] | None = None) -> int:
         from bench import seed
 
         output = seed.seed(size=Seed(waiting_runs=args.waiting_runs, tasks=args.tasks))
+    elif args.name == "scale-seed":
+        from bench import scale_seed
+
+        output = scale_seed.seed_scale(runs=args.runs)
+    elif args.name == "scale":
+        from bench import scale
+
+        output = scale.run(profile=profile, seeded=seeded)
     elif args.name == "engine":
         from bench import engine
 
         output = engine.run(profile=profile)
+    elif args.name == "dbos":
+        from bench import dbos_engine
+
+        output = dbos_engine.run(profile=profile)
     elif args.name == "long":
         from bench import long_run
 

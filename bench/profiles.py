@@ -43,6 +43,11 @@ class Profile:
     # Audit entries exported by the audit group: few, then many.
     audit_small: int = 10_000
     audit_large: int = 1_000_000
+    # The scale group (opt-in): finished runs of history, few then many (--scale-runs).
+    scale_small_runs: int = 10_000
+    scale_large_runs: int = 200_000
+    scale_samples: int = 40
+    scale_engine_runs: int = 100
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -101,5 +106,9 @@ PROFILES = {
         map_items=50,
         audit_small=2_000,
         audit_large=6_000,
+        scale_small_runs=1_000,
+        scale_large_runs=4_000,
+        scale_samples=5,
+        scale_engine_runs=5,
     ),
 }

@@ -107,8 +107,31 @@ CATALOGUE: dict[str, Spec] = dict(
             COMMIT,
             Target(3, on="ratio"),
         ),
+        _spec("step_cpu_ms", "engine", "remote step in-process, CPU of this process, p50", "ms"),
+        _spec(
+            "local_step_cpu_ms", "engine", "local step in-process, CPU of this process, p50", "ms"
+        ),
         _spec(
             "start_p50_ms", "engine", "start in-process, p50", "ms", COMMIT, Target(2, on="ratio")
+        ),
+        # -- DBOS Transact in-process, on the same server (bench/dbos_engine.py) --
+        _spec("dbos_step_in_process_ms", "dbos", "DBOS step in-process, p50", "ms"),
+        _spec("dbos_start_p50_ms", "dbos", "DBOS start in-process, p50", "ms"),
+        _spec(
+            "step_vs_dbos_ms",
+            "dbos",
+            "Baton's remote step in-process vs DBOS's step",
+            "ms",
+            "DBOS step",
+            Target(0.7, on="ratio"),
+        ),
+        _spec(
+            "start_vs_dbos_ms",
+            "dbos",
+            "Baton's start in-process vs DBOS's start",
+            "ms",
+            "DBOS start",
+            Target(0.7, on="ratio"),
         ),
         _spec(
             "long_run_step_ms",
@@ -340,9 +363,93 @@ CATALOGUE: dict[str, Spec] = dict(
             "/s",
             "few entries",
         ),
+        # -- scale: years of history beside a small database (opt-in: --only scale) --
+        _spec(
+            "scale_three_step_per_s",
+            "scale",
+            "3-step runs per second in-process, years of history",
+            "/s",
+            "small database",
+            Target(1 / 1.2, on="ratio", direction="min"),
+        ),
+        _spec(
+            "scale_start_p50_ms",
+            "scale",
+            "start p50, years of history",
+            "ms",
+            "small database",
+            Target(1.2, on="ratio"),
+        ),
+        _spec(
+            "scale_inbox_first_p95_ms",
+            "scale",
+            "inbox first page p95 (2,000 open tasks), years of history",
+            "ms",
+            "small database",
+            Target(1.2, on="ratio"),
+        ),
+        _spec(
+            "scale_inbox_deep_p95_ms",
+            "scale",
+            "inbox deep page p95 (2,000 open tasks), years of history",
+            "ms",
+            "small database",
+            Target(1.2, on="ratio"),
+        ),
+        _spec(
+            "scale_console_by_key_p95_ms",
+            "scale",
+            "console runs filtered by business key p95, years of history",
+            "ms",
+            "small database",
+            Target(1.2, on="ratio"),
+        ),
+        _spec(
+            "scale_console_search_p95_ms",
+            "scale",
+            "console runs searched by business key p95, years of history",
+            "ms",
+            "small database",
+            Target(1.2, on="ratio"),
+        ),
+        _spec(
+            "scale_sla_p95_ms",
+            "scale",
+            "SLA dashboard p95 (operator), years of history",
+            "ms",
+            "small database",
+            Target(1.2, on="ratio"),
+        ),
+        _spec(
+            "scale_api_by_key_p95_ms",
+            "scale",
+            "GET /api/v1/workflows?correlation_id= p95, years of history",
+            "ms",
+            "small database",
+            Target(1.2, on="ratio"),
+        ),
+        _spec(
+            "scale_sweep_s",
+            "scale",
+            "sweep of 100 due timers among the waiting runs, years of history",
+            "s",
+            "small database",
+            Target(1.2, on="ratio"),
+        ),
+        _spec(
+            "scale_prune_runs_per_s",
+            "scale",
+            "finished runs pruned per second, years of history",
+            "/s",
+            "small database",
+            Target(5000, direction="min", unit="/s"),
+        ),
+        _spec("scale_prune_large_runs", "scale", "runs the measured prune deleted", ""),
     ]
 )
-GROUPS = ("engine", "long", "map", "celery", "sweep", "inbox", "decide", "audit")
+GROUPS = ("engine", "dbos", "long", "map", "celery", "sweep", "inbox", "decide", "audit", "scale")
+# Run only when asked (`--only scale`), or by the tiny profile that checks every figure.
+OPT_IN = ("scale",)
 
 
 def _number(value: float | None) -> str:

@@ -569,7 +569,7 @@ BATON_SWEEP_STALE_AFTER = env_float("BATON_SWEEP_STALE_AFTER", 60.0)
 # steps, events, signals and human tasks (the audit log is kept), by a task beat
 # sends every 10 minutes. Off (0) by default; `manage.py prune_runs` does it by hand.
 BATON_PRUNE_AFTER_DAYS = env_float("BATON_PRUNE_AFTER_DAYS", 0)
-BATON_PRUNE_BATCH = int(env_float("BATON_PRUNE_BATCH", 500))
+BATON_PRUNE_BATCH = int(env_float("BATON_PRUNE_BATCH", 10_000))
 if BATON_PRUNE_AFTER_DAYS < 0 or BATON_PRUNE_BATCH < 1:
     raise ImproperlyConfigured(
         "BATON_PRUNE_AFTER_DAYS must be 0 (off) or more, and BATON_PRUNE_BATCH at least 1."
@@ -580,6 +580,14 @@ if BATON_PRUNE_AFTER_DAYS:
         "schedule": 600.0,
         "options": {"expires": 540.0},
     }
+
+# The step events and the audit entries are partitioned by month on PostgreSQL
+# (workflows.partitions): beat creates the coming months' partitions once a day.
+CELERY_BEAT_SCHEDULE["baton-make-partitions"] = {
+    "task": "baton.make_partitions",
+    "schedule": 24 * 3600.0,
+    "options": {"expires": 23 * 3600.0},
+}
 
 # ---------------------------------------------------------------------------
 # Human tasks
@@ -692,6 +700,15 @@ CELERY_BEAT_SCHEDULE["baton-send-digests"] = {
     # A digest that waited past the next day's is superseded by it.
     "options": {"expires": 23 * 3600},
 }
+# Audit months older than this many days are dropped daily, after a checkpoint
+# anchors the chain where they end (approvals.audit.retention). 0 keeps them all.
+BATON_AUDIT_KEEP_DAYS = env_float("BATON_AUDIT_KEEP_DAYS", 0)
+if BATON_AUDIT_KEEP_DAYS:
+    CELERY_BEAT_SCHEDULE["baton-prune-audit"] = {
+        "task": "baton.prune_audit",
+        "schedule": 24 * 3600.0,
+        "options": {"expires": 23 * 3600.0},
+    }
 CELERY_BEAT_SCHEDULE["baton-audit-checkpoint"] = {
     "task": "baton.audit_checkpoint",
     "schedule": BATON_AUDIT_CHECKPOINT_MINUTES * 60,

@@ -8,6 +8,7 @@ from typing import Any
 from django.apps import AppConfig
 from django.conf import settings
 from django.core import checks
+from django.db.models.signals import post_migrate
 
 from workflows.checks import check_live_versions
 
@@ -27,6 +28,19 @@ class WorkflowsConfig(AppConfig):
         from workflows import tracing
 
         tracing.configure()
+        post_migrate.connect(make_partitions_after_migrate, sender=self)
+
+
+def make_partitions_after_migrate(*, using: str = "default", **kwargs: Any) -> None:
+    """Create this month's and the coming months' partitions as soon as the tables exist,
+    rather than wait for beat's first daily pass (see workflows.partitions)."""
+    from django.db import connections
+    from django.utils import timezone
+
+    from workflows import partitions
+
+    if using == "default" and connections[using].vendor == "postgresql":
+        partitions.make_partitions(now=timezone.now())
 
 
 def check_workflow_definitions(**kwargs: Any) -> list[checks.CheckMessage]:

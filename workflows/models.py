@@ -664,11 +664,26 @@ def step_key(
 
 
 class StepEvent(models.Model):
-    """An append-only line of a run's timeline: what happened to which step, when."""
+    """An append-only line of a run's timeline: what happened to which step, when.
 
-    run = models.ForeignKey(WorkflowRun, on_delete=models.CASCADE, related_name="events")
+    On PostgreSQL the table is partitioned by month of `at` (workflows.partitions;
+    its primary key is (id, at) there) and retention drops whole months. Its keys to
+    the run and the step are not enforced by the database: every delete of a run or
+    a step would otherwise probe each month's index, and retention deletes runs by
+    the thousand. The engine writes events only for rows it holds, and retention
+    removes a run's events with it.
+    """
+
+    run = models.ForeignKey(
+        WorkflowRun, on_delete=models.CASCADE, related_name="events", db_constraint=False
+    )
     step = models.ForeignKey(
-        StepRun, null=True, blank=True, on_delete=models.CASCADE, related_name="events"
+        StepRun,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="events",
+        db_constraint=False,
     )
     node = models.CharField(max_length=100, blank=True)
     kind = models.CharField(max_length=30)

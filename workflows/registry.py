@@ -49,6 +49,7 @@ _run_end_hooks: list[Callable[..., None]] = []
 _run_migration_hooks: list[Callable[..., None]] = []
 # Other apps' rows that go with a run when it is pruned, counted by a dry run: name -> model.
 _run_rows: dict[str, str] = {}
+_prune_hooks: list[Callable[[list[Any]], None]] = []
 
 
 def register(workflow: Workflow) -> Workflow:
@@ -218,3 +219,14 @@ def register_run_rows(name: str, model: str) -> None:
 
 def run_rows() -> dict[str, str]:
     return dict(_run_rows)
+
+
+def register_prune_hook(hook: Callable[[list[Any]], None]) -> None:
+    """Call `hook(run_ids)` inside each prune batch's transaction, before its rows go: for
+    what the database does not hold itself (approvals' attachment files), which the hook
+    removes once the batch commits."""
+    _prune_hooks.append(hook)
+
+
+def prune_hooks() -> list[Callable[[list[Any]], None]]:
+    return list(_prune_hooks)

@@ -12,7 +12,7 @@ from celery import Task, shared_task
 from django.conf import settings
 from django.utils import timezone
 
-from workflows import engine, heartbeats, metrics, retention, tracing
+from workflows import engine, heartbeats, metrics, partitions, retention, tracing
 from workflows.beat import SCHEDULED_FOR_HEADER
 
 logger = logging.getLogger("baton.engine")
@@ -154,6 +154,12 @@ def _header(task: Task, name: str) -> str | None:
     # A worker's request carries custom message headers both as attributes and in
     # `headers`; an eager call's only in `headers`.
     return (task.request.headers or {}).get(name) or getattr(task.request, name, None)
+
+
+@shared_task(name="baton.make_partitions", acks_late=True, ignore_result=True)
+def make_partitions() -> list[str]:
+    """Create the coming months' partitions of the append-only tables (nothing on SQLite)."""
+    return partitions.make_partitions(now=timezone.now())
 
 
 # Batches one periodic pass deletes at most, so a large backlog drains over passes.

@@ -13,6 +13,13 @@ time to time: `write_checkpoint` saves a signed checkpoint (entry, count, hash)
 and appends it, as one signed JSON line, to a file the operator chooses. A
 checkpoint whose entries are gone or different shows truncation and rewriting,
 and names the newest checkpoint that still holds.
+
+Old months of the log can be pruned (approvals.audit.retention): the chain is
+first anchored at the last entry to go by a checkpoint, and a chained
+`audit_pruned` entry about that checkpoint says so. Verification then starts
+from that checkpoint rather than from the first entry ever written: the first
+surviving entry must follow its hash, and the chain goes on from its count. A
+prefix deleted by anyone else has no such entry naming its end, and shows.
 """
 
 from __future__ import annotations
@@ -155,6 +162,38 @@ def record_unlock(
     )
 
 
+def hold_chain_lock() -> None:
+    """Keep every other writer from extending the chain until this transaction ends."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_CHAIN_LOCK])
+
+
+def record_pruning(*, checkpoint: Checkpoint, before: datetime, now: datetime) -> LogEntry:
+    """Append the entry saying that the entries up to `checkpoint`'s were pruned; inside
+    the pruning's transaction (see approvals.audit.retention)."""
+    return _append(
+        AuditCheckpoint.objects.get(pk=checkpoint.number),
+        event=PRUNED,
+        actor=system_actor(),
+        channel="system",
+        now=now,
+        comment=f"Pruned the audit entries before {before:%Y-%m-%d}.",
+        remote_addr=None,
+        changes={
+            "through_entry": checkpoint.entry_id,
+            "entries": checkpoint.entries,
+            "before": before.isoformat(),
+        },
+        object_repr=checkpoint.label,
+    )
+
+
+def chained_entries() -> Any:
+    """Return the chained audit entries, in chain order."""
+    return _chained_entries()
+
+
 def record_account_sync(
     *,
     user: Any,
@@ -214,10 +253,7 @@ def _append(
     changes: dict[str, Any],
     object_repr: str | None = None,
 ) -> LogEntry:
-    if connection.vendor == "postgresql":
-        # One writer at a time extends the chain; released at commit.
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_CHAIN_LOCK])
+    hold_chain_lock()  # one writer at a time extends the chain; released at commit
     previous = (
         LogEntry.objects.filter(additional_data__has_key="chain")
         .order_by("-id")
@@ -366,8 +402,13 @@ def exported_checkpoints(path: str | Path) -> list[Checkpoint]:
     return checkpoints
 
 
-def write_checkpoint(*, now: datetime, export_to: str | Path | None = None) -> Checkpoint | None:
+def write_checkpoint(
+    *, now: datetime, export_to: str | Path | None = None, upto: int | None = None
+) -> Checkpoint | None:
     """Anchor the chain's head now: save a signed checkpoint and append its line to a file.
+
+    With `upto`, anchor the chain at that entry instead of at its head (pruning
+    anchors the last entry it drops).
 
     The file is `export_to`, else settings.BATON_AUDIT_CHECKPOINT_FILE (none if
     empty). Entries since the newest checkpoint are verified first, and a chain
@@ -377,7 +418,7 @@ def write_checkpoint(*, now: datetime, export_to: str | Path | None = None) -> C
     in id order, so every snapshot of them is a prefix of the chain.
     """
     key = chain_key()
-    head = _verified_head(key=key)
+    head = _verified_head(key=key, upto=upto)
     if head is None:
         return None
     entry_id, entries, head_hash = head
@@ -401,18 +442,25 @@ def write_checkpoint(*, now: datetime, export_to: str | Path | None = None) -> C
     return checkpoint
 
 
-def _verified_head(*, key: bytes) -> tuple[int, int, str] | None:
-    """Verify the entries since the newest stored checkpoint; return the chain's head
-    as (entry id, number of entries, hash), or None if the log has no chained entry."""
-    rows = AuditCheckpoint.objects.order_by("-entry_id", "-id")[:1]
-    newest = Checkpoint.of(rows[0]) if rows else None
+def _verified_head(*, key: bytes, upto: int | None = None) -> tuple[int, int, str] | None:
+    """Verify the entries since the newest stored checkpoint (up to entry `upto`, if
+    given); return the chain there as (entry id, number of entries, hash), or None if
+    the log has no chained entry."""
+    rows = AuditCheckpoint.objects.order_by("-entry_id", "-id")
+    if upto is not None:
+        rows = rows.filter(entry_id__lte=upto)
+    newest = Checkpoint.of(rows[0]) if rows[:1] else None
     entries = _chained_entries()
+    if upto is not None:
+        entries = entries.filter(pk__lte=upto)
     previous, count, last_id = GENESIS, 0, None
     if newest is not None:
         if not newest.is_signed_with(key):
             raise AuditChainBroken(_forged(newest))
         anchored = entries.filter(pk=newest.entry_id).first()
-        if anchored is None or _stored_hash(anchored) != newest.head:
+        if anchored is None and _pruned_base(_chained_entries().first(), [newest]) == newest:
+            pass  # the entries up to it were pruned; the chain goes on from it
+        elif anchored is None or _stored_hash(anchored) != newest.head:
             raise AuditChainBroken(
                 f"The entries anchored by {newest.label} (up to entry {newest.entry_id}) were "
                 "deleted or rewritten since it. Run verify_audit."
@@ -443,6 +491,8 @@ class ChainReport:
     holding: Checkpoint | None  # the newest checkpoint that still holds
     broken_entry: LogEntry | None = None
     problem: str = ""
+    # The checkpoint verification started from, when older entries were pruned.
+    pruned_through: Checkpoint | None = None
 
     @property
     def intact(self) -> bool:
@@ -466,9 +516,26 @@ def verify_audit_chain(*, checkpoints: Iterable[Checkpoint] | None = None) -> Ch
     for anchor in anchors:
         if not anchor.is_signed_with(key):
             return ChainReport(0, checked, None, problem=_forged(anchor))
-    wanted = {anchor.entry_id for anchor in anchors}
     seen: dict[int, tuple[str, int]] = {}
     previous, count, last_id = GENESIS, 0, None
+    first = _chained_entries().first()
+    base = None
+    if first is not None and _chain_of(first).get("previous") != GENESIS:
+        base = _pruned_base(first, anchors)
+        if base is None:
+            return ChainReport(
+                0,
+                checked,
+                None,
+                first,
+                f"The entries before audit entry {first.pk} are gone, and no checkpoint and "
+                "record of pruning anchors where they ended: they were deleted, not pruned.",
+            )
+        # Checkpoints of pruned entries cannot be checked against them any more.
+        anchors = [anchor for anchor in anchors if anchor.entry_id >= base.entry_id]
+        previous, count, last_id = base.head, base.entries, base.entry_id
+        seen[base.entry_id] = (base.head, base.entries)
+    wanted = {anchor.entry_id for anchor in anchors}
     for entry in _chained_entries().iterator(chunk_size=1000):
         expected = entry_hash(previous, _content_of(entry), key=key)
         if not _fits(entry, previous, expected):
@@ -503,7 +570,54 @@ def verify_audit_chain(*, checkpoints: Iterable[Checkpoint] | None = None) -> Ch
                 ),
             )
         holding = anchor
-    return ChainReport(count, checked, holding)
+    return ChainReport(count, checked, holding, pruned_through=base)
+
+
+PRUNED = "audit_pruned"
+
+
+def _pruned_base(first: LogEntry | None, anchors: Iterable[Checkpoint]) -> Checkpoint | None:
+    """Return the checkpoint that pruning anchored just before `first`, the oldest
+    surviving entry: signed, following into `first`, and named by a chained
+    `audit_pruned` entry (written by pruning, under the key). None if there is none."""
+    if first is None:
+        return None
+    previous = _chain_of(first).get("previous")
+    candidates = [
+        anchor
+        for anchor in anchors
+        if anchor.entry_id < first.pk and anchor.head == previous and anchor.number is not None
+    ]
+    if not candidates:
+        return None
+    checkpoint_type = ContentType.objects.get_for_model(AuditCheckpoint)
+    for anchor in sorted(candidates, key=lambda anchor: -anchor.entry_id):
+        named = (
+            LogEntry.objects.filter(
+                content_type=checkpoint_type,
+                object_pk=str(anchor.number),
+                additional_data__event=PRUNED,
+                additional_data__has_key="chain",
+            )
+            .values_list("changes", flat=True)
+            .first()
+        )
+        if named and _through(named) == anchor.entry_id:
+            return anchor
+    return None
+
+
+def _through(changes: Any) -> int | None:
+    if isinstance(changes, str):  # auditlog may keep its changes as text
+        changes = json.loads(changes)
+    try:
+        return int(changes["through_entry"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _chain_of(entry: LogEntry) -> dict[str, Any]:
+    return (entry.additional_data or {}).get("chain", {})
 
 
 def _chained_entries() -> Any:

@@ -35,6 +35,10 @@ class SkipIn(ReasonIn):
     result: Any = Field(description="the step's result, any JSON value (null for none)")
 
 
+class MoveIn(ReasonIn):
+    to: str = Field(min_length=1, max_length=100, description="the node to move the run to")
+
+
 class BulkRetryIn(ReasonIn):
     runs: list[UUID] = Field(max_length=services.BULK_MAX, min_length=1)
 
@@ -91,6 +95,32 @@ def skip(request: HttpRequest, run_id: UUID, node: str, body: SkipIn) -> Status:
             run_id=run_id,
             node=node,
             result=json.dumps(body.result),
+            act=Act(
+                user=request.user,
+                channel=Channel.API,
+                remote_addr=client_address(request),
+                reason=body.reason,
+            ),
+        )
+    except services.ConsoleError as error:
+        raise _problem(error) from None
+    return Status(202, {"id": done.run.pk, "state": done.run.state})
+
+
+@router.post(
+    "/{run_id}/move",
+    response={202: RunStateOut, **ERRORS},
+    summary="Move a live run to a node",
+)
+def move(request: HttpRequest, run_id: UUID, body: MoveIn) -> Status:
+    """Cancel what the run has in flight and enter `to` in a new round, so a step it
+    already completed runs again under a new idempotency key (operators only, with a
+    `reason`, audited). 409 for a paused, undoing or finished run, or a node it could
+    never reach (naming those it may move to)."""
+    try:
+        done = services.move_run(
+            run_id=run_id,
+            node=body.to,
             act=Act(
                 user=request.user,
                 channel=Channel.API,

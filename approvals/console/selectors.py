@@ -304,6 +304,8 @@ class ConsoleRunPage:
     keys: list[tuple[str, str]]
     actions: list[services.Action]
     requested_by: str
+    # The nodes an operator may move the run to now (none unless running or waiting).
+    movable: list[str]
 
     @property
     def skippable(self) -> list[StepRun]:
@@ -356,4 +358,5 @@ def run_page(*, run_id: UUID) -> ConsoleRunPage | None:
         keys=business_keys(run),
         actions=services.actions_for(run),
         requested_by=" and ".join(sorted(request.requesters)),
+        movable=services.movable_nodes(run),
     )

@@ -181,6 +181,7 @@ ACTIONS: dict[str, Action] = {
     )
 }
 SKIP_WHAT = "skip a step"
+MOVE_WHAT = "move a run"
 # The audit entry's event for each engine use case an operator calls, whatever the
 # channel (the console here, the API and the admin through workflows.operating).
 EVENTS = {
@@ -191,6 +192,7 @@ EVENTS = {
     "resume_run": "run_resumed",
     "cancel_run": "run_cancelled",
     "skip_step": "step_skipped",
+    "move_run": "run_moved",
     "migrate_runs": "run_migrated",
 }
 
@@ -311,6 +313,42 @@ def skip_step(*, run_id: UUID, node: str, result: str, act: Act) -> Done:
             changes={"step": node, "result": value},
         )
     return Done(run=run, changed=True)
+
+
+def move_run(*, run_id: UUID, node: str, act: Act) -> Done:
+    """Move a live run to `node`: what is in flight is cancelled, the node entered in a new
+    round (engine.move_run). An operator says why; the reason goes to the audit trail."""
+    refusal = operate_refusal(act.user, MOVE_WHAT)
+    if refusal:
+        raise NotOperator(refusal)
+    reason = _reason(act.reason)
+    if not reason:
+        raise InvalidInput("Say why you move the run: the reason is kept in its audit trail.")
+    with transaction.atomic():
+        before = _lock(run_id).state
+        try:
+            run = engine.move_run(run_id=run_id, to_node=node, now=act.now)
+        except engine.EngineError as error:
+            raise NotPossibleNow(str(error)) from None
+        record_run_action(
+            run=run,
+            actor=act.user,
+            action="move_run",
+            state_before=before,
+            channel=act.channel,
+            remote_addr=act.remote_addr,
+            now=act.now,
+            comment=reason,
+            changes={"to": node},
+        )
+    return Done(run=run, changed=True)
+
+
+def movable_nodes(run: WorkflowRun) -> list[str]:
+    """The nodes the console offers to move `run` to: none unless it may move now."""
+    if run.state not in engine.MOVABLE_RUN_STATES:
+        return []
+    return engine.movable_nodes(registry.get(run.workflow_type, run.workflow_version))
 
 
 def parse_result(text: str) -> Any:

@@ -28,5 +28,6 @@ urlpatterns = [
     ),
     path("runs/<uuid:run_id>/", views.run_detail, name="run"),
     path("runs/<uuid:run_id>/steps/<str:node>/skip/", views.skip, name="skip"),
+    path("runs/<uuid:run_id>/move/", views.move, name="move"),
     path("runs/<uuid:run_id>/<slug:action>/", views.act, name="act"),
 ]

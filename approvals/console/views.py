@@ -239,6 +239,29 @@ def skip(request: HttpRequest, run_id: UUID, node: str) -> HttpResponse:
 
 
 @login_required
+def move(request: HttpRequest, run_id: UUID) -> HttpResponse:
+    """GET asks where to and why; POST moves the run there."""
+    if refused := _refused(request):
+        return refused
+    if request.method == "GET":
+        refusal = services.operate_refusal(request.user, services.MOVE_WHAT)
+        return _run_page(
+            request, run_id, status=403 if refusal else 200, moving=not refusal, error=refusal
+        )
+    if request.method != "POST":
+        return HttpResponse(status=405, headers={"Allow": "GET, POST"})
+    node = request.POST.get("to", "")
+    try:
+        services.move_run(
+            run_id=run_id, node=node, act=_act(request, reason=request.POST.get("reason", ""))
+        )
+    except services.ConsoleError as refused:
+        return _run_page(request, run_id, status=refused.status, error=str(refused), moving=True)
+    messages.success(request, f"Moved to {node}: what was in flight is cancelled.")
+    return redirect("console:run", run_id=run_id)
+
+
+@login_required
 @require_POST
 def retry_dead_letters(request: HttpRequest) -> HttpResponse:
     """Retry the dead letters ticked on the runs list, then go back to it."""

@@ -24,6 +24,7 @@ import filetype
 from auditlog.models import LogEntry
 from django.conf import settings
 from django.contrib.contenttypes.models import ContentType
+from django.core.files.storage import default_storage
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 from django.http import FileResponse
@@ -234,6 +235,23 @@ def download(attachment: Attachment) -> FileResponse:
 
 def of_request(run_id: UUID) -> list[Attachment]:
     return list(Attachment.objects.filter(run_id=run_id).select_related("uploaded_by", "task"))
+
+
+def forget_files_of(run_ids: list[Any]) -> None:
+    """Remove the stored files of these runs' attachments once the transaction deleting
+    their rows commits (retention's prune hook): never a file whose row stays."""
+    names = list(
+        Attachment.objects.filter(run_id__in=run_ids)
+        .exclude(file="")
+        .values_list("file", flat=True)
+    )
+    if names:
+        transaction.on_commit(lambda: _delete_files(names))
+
+
+def _delete_files(names: list[str]) -> None:
+    for name in names:
+        default_storage.delete(name)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Permission
+from django.contrib.auth.models import Permission, User
 from django.urls import reverse
 from django.utils import timezone
 
@@ -83,3 +83,19 @@ def audited():
     registry.register(AUDITED)
     yield AUDITED
     registry.unregister(AUDITED)
+
+
+@pytest.fixture
+def console_operator(operator) -> User:
+    """olga, staff, allowed to operate runs."""
+    operator.is_staff = True
+    operator.save()
+    return User.objects.get(pk=operator.pk)
+
+
+@pytest.fixture
+def viewer(people) -> User:
+    """vic: staff who may view runs but not operate them."""
+    user = User.objects.create_user("vic", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_workflowrun"))
+    return User.objects.get(pk=user.pk)

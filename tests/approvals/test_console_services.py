@@ -7,7 +7,6 @@ import uuid
 
 import pytest
 from auditlog.models import LogEntry
-from django.contrib.auth.models import Permission, User
 
 from approvals.act import Act
 from approvals.console import services as console_services
@@ -21,22 +20,6 @@ pytestmark = pytest.mark.django_db
 def by(user, *, reason: str = "") -> Act:
     """Who acts, as the console's pages build it."""
     return Act(user=user, channel=console_services.CHANNEL, reason=reason)
-
-
-@pytest.fixture
-def console_operator(operator) -> User:
-    """olga, staff, allowed to operate runs."""
-    operator.is_staff = True
-    operator.save()
-    return User.objects.get(pk=operator.pk)
-
-
-@pytest.fixture
-def viewer(people) -> User:
-    """vic: staff who may view runs but not operate them."""
-    user = User.objects.create_user("vic", is_staff=True)
-    user.user_permissions.add(Permission.objects.get(codename="view_workflowrun"))
-    return User.objects.get(pk=user.pk)
 
 
 @pytest.fixture

@@ -211,3 +211,26 @@ class TestSkippingAStuckStep:
         page.reload()
         expect(page.locator(".state").first).to_have_text("succeeded")
         shoot(page, "console-after-skip")
+
+
+class TestMovingARun:
+    def test_olga_moves_a_waiting_expense_back_to_submit(
+        self, sign_in, console_operator, start_expense, drive
+    ):
+        run = start_expense()
+        [first] = run.human_tasks.all()
+
+        page = sign_in("olga")
+        page.goto(f"/console/runs/{run.pk}/")
+        page.get_by_role("link", name="Move to another node…").click()
+        page.get_by_label("Move to").select_option("submit")
+        page.get_by_label("Why (required").fill("The amount was keyed in wrong.")
+        page.get_by_role("button", name="Yes, move it").click()
+
+        expect(page.get_by_role("status")).to_contain_text("Moved to submit")
+        expect(page.locator("ol.timeline")).to_contain_text("moved to submit from manager_approval")
+        shoot(page, "console-after-move")
+        run = drive(run)
+        first.refresh_from_db()
+        assert first.state == "cancelled"
+        assert run.human_tasks.filter(state="claimed").count() == 1

@@ -365,15 +365,15 @@ class TestExecuteStep:
         with CaptureQueriesContext(connection) as queries:
             engine.execute_step(step_id=remote.pk)
 
-        # remote: its claim, then a record that also inserts `local` already running;
-        # local: no claim of its own, only its record (which ends the run). Each
-        # record is its locking read and one write.
+        # remote: its claim, then its record, the straight path's one statement, which
+        # also inserts `local` already running; local: no claim of its own, only its
+        # record, which ends the run: the general way's locking read and one write.
         assert _statements(queries) == [
             "WITH",
-            *["SELECT", "INSERT", "UPDATE", "INSERT"],
+            "WITH",
             *["SELECT", "UPDATE", "UPDATE", "INSERT"],
         ]
-        assert _round_trips(queries) == 1 + 2 + 2
+        assert _round_trips(queries) == 1 + 1 + 2
         local = run.steps.get(node="local")
         assert (local.state, local.attempt, local.result) == (StepState.SUCCEEDED, 1, "local")
         assert list(local.events.values_list("kind", flat=True)) == [
@@ -394,12 +394,12 @@ class TestExecuteStep:
             )
 
         # Claim: one UPDATE that locks the run in a CTE and starts the step.
-        # Record: lock the run and read the step, then in one round trip insert the
-        # next step, finish this one and insert its events in one statement. The
+        # Record (the next node is an activity: the straight path): one statement that
+        # locks the run, finishes this step, inserts its events and the next step. The
         # run row is not rewritten. (Savepoints come from this test's own transaction.)
         assert _statements(claiming) == ["WITH"]
-        assert _statements(recording) == ["SELECT", "INSERT", "UPDATE", "INSERT"]
-        assert (_round_trips(claiming), _round_trips(recording)) == (1, 2)
+        assert _statements(recording) == ["WITH"]
+        assert (_round_trips(claiming), _round_trips(recording)) == (1, 1)
 
     def test_a_claim_holds_the_step_for_its_nodes_first_lease(self, start, order_input):
         run = start("order", order_input())

@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from tests.conftest import steps_by_node
 from tests.workflows.test_engine import sweep_until_quiet
-from workflows import engine
+from workflows import engine, registry
 from workflows.engine import execute
 from workflows.models import StepEvent
 from workflows.states import EventKind, RunState, StepState
@@ -139,3 +139,77 @@ class TestSkipStep:
 
         with pytest.raises(engine.IllegalRunOperation, match="this run is compensated"):
             engine.skip_step(run_id=run.pk, node="second", result=None)
+
+
+class TestMoveRun:
+    def test_a_waiting_run_moves_on_to_another_node_and_its_wait_is_cancelled(
+        self, start, drive, effects
+    ):
+        run = drive(start("test_signalled", {}))
+        assert run.state == RunState.WAITING
+
+        engine.move_run(run_id=run.pk, to_node="went")
+
+        run = drive(run)
+        assert run.state == RunState.SUCCEEDED
+        waits = run.steps.filter(node="await_go")
+        assert [step.state for step in waits] == [StepState.CANCELLED]
+        assert effects(run) == {"test.prepare": 1, "test.went": 1}
+
+    def test_a_completed_step_runs_again_in_a_new_round(self, start, drive, effects):
+        run = drive(start("test_signalled", {}))
+
+        engine.move_run(run_id=run.pk, to_node="prepare")
+
+        run = drive(run)
+        rounds = list(run.steps.filter(node="prepare").order_by("round"))
+        assert [(step.round, step.state) for step in rounds] == [
+            (0, StepState.SUCCEEDED),
+            (1, StepState.SUCCEEDED),
+        ]
+        assert effects(run) == {"test.prepare": 2}
+        assert run.state == RunState.WAITING
+
+    def test_a_step_waiting_to_retry_is_cancelled_and_never_retried(self, start, drive, effects):
+        run = drive(start("test_linear", {"simulate": {"second": "fail"}}))
+        assert steps_by_node(run)["second"].state == StepState.RETRY_WAIT
+
+        engine.move_run(run_id=run.pk, to_node="third")
+
+        run = sweep_until_quiet(run, drive)
+        assert run.state == RunState.SUCCEEDED
+        assert effects(run) == {"test.first": 1, "test.third": 1}
+
+    def test_the_timeline_says_who_moved_from_where_to_where(self, start, drive):
+        run = drive(start("test_signalled", {}))
+
+        engine.move_run(run_id=run.pk, to_node="went")
+
+        moved = StepEvent.objects.get(run=run, kind=EventKind.OPERATOR)
+        assert moved.detail == {"action": "moved", "to": "went", "from": ["await_go"], "round": 1}
+
+    def test_an_unknown_node_is_refused_naming_those_it_may_move_to(self, start, drive):
+        run = drive(start("test_signalled", {}))
+
+        with pytest.raises(engine.IllegalRunOperation, match="may move to: prepare, await_go"):
+            engine.move_run(run_id=run.pk, to_node="nowhere")
+
+    def test_a_node_inside_a_parallel_region_is_refused(self, start):
+        run = start("test_parallel_all", {})
+
+        with pytest.raises(engine.IllegalRunOperation, match="inside the parallel region"):
+            engine.move_run(run_id=run.pk, to_node="right")
+        with pytest.raises(engine.IllegalRunOperation, match="inside the parallel region"):
+            engine.move_run(run_id=run.pk, to_node="together")
+        assert engine.movable_nodes(registry.get("test_parallel_all")) == ["fan_out", "after"]
+
+    def test_a_run_being_undone_or_over_is_refused(self, start, drive):
+        undone = sweep_until_quiet(
+            drive(start("test_linear", {"simulate": {"second": "fail"}})), drive
+        )
+        finished = drive(start("test_linear", {}))
+
+        with pytest.raises(engine.IllegalRunOperation, match="this one is compensated"):
+            engine.move_run(run_id=undone.pk, to_node="first")
+        with pytest.raises(engine.IllegalRunOperation, match="this one is succeeded"):
+            engine.move_run(run_id=finished.pk, to_node="first")

@@ -4,18 +4,23 @@ from __future__ import annotations
 
 from datetime import timedelta
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from auditlog.models import LogEntry
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
+from django.db import connection
 from django.utils import timezone
 
 from approvals import human_tasks
-from approvals.models import HumanTask
+from approvals.human_tasks import attachments
+from approvals.models import Attachment, HumanTask
 from approvals.states import Channel
 from tests.workflows.test_engine import sweep_until_quiet
-from workflows import engine, retention
+from workflows import engine, partitions, retention
 from workflows.models import Signal, StepEvent, StepRun, WorkflowRun
+from workflows.retention import EVENTS
 from workflows.states import RunState
 from workflows.tasks import prune_runs
 
@@ -29,11 +34,12 @@ def prune(*args: str) -> str:
 
 
 def age(run: WorkflowRun, days: float) -> WorkflowRun:
-    """Make the run look as if it started and (if it did) finished `days` ago."""
+    """Make the run look as if it started, had its events and (if it did) finished `days` ago."""
     then = timezone.now() - timedelta(days=days)
     WorkflowRun.objects.filter(pk=run.pk).update(
         created_at=then, finished_at=then if run.finished_at else None
     )
+    StepEvent.objects.filter(run=run).update(at=then)
     return run
 
 
@@ -191,3 +197,99 @@ class TestPeriodicPrune:
 
         assert deleted["runs"] == 1
         assert remaining(runs) == {"old live", "old dead letter", "recent"}
+
+
+def partition_of(event: StepEvent) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT tableoid::regclass::text FROM workflows_stepevent WHERE id = %s", [event.pk]
+        )
+        return cursor.fetchone()[0]
+
+
+class TestEventMonths:
+    """Step events are partitioned by month: a prune drops old months whole."""
+
+    @pytest.fixture
+    def old_month(self, runs):
+        """Put the old runs' events 100 days back, in a partition of their own month."""
+        then = timezone.now() - timedelta(days=100)
+        month = partitions.month_of(then)
+        partitions.ensure_month(partitions.Partitioned(EVENTS, "at"), month)
+        for name in ("old finished", "old live", "old dead letter"):
+            StepEvent.objects.filter(run=runs[name]).update(at=then)
+        return month
+
+    def test_a_month_before_the_cutoff_is_dropped_whole(self, runs, old_month):
+        old = runs["old finished"]
+        events = old.events.count()
+
+        report = retention.prune_runs(finished_before=timezone.now() - timedelta(days=40))
+
+        assert old_month not in partitions.months(EVENTS)
+        assert not StepEvent.objects.filter(run_id=old.pk).exists()
+        assert report.count("events") >= events
+
+    def test_the_events_of_runs_that_stay_are_kept_in_the_default_partition(self, runs, old_month):
+        live, dead_letter = runs["old live"], runs["old dead letter"]
+        kept = {run.pk: list(run.events.values_list("pk", "kind")) for run in (live, dead_letter)}
+
+        retention.prune_runs(finished_before=timezone.now() - timedelta(days=40))
+
+        for run in (live, dead_letter):
+            assert list(run.events.values_list("pk", "kind")) == kept[run.pk]
+            assert {partition_of(event) for event in run.events.all()} == {
+                partitions.default_partition(EVENTS)
+            }
+
+    def test_the_recent_months_and_their_events_stay(self, runs, old_month):
+        recent = runs["recent"]
+        events = recent.events.count()
+        months = set(partitions.months(EVENTS)) - {old_month}
+
+        retention.prune_runs(finished_before=timezone.now() - timedelta(days=40))
+
+        assert set(partitions.months(EVENTS)) == months
+        assert recent.events.count() == events
+
+    def test_a_bounded_pass_leaves_the_months_for_a_pass_that_finishes(self, runs, old_month):
+        age(runs["recent"], 100)
+
+        retention.prune_runs(
+            finished_before=timezone.now() - timedelta(days=40), batch=1, max_batches=1
+        )
+
+        assert old_month in partitions.months(EVENTS)
+
+    def test_a_batch_deletes_with_one_statement_per_table(
+        self, runs, django_assert_max_num_queries
+    ):
+        age(runs["recent"], 100)
+        cutoff = timezone.now() - timedelta(days=40)
+
+        # One statement per table and per kind of row for the batch (2 runs here, or
+        # 10,000), then the months' checks: never one per run or per row.
+        with django_assert_max_num_queries(40):
+            report = retention.prune_runs(finished_before=cutoff)
+
+        assert report.count("runs") == 2
+
+
+class TestAttachments:
+    def test_a_pruned_runs_attachments_go_with_it_files_and_all(
+        self, approved_expense, alice, settings, tmp_path, django_capture_on_commit_callbacks
+    ):
+        settings.MEDIA_ROOT = tmp_path
+        csv = SimpleUploadedFile("costs.csv", b"date,amount\n2026-12-01,120.00\n", "text/csv")
+        [kept] = attachments.attach(
+            run_id=approved_expense.pk, user=alice, uploads=[csv], channel="inbox"
+        )
+        age(approved_expense, 100)
+
+        stored = Path(kept.file.path)
+
+        with django_capture_on_commit_callbacks(execute=True):
+            prune("--finished-before", "90d")
+
+        assert not Attachment.objects.filter(pk=kept.pk).exists()
+        assert not stored.exists()

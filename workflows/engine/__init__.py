@@ -30,7 +30,13 @@ from workflows.engine.errors import EngineError, IllegalRunOperation, RunAlready
 from workflows.engine.execute import execute_step
 from workflows.engine.migrate import MigrationReport, RunMove, migrate_runs, preview_migration
 from workflows.engine.notes import warn_run
-from workflows.engine.operate import retry_failed_run, skip_step
+from workflows.engine.operate import (
+    MOVABLE_RUN_STATES,
+    movable_nodes,
+    move_run,
+    retry_failed_run,
+    skip_step,
+)
 from workflows.engine.pause import pause_run, resume_run
 from workflows.engine.signals import RESERVED_SIGNAL_ID_PREFIX, fail_waiting_step, signal_run
 from workflows.engine.start import start_pending_runs, start_workflow
@@ -68,6 +74,7 @@ moves.install(
 __all__ = [
     "EXECUTE_STEPS_TASK",
     "EXECUTE_STEP_TASK",
+    "MOVABLE_RUN_STATES",
     "RESERVED_SIGNAL_ID_PREFIX",
     "EngineError",
     "IllegalRunOperation",
@@ -83,6 +90,8 @@ __all__ = [
     "execute_step",
     "fail_waiting_step",
     "migrate_runs",
+    "movable_nodes",
+    "move_run",
     "pause_run",
     "preview_migration",
     "resume_dead_letter",

@@ -17,10 +17,10 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from workflows import queues, tracing
+from workflows import metrics, queues, tracing
 from workflows.activity import ActivityCancelled, ActivityContext, LeaseLost
 from workflows.dsl import Activity, Workflow
-from workflows.engine import advance, limits, prepared, undo
+from workflows.engine import advance, limits, prepared, straight, undo
 from workflows.engine.nodes import map as map_node
 from workflows.engine.work import (
     CANCELLABLE_STEP_STATES,
@@ -32,10 +32,12 @@ from workflows.engine.work import (
     UnitOfWork,
     definition_of,
     log_fields,
+    redispatch_at,
+    send_on_commit,
     settle,
     steps_of,
 )
-from workflows.models import StepRun, WorkflowRun, step_key
+from workflows.models import StepRun, WorkflowRun, new_row, step_key
 from workflows.retries import is_final_error, next_attempt_at
 from workflows.states import EventKind, RunState, StepKind, StepState
 
@@ -411,6 +413,14 @@ def record_outcome(
     Return the step that follows, already claimed for this worker, if any: a local
     one, or with `eager` a remote one.
     """
+    if outcome.error is None and not outcome.cancelled:
+        plan = straight.plan_for(definition_of(claim.step.run), claim.step)
+        if plan is not None:
+            # One statement, so no transaction of its own: it commits as it ends (one
+            # round trip, where BEGIN and COMMIT would be two more), or joins the caller's.
+            recorded = _record_straight(claim, plan, outcome.result, now=now, eager=eager)
+            if recorded is not _NOT_STRAIGHT:
+                return recorded  # type: ignore[return-value]
     work = UnitOfWork(inline=True, eager=eager)
     with transaction.atomic():
         step = prepared.step_with_locked_run(claim.step_id)
@@ -440,6 +450,104 @@ def record_outcome(
             attempt_failed(run, definition, step, outcome.error, outcome.final, now, work)
         work.finish(run)
     return work.inline_claim
+
+
+_NOT_STRAIGHT = object()
+
+
+def _record_straight(
+    claim: Claim, plan: straight.Plan, result: Any, *, now: datetime, eager: bool
+) -> Claim | object | None:
+    """Record a success whose next node is an activity in one statement (`straight`);
+    return the next step if this worker claimed it, as `record_outcome` does, or
+    `_NOT_STRAIGHT` (nothing written) when the step or its run is not as that needs.
+
+    The next activity is claimed here as `activity.enter` claims it: a local one, or a
+    remote one with `eager`. A claim stays this simple: a per-activity queue or rate
+    limiter would decide here whether this worker may take it, before the statement
+    (and schedule it for a worker when not).
+    """
+    following = plan.next
+    claimed = following.local or eager
+    token = uuid.uuid4() if claimed else None
+    recorded = straight.record(
+        plan,
+        step_id=claim.step_id,
+        run_id=claim.run_id,
+        lease_token=claim.token,
+        started_at=claim.started_at,
+        result=result,
+        round=claim.step.round,
+        now=now,
+        claim_token=token,
+        due_at=_lease_until(following, started_at=now, now=now)
+        if claimed
+        else redispatch_at(following, now),
+        holder=worker_name() if claimed else "",
+    )
+    if recorded is None:
+        return _NOT_STRAIGHT
+    run, step = claim.step.run, claim.step
+    _told(run, step, claim, recorded.scheduled_at, now)
+    next_id = recorded.next_step_id
+    if token is None:
+        send_on_commit([next_id], tracing.run_contexts([(next_id, recorded.trace_context)]))
+        return None
+    next_step = new_row(
+        StepRun,
+        id=next_id,
+        run=run,
+        node=following.name,
+        round=step.round,
+        state=StepState.RUNNING,
+        attempt=1,
+        lease_token=token,
+        scheduled_at=now,
+        started_at=now,
+        lease=following.timeouts.first_lease,
+    )
+    return _attempt(run, next_step, following, token=token, now=now)
+
+
+@dataclass(frozen=True)
+class _Attempted:
+    """The step an event of the straight path counts for (see `metrics.count_events`)."""
+
+    node: str
+    kind: str
+    scheduled_at: datetime | None
+    started_at: datetime
+    last_error: None = None
+
+
+@dataclass(frozen=True)
+class _Told:
+    """An event the straight path wrote, as `metrics` and the log read it."""
+
+    run: WorkflowRun
+    step: _Attempted
+    kind: str
+    at: datetime
+    attempt: int
+    detail: dict[str, Any]
+
+
+def _told(
+    run: WorkflowRun, step: StepRun, claim: Claim, scheduled_at: datetime, now: datetime
+) -> None:
+    """Log and count the straight path's two events, as the unit of work would."""
+    attempted = _Attempted(
+        node=step.node, kind=step.kind, scheduled_at=scheduled_at, started_at=claim.started_at
+    )
+    events = [
+        _Told(run, attempted, EventKind.STARTED, claim.started_at, step.attempt, {}),
+        _Told(run, attempted, EventKind.COMPLETED, now, step.attempt, {}),
+    ]
+    metrics.record_events(events)  # type: ignore[arg-type]
+    if logger.isEnabledFor(logging.INFO):
+        fields = log_fields(run, step)
+        for event in events:
+            logger.info(f"step.{event.kind}", extra=fields)
 
 
 def _step_succeeded(

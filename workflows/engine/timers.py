@@ -10,7 +10,8 @@ their timeline events and the runs' wake-up. Every other due step goes the per-r
 
 Nothing is decided twice: what the timer step and the run become is read from their
 django-fsm transitions applied to a template row (`StepRun.succeed`, `WorkflowRun.wake`),
-the states they may be in from the same transitions' sources, and what is recorded
+the states they may be in from the sources the state machines allow
+(`transitions.allowed`), and what is recorded
 and scheduled from the node kinds (`sleep.slept`, `activity.scheduled`). The SQL is
 built once per process from the models' metadata; every value is bound.
 """
@@ -31,6 +32,7 @@ from django.utils import timezone
 
 from workflows import registry, tracing
 from workflows.dsl import Activity, Sleep, Workflow
+from workflows.engine import transitions
 from workflows.engine.nodes import activity, sleep
 from workflows.engine.work import CLAIMABLE_FORWARD_RUN_STATES, send_on_commit
 from workflows.models import SavesChanges, StepEvent, StepRun, WorkflowRun, new_row
@@ -80,12 +82,12 @@ def fire_due_timers(runs: Sequence[SweptRun], now: datetime) -> set[uuid.UUID]:
         *_changes(_fired_timer(now), connection),
         [run.id for run in runs],
         list(CLAIMABLE_FORWARD_RUN_STATES),
-        _sources(StepRun.succeed, _TIMER_STATES),
+        _sources(StepRun, StepState.SUCCEEDED, _TIMER_STATES),
         StepKind.FORWARD,
         now,
         list(LIVE_STEP_STATES),
         *_changes(_woken_run(), connection),
-        _sources(WorkflowRun.wake, _ASLEEP_RUN_STATES),
+        _sources(WorkflowRun, RunState.RUNNING, _ASLEEP_RUN_STATES),
         *(_prepared(field, _fired_event(now), connection) for field in _event_constants()),
     ]
     with connection.cursor() as cursor:
@@ -153,10 +155,11 @@ _TIMER_STATES = (StepState.WAITING,)
 _ASLEEP_RUN_STATES = (RunState.WAITING,)
 
 
-def _sources(transition: Any, states: tuple[str, ...]) -> list[str]:
-    """Those of `states` the django-fsm `transition` may leave from (its allowed sources)."""
-    meta = transition._django_fsm
-    return [str(state) for state in states if meta.has_transition(state)]
+def _sources(model: type[Model], target: str, states: tuple[str, ...]) -> list[str]:
+    """Those of `states` the state machine allows a move into `target` from (the table
+    `transitions.allowed` reads from the django-fsm transitions)."""
+    allowed = transitions.allowed(model).sources(target)
+    return [str(state) for state in states if state in allowed]
 
 
 def _fired_timer(now: datetime) -> StepRun:

@@ -57,6 +57,12 @@ class Command(BaseCommand):
                 f"{audit.key_source()}."
             )
         )
+        if report.pruned_through is not None:
+            base = report.pruned_through
+            self.stdout.write(
+                f"Entries up to entry {base.entry_id} were pruned; verified from "
+                f"{base.label}, which anchored them ({base.entries} entries)."
+            )
         if report.holding is None:
             self.stdout.write(
                 "No checkpoint yet, so deleting the newest entries would not show: "

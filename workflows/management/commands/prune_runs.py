@@ -28,7 +28,7 @@ class Command(BaseCommand):
             "--dry-run", action="store_true", help="count what would be deleted; delete nothing"
         )
         parser.add_argument(
-            "--batch", type=int, default=500, help="runs per transaction (default 500)"
+            "--batch", type=int, default=10_000, help="runs per transaction (default 10,000)"
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
