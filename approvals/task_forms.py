@@ -10,15 +10,17 @@ task's approval node in the registry.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from functools import cache
 from typing import Any
 
 import pydantic
+from django.template.defaultfilters import filesizeformat
 
 from approvals import start_forms
 from workflows import openapi, registry
-from workflows.dsl import Approval, Workflow
+from workflows.dsl import ATTACHMENT_FORMAT, Approval, Workflow
 
 PREFIX = "form-"
 
@@ -32,23 +34,49 @@ def approval_of(task: Any) -> Approval | None:
     return node if isinstance(node, Approval) else None
 
 
-def spec_of(node: Approval | None) -> start_forms.FormSpec | None:
-    """The form's boxes, or None for an approval that asks for nothing."""
+def spec_of(node: Approval | None, files: Sequence[Any] = ()) -> start_forms.FormSpec | None:
+    """The form's boxes, or None for an approval that asks for nothing; a field holding an
+    attached file (dsl.AttachedFile) offers the request's `files` to choose from."""
     if node is None or node.form is None:
         return None
-    return start_forms.spec_for(node.form, prefix=PREFIX)
+    spec = start_forms.spec_for(node.form, prefix=PREFIX)
+    named = set(attachment_fields(node.form))
+    if not named:
+        return spec
+    choices = tuple((str(file.pk), f"{file.name} ({filesizeformat(file.size)})") for file in files)
+    values = {key: key for key, _ in choices}
+    return replace(
+        spec,
+        fields=tuple(
+            replace(box, widget="select", choices=choices, values=values)
+            if isinstance(box, start_forms.FieldSpec) and box.name in named
+            else box
+            for box in spec.fields
+        ),
+    )
 
 
-def blank(node: Approval | None) -> start_forms.Form | None:
-    spec = spec_of(node)
+def attachment_fields(form: type[pydantic.BaseModel]) -> list[str]:
+    """The names of the form's fields that hold an attached file (dsl.AttachedFile)."""
+    return [
+        name
+        for name, prop in json_schema_of(form).get("properties", {}).items()
+        if any(
+            option.get("format") == ATTACHMENT_FORMAT for option in (prop, *prop.get("anyOf", ()))
+        )
+    ]
+
+
+def blank(node: Approval | None, files: Sequence[Any] = ()) -> start_forms.Form | None:
+    spec = spec_of(node, files)
     return start_forms.blank(spec) if spec else None
 
 
 def read(
-    node: Approval | None, posted: Mapping[str, str]
+    node: Approval | None, posted: Mapping[str, str], files: Sequence[Any] = ()
 ) -> tuple[dict[str, Any], start_forms.Form | None]:
     """Return the values the posted form stands for, and the form to show them again."""
-    spec = spec_of(node)
+    spec = spec_of(node, files)
     if spec is None:
         return {}, None
     return start_forms.read(spec, posted)

@@ -16,7 +16,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import cached_property
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+from uuid import UUID
 
 import pydantic
 
@@ -555,6 +556,23 @@ class InvalidInput(ValueError):
         self.errors = errors
         problems = "; ".join(f"{error['field']}: {error['message']}" for error in errors)
         super().__init__(f"Invalid {self.what}: {problems}")
+
+
+# The JSON Schema format of a form field that names a file attached to the request.
+ATTACHMENT_FORMAT = "baton-attachment"
+# A task form's field holding one of the request's attached files (its id): the task
+# page offers the request's files in it, and approving checks that it names one of
+# them. `receipt: AttachedFile` requires one; `receipt: AttachedFile | None = None` not.
+AttachedFile = Annotated[
+    UUID,
+    pydantic.WithJsonSchema(
+        {
+            "type": "string",
+            "format": ATTACHMENT_FORMAT,
+            "description": "the id of a file attached to the request",
+        }
+    ),
+]
 
 
 class InvalidForm(InvalidInput):

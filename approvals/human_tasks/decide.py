@@ -22,7 +22,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from approvals import audit, duties, permissions, quorum, rework_rounds
+from approvals import audit, duties, permissions, quorum, rework_rounds, task_forms
 from approvals.human_tasks import inbox_entries
 from approvals.human_tasks.acting import (
     Act,
@@ -40,6 +40,7 @@ from approvals.human_tasks.errors import (
     TaskError,
 )
 from approvals.models import (
+    Attachment,
     Comment,
     HumanTask,
 )
@@ -226,9 +227,29 @@ def _form_values(task: HumanTask, values: Mapping[str, Any] | None) -> dict[str,
     rolls back)."""
     node = approval_node_of(task)
     try:
-        return node.validate_form(dict(values or {}))
+        cleaned = node.validate_form(dict(values or {}))
     except InvalidFormValues as invalid:
         raise InvalidForm(node, invalid.errors) from None
+    if node.form is not None:
+        named = {
+            name: cleaned[name]
+            for name in task_forms.attachment_fields(node.form)
+            if cleaned.get(name) is not None
+        }
+        attached = {
+            str(pk)
+            for pk in Attachment.objects.filter(
+                run_id=task.run_id, pk__in=list(named.values())
+            ).values_list("pk", flat=True)
+        }
+        strays = [
+            {"field": name, "message": "is not a file attached to this request"}
+            for name, value in named.items()
+            if str(value) not in attached
+        ]
+        if strays:
+            raise InvalidForm(node, strays)
+    return cleaned
 
 
 def trace_closed(task: HumanTask, run: WorkflowRun, outcome: str, now: datetime) -> None:

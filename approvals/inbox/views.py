@@ -232,6 +232,7 @@ def _task_context(
     node = task_forms.approval_of(task)
     steps = list(run.steps.all())
     may_decide = permissions.can_decide(reviewer, facts)
+    files = attachments.of_request(run.pk)
     changes_refusal = ""
     if may_decide and node is not None and node.may_request_changes:
         changes_refusal = rework_rounds.why_no_changes(run=run, definition=definition, node=node)
@@ -242,7 +243,7 @@ def _task_context(
             may_decide and node and node.may_request_changes and not changes_refusal
         ),
         "changes_refusal": changes_refusal,
-        "task_form": form or (task_forms.blank(node) if task.is_live else None),
+        "task_form": form or (task_forms.blank(node, files) if task.is_live else None),
         "task_form_required": bool(node and node.form_is_required),
         "decided_values": request_pages.decision_values(task, definition),
         "task": task,
@@ -268,7 +269,7 @@ def _task_context(
         "trail": audit.trail(task),
         "comments": task.comments.select_related("author"),
         "snooze_choices": selectors.snooze_choices(now),
-        "attachments": attachments.of_request(run.pk),
+        "attachments": files,
         "attach_url": reverse("approvals:attach", args=[task.pk]),
         "attachment_max_bytes": attachments.max_bytes(),
     }
@@ -388,7 +389,9 @@ def approve(request: HttpRequest, task_id: UUID) -> HttpResponse:
         task = human_tasks.visible_task(task_id=task_id, user=request.user)
     except human_tasks.TaskNotFound as error:
         return _after_action(request, task_id, error=str(error), status=error.status)
-    values, form = task_forms.read(task_forms.approval_of(task), request.POST)
+    values, form = task_forms.read(
+        task_forms.approval_of(task), request.POST, attachments.of_request(task.run_id)
+    )
     from_row = (request.htmx.target or "").startswith("row-") if request.htmx else False
     try:
         if form is not None and form.has_errors:  # text workflows.cleaning refused
@@ -630,7 +633,7 @@ def email_link(request: HttpRequest, token: str) -> HttpResponse:
         "link": link,
         "task": link.task,
         # The approval's form, filled in here as on the task's page.
-        "task_form": task_forms.blank(node),
+        "task_form": task_forms.blank(node, attachments.of_request(link.task.run_id)),
         "task_form_required": bool(node and node.form_is_required),
         # Sending it back is offered as on the task's page: where allowed, rounds left.
         "may_request_changes": bool(
@@ -659,7 +662,10 @@ def email_link(request: HttpRequest, token: str) -> HttpResponse:
         return _link_page(request, context, status=403)
     outcome = request.POST.get("outcome", "")
     # Only approving reads the form; rejecting needs its reason alone.
-    values, form = task_forms.read(node, request.POST) if outcome == "approved" else ({}, None)
+    files = attachments.of_request(link.task.run_id)
+    values, form = (
+        task_forms.read(node, request.POST, files) if outcome == "approved" else ({}, None)
+    )
     context["comment"] = request.POST.get("comment", "")
     if form is not None:
         context["task_form"] = form

@@ -10,7 +10,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from approvals.human_tasks import InvalidRequest, attachments
+from approvals import human_tasks
+from approvals.human_tasks import InvalidForm, InvalidRequest, attachments
 from approvals.models import Attachment
 from approvals.request_pages import RequestNotFound
 
@@ -248,3 +249,57 @@ class TestTheAuditChainHoldsEachFile:
 
         with pytest.raises(CommandError, match="SHA-256 in its row that the audit chain does not"):
             call_command("verify_audit")
+
+
+class TestAFormFieldThatRequiresAFile:
+    @pytest.fixture
+    def pay_task(self, start, drive, people):
+        run = drive(start("test_receipt_required", {}))
+        return run.human_tasks.get()
+
+    def test_approving_without_the_file_is_refused_naming_the_field(self, pay_task, bob):
+        with pytest.raises(InvalidForm, match="Receipt"):
+            human_tasks.approve_human_task(
+                task_id=pay_task.pk, user=bob, channel="inbox", values={}
+            )
+
+    def test_a_file_of_another_request_is_refused(self, pay_task, manager_task, alice, bob):
+        [elsewhere] = attachments.attach(
+            run_id=manager_task.run_id, user=alice, uploads=[upload("r.pdf", PDF)], channel="inbox"
+        )
+
+        with pytest.raises(InvalidForm, match="not a file attached to this request"):
+            human_tasks.approve_human_task(
+                task_id=pay_task.pk,
+                user=bob,
+                channel="inbox",
+                values={"receipt": str(elsewhere.pk)},
+            )
+
+    def test_the_requests_file_is_taken_and_kept_in_the_decision(self, pay_task, bob):
+        [receipt] = attachments.attach(
+            task_id=pay_task.pk, user=bob, uploads=[upload("r.pdf", PDF)], channel="inbox"
+        )
+
+        task = human_tasks.approve_human_task(
+            task_id=pay_task.pk, user=bob, channel="inbox", values={"receipt": str(receipt.pk)}
+        )
+
+        assert task.form_values["receipt"] == str(receipt.pk)
+
+    def test_the_task_page_offers_the_requests_files_to_choose_from(self, client, pay_task, bob):
+        [receipt] = attachments.attach(
+            task_id=pay_task.pk, user=bob, uploads=[upload("r.pdf", PDF)], channel="inbox"
+        )
+        client.force_login(bob)
+
+        page = client.get(reverse("approvals:task", args=[pay_task.pk]))
+
+        assert f'<option value="{receipt.pk}"' in page.text
+        approved = client.post(
+            reverse("approvals:approve", args=[pay_task.pk]),
+            {"version": pay_task.version, "form-receipt": str(receipt.pk)},
+            follow=True,
+        )
+        pay_task.refresh_from_db()
+        assert pay_task.state == "completed", approved.text

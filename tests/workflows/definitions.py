@@ -22,6 +22,7 @@ from workflows.dsl import (
     ANYONE,
     Activity,
     Approval,
+    AttachedFile,
     Branch,
     ChildWorkflow,
     Escalation,
@@ -259,6 +260,36 @@ TWO_OF_THREE_WITH_FORM = Workflow(
     ),
 )
 registry.register(TWO_OF_THREE_WITH_FORM)
+
+
+class PaidWithReceipt(BaseModel):
+    """What the payer records: which of the request's files is the receipt."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    receipt: AttachedFile = Field(description="the receipt, one of the request's files")
+    note: str = Field(default="", max_length=200)
+
+
+# An approval whose form requires one of the request's attached files.
+RECEIPT_REQUIRED = Workflow(
+    name="test_receipt_required",
+    version=1,
+    start="pay",
+    nodes=(
+        Approval(
+            "pay",
+            title="Pay against a receipt",
+            assignees=("bob",),
+            on_approve="after",
+            on_reject=None,
+            form=PaidWithReceipt,
+        ),
+        step("after"),
+    ),
+)
+registry.register(RECEIPT_REQUIRED)
+
 
 # Definitions that reproduce races found in review (see tests/workflows/test_edge_cases.py).
 SLEEP_RACE = Workflow(
