@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -42,6 +43,7 @@ from workflows.dsl import (
     Workflow,
 )
 from workflows.examples import services
+from workflows.examples.order import ORDER
 
 QUICK_RETRY = RetryPolicy(max_attempts=3, initial_interval=timedelta(milliseconds=100))
 
@@ -1009,3 +1011,27 @@ LIMITED_MAP = Workflow(
     ),
 )
 registry.register(LIMITED_MAP)
+
+
+# Brief-lease twins of a few types, named `<type>_brief`, for tests/e2e/test_two_of_everything.py:
+# every attempt that reports no heartbeat holds its step for BRIEF_LEASE instead of
+# start_to_close's default five minutes, so an attempt lost with a SIGKILLed worker is
+# taken back by the sweep within seconds. Children are started as their brief twins.
+BRIEF_LEASE = timedelta(seconds=15)
+
+
+def brief(workflow: Workflow) -> Workflow:
+    def briefer(node: Any) -> Any:
+        timeouts = getattr(node, "timeouts", None)
+        if timeouts is not None and timeouts.heartbeat is None:
+            node = replace(node, timeouts=replace(timeouts, start_to_close=BRIEF_LEASE))
+        if isinstance(getattr(node, "workflow", None), str):
+            node = replace(node, workflow=f"{node.workflow}_brief")
+        return node
+
+    nodes = tuple(briefer(node) for node in workflow.nodes)
+    return replace(workflow, name=f"{workflow.name}_brief", nodes=nodes)
+
+
+for workflow in (ORDER, LINEAR, SLEEPING, TWO_OF_THREE_PEOPLE, CHILD, CHILD_AND_MAP):
+    registry.register(brief(workflow))
