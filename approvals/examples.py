@@ -157,8 +157,9 @@ EXPENSE = Workflow(
         "either may send it back to the requester for changes, twice at most."
     ),
     input_schema=ExpenseInput,
-    # Reviewers filter their inbox by these (`amount>1000`), operators find runs by them.
-    searchable=("amount", "currency"),
+    # Operators find runs by these, and reviewers filter their inbox by them (`amount>1000`);
+    # the console heads a run with them, the title first.
+    searchable=("title", "amount", "currency"),
     # The requester never decides their own expense, and the manager who approved
     # it cannot approve it again as finance.
     requester_field="requester",

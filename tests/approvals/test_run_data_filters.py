@@ -40,7 +40,7 @@ class TestReadingAFilter:
 
     def test_a_typed_amount_is_kept_as_a_number(self):
         assert run_data_filters.searchable_values(
-            "expense", 1, {"amount": "1500.00", "currency": "EUR", "title": "x"}
+            "expense", 1, {"amount": "1500.00", "currency": "EUR", "requester": "alice"}
         ) == {"amount": 1500, "currency": "EUR"}
 
 
@@ -53,7 +53,7 @@ class TestTheInbox:
     def test_a_task_carries_its_runs_searchable_values_into_its_rows(self, two_expenses):
         small, _ = two_expenses
 
-        assert small.search_data == {"amount": 120, "currency": "EUR"}
+        assert small.search_data == {"title": "Train to Lyon", "amount": 120, "currency": "EUR"}
         assert {entry.data["amount"] for entry in InboxEntry.objects.filter(task=small)} == {120}
 
     def test_amount_over_a_thousand_shows_the_big_one_only(self, two_expenses, carol):
