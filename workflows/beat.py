@@ -217,7 +217,12 @@ class Scheduler(DatabaseScheduler):
             try:
                 self.Entry.from_entry(name, app=self.app, **wanted[name])
             except Exception:  # as django-celery-beat's update_from_dict: the others still run
-                logger.exception("beat.reinstall_failed", extra={"entry": name})
+                if self.Model.objects.filter(name=name).exists():
+                    # Another beat installed it meanwhile (two starting at once): the row
+                    # is there, nothing is lost, and nobody should be paged for it.
+                    logger.info("beat.entry_installed_elsewhere", extra={"entry": name})
+                else:
+                    logger.exception("beat.reinstall_failed", extra={"entry": name})
             else:
                 logger.warning("beat.entry_reinstalled", extra={"entry": name})
         schedule = super().all_as_schedule()

@@ -5,6 +5,7 @@ signal stops it without a query from its handler (in a real beat: test_beat_shut
 from __future__ import annotations
 
 import json
+import logging
 import signal
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -12,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from celery import beat, current_app
 from celery.schedules import crontab, schedule
+from django.db import IntegrityError
 from django_celery_beat.models import IntervalSchedule, PeriodicTask, PeriodicTasks
 
 from workflows import heartbeats
@@ -261,6 +263,27 @@ class TestScheduleRowsGone:
 
         assert "baton-sweep" in schedule
         assert PeriodicTask.objects.get(name="baton-sweep").enabled
+
+    def test_an_entry_another_beat_installed_meanwhile_is_no_error(
+        self, start_scheduler, monkeypatch, caplog
+    ):
+        scheduler = start_scheduler()
+        sweep = PeriodicTask.objects.get(name="baton-sweep")
+        PeriodicTask.objects.filter(pk=sweep.pk).delete()
+        install = scheduler.Entry.from_entry
+
+        def lost_the_race(name, **kwargs):
+            install(name, **kwargs)  # the other beat's, committed first
+            raise IntegrityError("periodic task with this name already exists")
+
+        monkeypatch.setattr(scheduler.Entry, "from_entry", lost_the_race)
+
+        with caplog.at_level(logging.INFO, logger="baton.beat"):
+            schedule = scheduler.schedule
+
+        assert "baton-sweep" in schedule
+        assert [r.levelname for r in caplog.records if r.msg == "beat.reinstall_failed"] == []
+        assert "beat.entry_installed_elsewhere" in [r.msg for r in caplog.records]
 
     def test_an_entry_of_the_settings_disabled_in_the_database_stays_disabled(
         self, start_scheduler
