@@ -54,6 +54,13 @@ class BulkOutcomeOut(Schema):
     refused: str | None
 
 
+def _act(request: HttpRequest, reason: str) -> Act:
+    """Who acts through the API, from where, and why (for the audit entry)."""
+    return Act(
+        user=request.user, channel=Channel.API, remote_addr=client_address(request), reason=reason
+    )
+
+
 def _problem(error: services.ConsoleError) -> ApiProblem:
     titles = {403: "Forbidden", 404: "Not found", 409: "Not possible now", 422: "Invalid result"}
     return ApiProblem(error.status, titles.get(error.status, "Refused"), str(error))
@@ -70,12 +77,7 @@ def retry_failed(request: HttpRequest, run_id: UUID, body: ReasonIn | None = Non
     try:
         done = services.retry_failed_run(
             run_id=run_id,
-            act=Act(
-                user=request.user,
-                channel=Channel.API,
-                remote_addr=client_address(request),
-                reason=body.reason if body else "",
-            ),
+            act=_act(request, body.reason if body else ""),
         )
     except services.ConsoleError as error:
         raise _problem(error) from None
@@ -95,12 +97,7 @@ def skip(request: HttpRequest, run_id: UUID, node: str, body: SkipIn) -> Status:
             run_id=run_id,
             node=node,
             result=json.dumps(body.result),
-            act=Act(
-                user=request.user,
-                channel=Channel.API,
-                remote_addr=client_address(request),
-                reason=body.reason,
-            ),
+            act=_act(request, body.reason),
         )
     except services.ConsoleError as error:
         raise _problem(error) from None
@@ -121,12 +118,7 @@ def move(request: HttpRequest, run_id: UUID, body: MoveIn) -> Status:
         done = services.move_run(
             run_id=run_id,
             node=body.to,
-            act=Act(
-                user=request.user,
-                channel=Channel.API,
-                remote_addr=client_address(request),
-                reason=body.reason,
-            ),
+            act=_act(request, body.reason),
         )
     except services.ConsoleError as error:
         raise _problem(error) from None
@@ -144,12 +136,7 @@ def retry_dead_letters(request: HttpRequest, body: BulkRetryIn) -> Status:
     try:
         outcomes = services.retry_dead_letters(
             run_ids=body.runs,
-            act=Act(
-                user=request.user,
-                channel=Channel.API,
-                remote_addr=client_address(request),
-                reason=body.reason,
-            ),
+            act=_act(request, body.reason),
         )
     except services.ConsoleError as error:
         raise _problem(error) from None
