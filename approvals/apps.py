@@ -16,3 +16,8 @@ class ApprovalsConfig(AppConfig):
         from workflows import metrics
 
         metrics.add_scrape_gauges(human_task_gauges)
+        from django.contrib.auth.signals import user_logged_in
+
+        from approvals import preferences
+
+        user_logged_in.connect(preferences.remember_on_sign_in, dispatch_uid="baton-preferences")

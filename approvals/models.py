@@ -17,6 +17,7 @@ from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 
 from approvals.states import (
     LIVE_TASK_STATES,
@@ -505,6 +506,23 @@ class Notification(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user}: {self.text}"
+
+
+class Preferences(models.Model):
+    """The language and time zone one person reads Baton in (no row, or a blank field:
+    the browser's language and the site's time zone). approvals.preferences reads and
+    saves them; config.locale applies them to each of the person's requests."""
+
+    user = models.OneToOneField(User, on_delete=models.CASCADE, related_name="preferences")
+    language = models.CharField(_("language"), max_length=16, blank=True)
+    time_zone = models.CharField(_("time zone"), max_length=64, blank=True)
+
+    class Meta:
+        verbose_name = _("preferences")
+        verbose_name_plural = _("preferences")
+
+    def __str__(self) -> str:
+        return f"{self.user}: {self.language or '-'}, {self.time_zone or '-'}"
 
 
 class NotificationSettings(models.Model):

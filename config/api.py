@@ -33,7 +33,7 @@ from approvals.requests.api import router as files_router
 from approvals.sso import access_tokens
 from approvals.states import Channel
 from approvals.task_forms import document_task_forms
-from config import outages
+from config import locale, outages
 from workflows import tokens
 from workflows.api import ApiProblem, document_updates, signals_router
 from workflows.api import router as workflows_router
@@ -60,6 +60,7 @@ class BearerToken(HttpBearer):
             user = access_tokens.user_for(token)
         if user is not None:
             request.user = user
+            locale.activate_for_token(request, user)
             return user
         identity = claimed.prefix if claimed else None
         lockout = throttling.lockout_of(request, token=identity) or throttling.record_failure(

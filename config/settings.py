@@ -185,9 +185,13 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # The browser's Accept-Language (en or de) unless the person chose a language;
+    # config.locale then applies their choice and time zone, kept in their session.
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "config.locale.PersonalLocaleMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -391,7 +395,14 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 
-LANGUAGE_CODE = "en-us"
+# English by default; each person may choose German and a time zone of their own
+# (approvals.preferences, activated per request by config.locale). Without a choice,
+# pages follow the browser's Accept-Language and BATON_TIME_ZONE.
+LANGUAGE_CODE = "en"
+LANGUAGES = [("en", "English"), ("de", "Deutsch")]
+# The catalogue is committed compiled (locale/de/LC_MESSAGES/django.mo): nothing to
+# install to serve German; tests/test_translations.py checks it matches the .po.
+LOCALE_PATHS = [BASE_DIR / "locale"]
 TIME_ZONE = env_str("BATON_TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True

@@ -11,17 +11,19 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from django.contrib.auth import SESSION_KEY
 from django.http import HttpRequest
 from django.utils import timezone
+from django.utils.translation import gettext as _
 from ninja import Field, Router, Schema, Status
 from pydantic import StrictInt
 
-from approvals import human_tasks
+from approvals import human_tasks, preferences
 from approvals.inbox.api import refusals_as_problems
 from approvals.models import Notification, SavedFilter, Substitution
 from approvals.notify import notifications
 from approvals.states import Channel, EmailMode
-from workflows.api import ERRORS, ApiIn, not_found
+from workflows.api import ERRORS, ApiIn, ApiProblem, not_found
 
 router = Router(tags=["me"])
 
@@ -118,6 +120,53 @@ def set_notification_settings(request: HttpRequest, body: NotificationSettingsIn
     """`immediate`: one email each; `daily`: one digest a day; `off`: in the app only."""
     notifications.set_email_mode(user=request.user, mode=body.email)
     return {"email": body.email}
+
+
+# ---------------------------------------------------------------------------
+# Language and time zone
+# ---------------------------------------------------------------------------
+
+
+class PreferencesIn(ApiIn):
+    language: str = Field(
+        "", max_length=16, description="`en` or `de`; empty: as the browser or Accept-Language asks"
+    )
+    time_zone: str = Field(
+        "", max_length=64, description="an IANA name such as `Europe/Berlin`; empty: the site's"
+    )
+
+
+class PreferencesOut(Schema):
+    language: str
+    time_zone: str
+
+
+@router.get(
+    "/preferences", response={200: PreferencesOut, **ERRORS}, summary="My language and time zone"
+)
+def get_preferences(request: HttpRequest) -> dict[str, Any]:
+    chosen = preferences.chosen_by(request.user)
+    return {"language": chosen.language, "time_zone": chosen.time_zone}
+
+
+@router.put(
+    "/preferences",
+    response={200: PreferencesOut, **ERRORS},
+    summary="Choose my language and time zone",
+)
+def set_preferences(request: HttpRequest, body: PreferencesIn) -> dict[str, Any]:
+    """Pages, emails and this API's messages follow the choice from the next request
+    on (an API call that sends Accept-Language is answered in that language)."""
+    try:
+        chosen = preferences.save_preferences(
+            user=request.user, language=body.language, time_zone=body.time_zone
+        )
+    except preferences.PreferenceRefused as error:
+        raise ApiProblem(422, _("Invalid request"), str(error)) from None
+    if request.session.get(SESSION_KEY):
+        # Signed in through the browser: its next page follows the choice at once.
+        preferences.remember_in_session(request.session, chosen)
+    return {"language": chosen.language, "time_zone": chosen.time_zone}
 
 
 # ---------------------------------------------------------------------------

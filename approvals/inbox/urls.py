@@ -3,6 +3,7 @@
 from django.urls import path
 
 from approvals.inbox import notifications as notification_views
+from approvals.inbox import preferences as preference_views
 from approvals.inbox import views
 
 app_name = "approvals"
@@ -28,5 +29,6 @@ urlpatterns = [
     path("filters/<int:filter_id>/delete/", views.delete_filter, name="delete_filter"),
     path("users/", views.user_search, name="user_search"),
     path("away/", views.away, name="away"),
+    path("preferences/", preference_views.preferences_page, name="preferences"),
     path("email/<str:token>/", views.email_link, name="email_link"),
 ]

@@ -1,0 +1,62 @@
+"""Each request speaks its reader's language and shows their time zone.
+
+Django's LocaleMiddleware picks a language from the browser's Accept-Language; this
+middleware, after authentication, applies the signed-in person's own choice, which
+approvals.preferences keeps in their session (so no page pays a query for it). An API
+caller with a token has no session: `activate_for_token` applies their stored choice
+unless they sent Accept-Language, which a script asks with on purpose.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import zoneinfo
+from collections.abc import Callable
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone, translation
+
+from approvals import preferences
+
+
+class PersonalLocaleMiddleware:
+    """Activate the signed-in person's language and time zone for their request."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        session = getattr(request, "session", None)
+        if session is not None and request.user.is_authenticated:
+            activate(
+                request,
+                preferences.Chosen(
+                    language=session.get(preferences.SESSION_LANGUAGE, ""),
+                    time_zone=session.get(preferences.SESSION_TIME_ZONE, ""),
+                ),
+            )
+        try:
+            return self.get_response(request)
+        finally:
+            # Django resets the language for each request, not the time zone.
+            timezone.deactivate()
+
+
+def activate(request: HttpRequest, chosen: preferences.Chosen) -> None:
+    """Apply a choice to this request; a blank (or no longer offered) part stays as is."""
+    if chosen.language and chosen.language in dict(preferences.languages()):
+        translation.activate(chosen.language)
+        request.LANGUAGE_CODE = chosen.language
+    if chosen.time_zone:
+        # A zone this machine's tz database no longer has: the site's, rather than a 500.
+        with contextlib.suppress(zoneinfo.ZoneInfoNotFoundError, ValueError):
+            timezone.activate(zoneinfo.ZoneInfo(chosen.time_zone))
+
+
+def activate_for_token(request: HttpRequest, user: Any) -> None:
+    """Apply a token caller's stored choice; their Accept-Language, if sent, wins."""
+    chosen = preferences.chosen_by(user)
+    if request.headers.get("Accept-Language"):
+        chosen = preferences.Chosen(time_zone=chosen.time_zone)
+    activate(request, chosen)
