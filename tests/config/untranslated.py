@@ -22,10 +22,15 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 
-# Words that are the same in every language: the product's name.
-NAMES = frozenset({"Baton"})
+# Words that are the same in every language: the product's name, and the symbols for
+# a version ("v2") and for hours ("3 h").
+NAMES = frozenset({"Baton", "v", "h"})
 # Attributes whose values a person reads or hears.
-READ_ATTRIBUTES = frozenset({"title", "alt", "placeholder", "aria-label", "aria-description"})
+READ_ATTRIBUTES = frozenset(
+    {"title", "alt", "placeholder", "aria-label", "aria-description", "data-label"}
+)
+# Elements whose text is code or machine text, the same in every language.
+_NOT_READ = frozenset({"script", "style", "code", "pre", "kbd", "samp"})
 _LETTER = re.compile(r"[^\W\d_]")
 
 _COMMENT = re.compile(r"\{#.*?#\}", re.S)
@@ -63,7 +68,7 @@ class _Reader(HTMLParser):
         self._skipping = 0
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag in {"script", "style"}:
+        if tag in _NOT_READ:
             self._skipping += 1
         values = dict(attrs)
         read = set(READ_ATTRIBUTES)
@@ -74,7 +79,7 @@ class _Reader(HTMLParser):
                 self.found.append((self.getpos()[0], f"{name}={value.strip()}"))
 
     def handle_endtag(self, tag: str) -> None:
-        if tag in {"script", "style"} and self._skipping:
+        if tag in _NOT_READ and self._skipping:
             self._skipping -= 1
 
     def handle_data(self, data: str) -> None:
@@ -150,6 +155,9 @@ _GETTEXT = frozenset(
 )
 
 
+_CHOICES = frozenset({"TextChoices", "IntegerChoices"})
+
+
 def _name(node: ast.expr) -> str:
     if isinstance(node, ast.Name):
         return node.id
@@ -210,7 +218,7 @@ class _PythonReader(ast.NodeVisitor):
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         outer = self._in_choices
-        self._in_choices = any(_name(base) in {"TextChoices", "IntegerChoices"} for base in node.bases)
+        self._in_choices = any(_name(base) in _CHOICES for base in node.bases)
         self.generic_visit(node)
         self._in_choices = outer
 
