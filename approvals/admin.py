@@ -12,6 +12,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.http import HttpRequest
+from django.utils.translation import gettext_lazy as _
 from django_fsm.admin import FSMAdminMixin
 
 from approvals import human_tasks
@@ -30,7 +31,7 @@ from workflows.client_address import client_address
 
 
 class ReassignForm(forms.Form):
-    to = forms.CharField(label="Reassign to (username)", max_length=150)
+    to = forms.CharField(label=_("Reassign to (username)"), max_length=150)
     comment = forms.CharField(widget=forms.Textarea, required=False)
 
 
@@ -45,14 +46,16 @@ class DecisionForm(forms.Form):
     comment = forms.CharField(
         widget=forms.Textarea,
         required=False,
-        help_text="Required to reject or to request changes: say why.",
+        help_text=_("Required to reject or to request changes: say why."),
     )
     # The task page draws the approval's form; here an operator types its values as JSON.
     form_values = forms.JSONField(
         required=False,
-        label="Form values",
-        help_text="To approve a task whose approval has a form: its values as JSON, e.g. "
-        '{"cost_centre": "FIN-1200"}. A rejection takes none.',
+        label=_("Form values"),
+        help_text=_(
+            "To approve a task whose approval has a form: its values as JSON, e.g. "
+            '{"cost_centre": "FIN-1200"}. A rejection takes none.'
+        ),
     )
 
 
@@ -124,7 +127,7 @@ class HumanTaskAdmin(FSMAdminMixin, admin.ModelAdmin):
                 values = kwargs.get("form_values") or None
                 if values is not None and not isinstance(values, dict):
                     raise human_tasks.InvalidRequest(
-                        'Form values must be a JSON object, e.g. {"cost_centre": "FIN-1200"}.'
+                        _('Form values must be a JSON object, e.g. {"cost_centre": "FIN-1200"}.')
                     )
                 human_tasks.approve_human_task(
                     comment=kwargs.get("comment", ""),
@@ -138,9 +141,12 @@ class HumanTaskAdmin(FSMAdminMixin, admin.ModelAdmin):
             ):
                 human_tasks.request_changes(reason=kwargs.get("comment", ""), **common)
             elif transition_name == "complete":
-                raise human_tasks.InvalidRequest("Choose approve, reject or request changes.")
+                raise human_tasks.InvalidRequest(_("Choose approve, reject or request changes."))
             else:
-                raise human_tasks.NotAllowed(f"“{transition_name}” is made by the engine only.")
+                raise human_tasks.NotAllowed(
+                    _("“%(transition)s” is made by the engine only.")
+                    % {"transition": transition_name}
+                )
         except human_tasks.TaskError as error:
             self.message_user(request, str(error), messages.ERROR)
             return False

@@ -455,9 +455,9 @@ class AuditCheckpoint(models.Model):
     """
 
     created_at = models.DateTimeField()
-    entry_id = models.BigIntegerField(help_text="The newest audit entry it covers.")
-    entries = models.PositiveBigIntegerField(help_text="How many chained entries up to it.")
-    head = models.CharField(max_length=64, help_text="The chain's hash at that entry.")
+    entry_id = models.BigIntegerField(help_text=_("The newest audit entry it covers."))
+    entries = models.PositiveBigIntegerField(help_text=_("How many chained entries up to it."))
+    head = models.CharField(max_length=64, help_text=_("The chain's hash at that entry."))
     signature = models.CharField(max_length=64)
 
     def __str__(self) -> str:
@@ -534,7 +534,7 @@ class NotificationSettings(models.Model):
     email = models.CharField(max_length=20, choices=EmailMode.choices, default=EmailMode.IMMEDIATE)
 
     class Meta:
-        verbose_name_plural = "notification settings"
+        verbose_name_plural = _("notification settings")
 
     def __str__(self) -> str:
         return f"{self.user}: {self.get_email_display()}"

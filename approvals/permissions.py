@@ -17,6 +17,8 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
+from django.utils.translation import gettext as _
+
 from approvals.states import LIVE_TASK_STATES, TaskState
 from workflows.dsl import Workflow
 
@@ -240,9 +242,9 @@ def console_refusal(*, is_staff: bool, may_view_runs: bool, may_operate_runs: bo
     """Return why someone may not open the run console, or "" if they may: it is for
     staff who may view or operate runs."""
     if not is_staff:
-        return "The run console is for operators (staff) only."
+        return _("The run console is for operators (staff) only.")
     if not (may_view_runs or may_operate_runs):
-        return "The run console needs the permission to view or to operate workflow runs."
+        return _("The run console needs the permission to view or to operate workflow runs.")
     return ""
 
 
@@ -253,10 +255,10 @@ def operate_refusal(*, may_operate_runs: bool, what: str) -> str:
     console's pages are for staff on top of that (`console_refusal`).
     """
     if not may_operate_runs:
-        return (
-            f"Only operators may {what}: it needs the permission to operate workflow runs "
+        return _(
+            "Only operators may %(what)s: it needs the permission to operate workflow runs "
             "(“Can cancel, pause, resume and retry runs”)."
-        )
+        ) % {"what": what}
     return ""
 
 
@@ -274,7 +276,6 @@ def task_overview_scope(
         return None, ""
     if managed_group_ids:
         return managed_group_ids, ""
-    return frozenset(), (
-        f"{page} is for operators and for group managers: you manage no group, "
-        f"and {console_refusal[0].lower()}{console_refusal[1:]}"
-    )
+    return frozenset(), _(
+        "%(page)s is for operators and for group managers: you manage no group, and %(why)s"
+    ) % {"page": page, "why": f"{console_refusal[0].lower()}{console_refusal[1:]}"}

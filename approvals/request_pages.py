@@ -21,6 +21,7 @@ from uuid import UUID
 from auditlog.models import LogEntry
 from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
 from django.db.models.fields.tuple_lookups import Tuple, TupleLessThan
+from django.utils.translation import gettext as _
 
 from approvals import permissions, start_forms
 from approvals.models import Comment, HumanTask
@@ -77,19 +78,26 @@ def _people(task: HumanTask) -> str:
     if task.assignee_id:
         return _name(task.assignee)
     names = [_name(user) for user in task.candidate_users.all()]
-    names += [f"the {group.name} group" for group in task.candidate_groups.all()]
+    names += [
+        _("the %(group)s group") % {"group": group.name} for group in task.candidate_groups.all()
+    ]
     if not names:
-        return "an operator"
-    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+        return _("an operator")
+    if len(names) == 1:
+        return names[0]
+    return _("%(some)s or %(last)s") % {"some": ", ".join(names[:-1]), "last": names[-1]}
 
 
 def _waiting_for(task: HumanTask) -> str:
     people = _people(task)
     if task.kind == TaskKind.REVISION:
-        return f"changes by {people} (sent back for changes)"
+        return _("changes by %(people)s (sent back for changes)") % {"people": people}
     if task.owner_id:
-        return f"a decision by {people} (delegated by {_name(task.owner)})"
-    return f"a decision by {people}"
+        return _("a decision by %(people)s (delegated by %(owner)s)") % {
+            "people": people,
+            "owner": _name(task.owner),
+        }
+    return _("a decision by %(people)s") % {"people": people}
 
 
 def positions(
@@ -99,14 +107,18 @@ def positions(
     of its own; or how it ended, with its last decision among `tasks`."""
     if run.state in FINAL_RUN_STATES:
         return [
-            Position(stage="ended", waiting_for="", since=run.finished_at, outcome=_last(tasks))
+            Position(stage=_("ended"), waiting_for="", since=run.finished_at, outcome=_last(tasks))
         ]
     if run.state in (RunState.COMPENSATING, RunState.CANCELLING):
-        return [Position(stage="being undone", waiting_for="its completed steps to be undone")]
+        return [
+            Position(stage=_("being undone"), waiting_for=_("its completed steps to be undone"))
+        ]
     if run.state == RunState.DEAD_LETTERED:
-        return [Position(stage="stopped", waiting_for="an operator (an undo failed)")]
+        return [Position(stage=_("stopped"), waiting_for=_("an operator (an undo failed)"))]
     if run.state == RunState.PENDING:
-        return [Position(stage="not started", waiting_for="a free slot", since=run.created_at)]
+        return [
+            Position(stage=_("not started"), waiting_for=_("a free slot"), since=run.created_at)
+        ]
     definition = definition_of(run)
     tasks_by_step: dict[int, list[HumanTask]] = {}
     for task in tasks:
@@ -128,7 +140,7 @@ def positions(
             continue
         found.append(_step_position(step, definition))
     if run.state == RunState.PAUSED:
-        found.insert(0, Position(stage="paused", waiting_for="an operator to resume it"))
+        found.insert(0, Position(stage=_("paused"), waiting_for=_("an operator to resume it")))
     return found
 
 
@@ -137,8 +149,8 @@ def _last(tasks: Iterable[HumanTask]) -> str:
     if not decided:
         return ""
     last = max(decided, key=lambda task: (task.decided_at, task.created_at))
-    who = _name(last.decided_by) if last.decided_by_id else "the system"
-    return f"{outcome_words(last.outcome)} by {who}"
+    who = _name(last.decided_by) if last.decided_by_id else _("the system")
+    return _("%(outcome)s by %(person)s") % {"outcome": outcome_words(last.outcome), "person": who}
 
 
 def _step_position(step: StepRun, definition: Workflow | None) -> Position:
@@ -146,25 +158,29 @@ def _step_position(step: StepRun, definition: Workflow | None) -> Position:
     stage = _stage(step.node)
     if step.state == "waiting":
         if isinstance(node, Sleep):
-            return Position(stage, "its timer", since=step.started_at, due=step.due_at)
+            return Position(stage, _("its timer"), since=step.started_at, due=step.due_at)
         if isinstance(node, Join):
-            return Position(stage, "its other branches", since=step.started_at)
+            return Position(stage, _("its other branches"), since=step.started_at)
         if isinstance(node, WaitForSignal):
-            return Position(stage, "a signal", since=step.started_at, due=step.due_at)
+            return Position(stage, _("a signal"), since=step.started_at, due=step.due_at)
         if isinstance(node, Map) and isinstance(step.result, dict):
-            done = f"{step.result.get('ended', 0)} of {step.result.get('count', 0)} done"
-            return Position(stage, f"its items ({done})", since=step.scheduled_at)
+            done = {"ended": step.result.get("ended", 0), "count": step.result.get("count", 0)}
+            return Position(
+                stage, _("its items (%(ended)s of %(count)s done)") % done, since=step.scheduled_at
+            )
         if isinstance(node, ChildWorkflow):
             return Position(
-                stage, f"a {node.workflow.replace('_', ' ')} run", since=step.started_at
+                stage,
+                _("a %(type)s run") % {"type": node.workflow.replace("_", " ")},
+                since=step.started_at,
             )
     if step.state == "retry_wait":
         return Position(
-            stage, "another attempt after an error", since=step.finished_at, due=step.due_at
+            stage, _("another attempt after an error"), since=step.finished_at, due=step.due_at
         )
     if step.state == "running":
-        return Position(stage, "a worker to finish it", since=step.started_at)
-    return Position(stage, "a worker to pick it up", since=step.scheduled_at)
+        return Position(stage, _("a worker to finish it"), since=step.started_at)
+    return Position(stage, _("a worker to pick it up"), since=step.scheduled_at)
 
 
 def definition_of(run: WorkflowRun) -> Workflow | None:
@@ -267,7 +283,20 @@ def _in_order(data: Mapping[str, Any], schema: Any) -> list[tuple[str, Any]]:
 
 def state_words(state: str) -> str:
     """A run's state in a word or two: "waiting", "dead lettered"."""
-    return state.replace("_", " ")
+    words = {
+        RunState.PENDING: _("pending"),
+        RunState.RUNNING: _("running"),
+        RunState.WAITING: _("waiting"),
+        RunState.PAUSED: _("paused"),
+        RunState.SUCCEEDED: _("succeeded"),
+        RunState.FAILED: _("failed"),
+        RunState.COMPENSATING: _("compensating"),
+        RunState.COMPENSATED: _("compensated"),
+        RunState.CANCELLING: _("cancelling"),
+        RunState.CANCELLED: _("cancelled"),
+        RunState.DEAD_LETTERED: _("dead lettered"),
+    }
+    return words.get(state, state.replace("_", " "))
 
 
 @dataclass

@@ -16,6 +16,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django.db.models import Q
+from django.utils.translation import gettext as _
 
 from workflows import registry
 
@@ -67,24 +68,34 @@ def parse(text: str, *, workflow_type: str = "") -> tuple[Condition, ...]:
     """Read "amount>1000, vendor_name=Acme" into conditions; raise BadFilter saying why."""
     parts = [part for part in text.split(",") if part.strip()]
     if len(parts) > MAX_CONDITIONS:
-        raise BadFilter(f"give at most {MAX_CONDITIONS} conditions, not {len(parts)}")
+        raise BadFilter(
+            _("give at most %(most)s conditions, not %(count)s")
+            % {"most": MAX_CONDITIONS, "count": len(parts)}
+        )
     allowed = searchable_fields(workflow_type)
     conditions = []
     for part in parts:
         matched = _CONDITION.fullmatch(part)
         if matched is None or not matched.group(3):
             raise BadFilter(
-                f"“{part.strip()}” is not a condition: write field=value or field>number"
+                _("“%(part)s” is not a condition: write field=value or field>number")
+                % {"part": part.strip()}
             )
         field, op, raw = matched.groups()
         if field not in allowed:
-            fields = ", ".join(allowed) or "none"
-            raise BadFilter(f"{field} is not a searchable field (searchable: {fields})")
+            fields = ", ".join(allowed) or _("none")
+            raise BadFilter(
+                _("%(field)s is not a searchable field (searchable: %(fields)s)")
+                % {"field": field, "fields": fields}
+            )
         if op == "!=":
-            raise BadFilter("only =, >, >=, < and <= compare")
+            raise BadFilter(_("only =, >, >=, < and <= compare"))
         value = _normal(raw)
         if op != "=" and not isinstance(value, int | float):
-            raise BadFilter(f"{field}{op} compares numbers, and {raw!r} is not one")
+            raise BadFilter(
+                _("%(field)s%(op)s compares numbers, and %(value)s is not one")
+                % {"field": field, "op": op, "value": repr(raw)}
+            )
         conditions.append(Condition(field=field, op=op, value=value))
     return tuple(conditions)
 

@@ -22,6 +22,7 @@ from django.contrib.contenttypes.models import ContentType
 from django.db.models import Case, CharField, OuterRef, QuerySet, Subquery, UUIDField, When
 from django.db.models.functions import Cast
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from approvals.audit.chain import Checkpoint, chain_key, write_checkpoint
 from approvals.audit.export_file import FORMATS, VERSION, ExportWriter
@@ -60,8 +61,11 @@ class ExportFilters:
         )
         if filters.start and filters.end and filters.start >= filters.end:
             raise ExportFilterError(
-                f"“from” ({filters.start.isoformat()}) must come before “to” "
-                f"({filters.end.isoformat()}): “from” is included, “to” is not."
+                _(
+                    "“from” (%(start)s) must come before “to” (%(end)s):"
+                    " “from” is included, “to” is not."
+                )
+                % {"start": filters.start.isoformat(), "end": filters.end.isoformat()}
             )
         return filters
 
@@ -84,8 +88,11 @@ def _moment(text: str | None, *, name: str) -> datetime | None:
             moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         raise ExportFilterError(
-            f"“{name}” is {text!r}: give a date (2025-01-31) or an ISO 8601 date and time "
-            "(2025-01-31T09:30, 2025-01-31T09:30+01:00)."
+            _(
+                "“%(name)s” is %(text)s: give a date (2025-01-31) or an ISO 8601 date and time "
+                "(2025-01-31T09:30, 2025-01-31T09:30+01:00)."
+            )
+            % {"name": name, "text": repr(text)}
         ) from None
     if timezone.is_naive(moment):
         moment = timezone.make_aware(moment)
@@ -151,7 +158,10 @@ def start_export(
     to it. Raise ExportFilterError for an unknown format, and AuditChainBroken (from
     `write_checkpoint`) when the entries since the newest checkpoint do not verify."""
     if format not in FORMATS:
-        raise ExportFilterError(f"“format” is {format!r}: choose {' or '.join(FORMATS)}.")
+        raise ExportFilterError(
+            _("“format” is %(format)s: choose %(formats)s.")
+            % {"format": repr(format), "formats": " or ".join(FORMATS)}
+        )
     return AuditExport(
         filters=filters,
         format=format,

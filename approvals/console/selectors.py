@@ -23,6 +23,7 @@ from uuid import UUID
 
 from django.db.models import Q, QuerySet
 from django.db.models.fields.tuple_lookups import Tuple, TupleLessThan
+from django.utils.translation import gettext as _
 
 from approvals import request_pages
 from approvals.console import services
@@ -65,15 +66,20 @@ class RunFilters:
         problems: list[str] = []
         workflow_type = query.get("type", "").strip()
         if workflow_type and workflow_type not in workflow_types():
-            problems.append(f"There is no workflow type {workflow_type!r}; showing every type.")
+            problems.append(
+                _("There is no workflow type %(type)s; showing every type.")
+                % {"type": repr(workflow_type)}
+            )
             workflow_type = ""
         raw_version = query.get("version", "").strip()
         version = int(raw_version) if _VERSION.fullmatch(raw_version) else None
         if raw_version and version is None:
-            problems.append("A version is a whole number such as 1; showing every version.")
+            problems.append(_("A version is a whole number such as 1; showing every version."))
         state = query.get("state", "").strip()
         if state and state not in RunState.values:
-            problems.append(f"There is no run state {state!r}; showing every state.")
+            problems.append(
+                _("There is no run state %(state)s; showing every state.") % {"state": repr(state)}
+            )
             state = ""
 
         def day(key: str, label: str) -> date | None:
@@ -82,13 +88,13 @@ class RunFilters:
         def text(key: str, label: str, max_length: int) -> str:
             return query_text(query, key=key, label=label, max_length=max_length, problems=problems)
 
-        started_from = day("from", "Started from")
-        started_to = day("to", "Started until")
-        finished_from = day("finished_from", "Finished from")
-        finished_to = day("finished_to", "Finished until")
-        requester = text("requester", "A requester", 150)
-        correlation_id = text("correlation_id", "A correlation id", 200)
-        search = text("q", "A search", SEARCH_MAX_LENGTH)
+        started_from = day("from", _("Started from"))
+        started_to = day("to", _("Started until"))
+        finished_from = day("finished_from", _("Finished from"))
+        finished_to = day("finished_to", _("Finished until"))
+        requester = text("requester", _("A requester"), 150)
+        correlation_id = text("correlation_id", _("A correlation id"), 200)
+        search = text("q", _("A search"), SEARCH_MAX_LENGTH)
         cursor = query.get("cursor", "")
         return cls(
             workflow_type=workflow_type,
@@ -117,7 +123,9 @@ def query_date(
     try:
         return date.fromisoformat(raw)
     except ValueError:
-        problems.append(f"{label} must be a date such as 2026-12-01; left out.")
+        problems.append(
+            _("%(label)s must be a date such as 2026-12-01; left out.") % {"label": label}
+        )
         return None
 
 
@@ -130,7 +138,7 @@ def query_text(
     try:
         return clean_text(value, max_length=max_length)
     except Refused as error:
-        problems.append(f"{label} {error}; left out.")
+        problems.append(_("%(label)s %(error)s; left out.") % {"label": label, "error": error})
         return ""
 
 

@@ -22,6 +22,7 @@ from typing import Any
 from uuid import UUID
 
 from django.db import transaction
+from django.utils.translation import gettext_lazy as _
 
 from approvals import audit, permissions
 from approvals.act import Act
@@ -129,59 +130,65 @@ ACTIONS: dict[str, Action] = {
     for action in (
         Action(
             name="retry",
-            label="Retry the failed undo",
-            what="retry a dead-lettered run",
-            explain="Try its failed compensation again, with a fresh attempt budget.",
-            done="Retrying its failed compensation.",
+            label=_("Retry the failed undo"),
+            what=_("retry a dead-lettered run"),
+            explain=_("Try its failed compensation again, with a fresh attempt budget."),
+            done=_("Retrying its failed compensation."),
             offered_in=(RunState.DEAD_LETTERED,),
         ),
         Action(
             name="resume-past",
-            label="Resume past the failed undo",
-            what="resume a dead-lettered run",
-            explain="You undid the failed step's effect by hand: mark it undone and undo the rest.",
-            done="Resumed past its failed compensation.",
+            label=_("Resume past the failed undo"),
+            what=_("resume a dead-lettered run"),
+            explain=_(
+                "You undid the failed step's effect by hand: mark it undone and undo the rest."
+            ),
+            done=_("Resumed past its failed compensation."),
             offered_in=(RunState.DEAD_LETTERED,),
             danger=True,
         ),
         Action(
             name="retry-failed",
-            label="Retry from the failed step",
-            what="retry a failed run",
-            explain="Run its failed step again, with a fresh attempt budget, and go on from there.",
-            done="Retrying from its failed step.",
+            label=_("Retry from the failed step"),
+            what=_("retry a failed run"),
+            explain=_(
+                "Run its failed step again, with a fresh attempt budget, and go on from there."
+            ),
+            done=_("Retrying from its failed step."),
             offered_in=(RunState.FAILED,),
         ),
         Action(
             name="pause",
-            label="Pause",
-            what="pause a run",
-            explain="Start no new step until it is resumed; steps already running finish.",
-            done="Paused.",
+            label=_("Pause"),
+            what=_("pause a run"),
+            explain=_("Start no new step until it is resumed; steps already running finish."),
+            done=_("Paused."),
             offered_in=(RunState.RUNNING, RunState.WAITING),
         ),
         Action(
             name="resume",
-            label="Resume",
-            what="resume a run",
-            explain="Let it go on, re-sending the steps it held back.",
-            done="Resumed.",
+            label=_("Resume"),
+            what=_("resume a run"),
+            explain=_("Let it go on, re-sending the steps it held back."),
+            done=_("Resumed."),
             offered_in=(RunState.PAUSED,),
         ),
         Action(
             name="cancel",
-            label="Cancel",
-            what="cancel a run",
-            explain="Start nothing new, close its open tasks and undo its completed steps "
-            "in reverse order.",
-            done="Cancelling: its completed steps are being undone.",
+            label=_("Cancel"),
+            what=_("cancel a run"),
+            explain=_(
+                "Start nothing new, close its open tasks and undo its completed steps "
+                "in reverse order."
+            ),
+            done=_("Cancelling: its completed steps are being undone."),
             offered_in=(RunState.PENDING, RunState.RUNNING, RunState.WAITING, RunState.PAUSED),
             danger=True,
         ),
     )
 }
-SKIP_WHAT = "skip a step"
-MOVE_WHAT = "move a run"
+SKIP_WHAT = _("skip a step")
+MOVE_WHAT = _("move a run")
 # The audit entry's event for each engine use case an operator calls, whatever the
 # channel (the console here, the API and the admin through workflows.operating).
 EVENTS = {
@@ -278,7 +285,10 @@ def retry_dead_letters(*, run_ids: list[UUID], act: Act) -> dict[UUID, Done | Co
     if refusal:
         raise NotOperator(refusal)
     if len(run_ids) > BULK_MAX:
-        raise InvalidInput(f"Retry at most {BULK_MAX} runs at a time (you chose {len(run_ids)}).")
+        raise InvalidInput(
+            _("Retry at most %(most)s runs at a time (you chose %(count)s).")
+            % {"most": BULK_MAX, "count": len(run_ids)}
+        )
     outcomes: dict[UUID, Done | ConsoleError] = {}
     for run_id in dict.fromkeys(run_ids):
         try:
@@ -323,7 +333,7 @@ def move_run(*, run_id: UUID, node: str, act: Act) -> Done:
         raise NotOperator(refusal)
     reason = _reason(act.reason)
     if not reason:
-        raise InvalidInput("Say why you move the run: the reason is kept in its audit trail.")
+        raise InvalidInput(_("Say why you move the run: the reason is kept in its audit trail."))
     with transaction.atomic():
         before = _lock(run_id).state
         try:
@@ -355,22 +365,30 @@ def parse_result(text: str) -> Any:
     """Read the operator's result for a skipped step: JSON PostgreSQL can store, or a
     refusal that says what is wrong and where."""
     if not text.strip():
-        raise InvalidInput("Give the step's result as JSON (write null for none).")
+        raise InvalidInput(_("Give the step's result as JSON (write null for none)."))
     if len(text.encode()) > RESULT_MAX_BYTES:
-        raise InvalidInput(f"The result must be at most {RESULT_MAX_BYTES // 1024} KiB of JSON.")
+        raise InvalidInput(
+            _("The result must be at most %(size)s KiB of JSON.")
+            % {"size": RESULT_MAX_BYTES // 1024}
+        )
 
     def no_constants(name: str) -> Any:
-        raise InvalidInput(f"The result is not JSON: {name} is not a JSON number.")
+        raise InvalidInput(
+            _("The result is not JSON: %(name)s is not a JSON number.") % {"name": name}
+        )
 
     try:
         value = json.loads(text, parse_constant=no_constants)
         refuse_unstorable(value)
     except json.JSONDecodeError as error:
         raise InvalidInput(
-            f"The result is not JSON: {error.msg} (line {error.lineno}, column {error.colno})."
+            _("The result is not JSON: %(error)s (line %(line)s, column %(column)s).")
+            % {"error": error.msg, "line": error.lineno, "column": error.colno}
         ) from None
     except Refused as error:
-        raise InvalidInput(f"The result cannot be stored: {error}.") from None
+        raise InvalidInput(
+            _("The result cannot be stored: %(error)s.") % {"error": error}
+        ) from None
     return value
 
 
@@ -441,14 +459,14 @@ def _reason(text: str) -> str:
     try:
         return clean_text(text.strip(), max_length=COMMENT_MAX_LENGTH, multiline=True)
     except Refused as error:
-        raise InvalidInput(f"The reason {error}.") from None
+        raise InvalidInput(_("The reason %(error)s.") % {"error": error}) from None
 
 
 # ---------------------------------------------------------------------------
 # Moving live runs to another version
 # ---------------------------------------------------------------------------
 
-MIGRATE_WHAT = "move runs to another version"
+MIGRATE_WHAT = _("move runs to another version")
 
 
 def parse_renames(text: str) -> dict[str, str]:
@@ -462,11 +480,17 @@ def parse_renames(text: str) -> dict[str, str]:
         old, equals, new = (part.strip() for part in line.partition("="))
         if not equals or not old or not new:
             raise InvalidInput(
-                f"Line {number} of the renames, {line!r}, is not old=new "
-                "(a node of the old version, then the node it becomes)."
+                _(
+                    "Line %(number)s of the renames, %(line)s, is not old=new "
+                    "(a node of the old version, then the node it becomes)."
+                )
+                % {"number": number, "line": repr(line)}
             )
         if old in renames:
-            raise InvalidInput(f"Line {number} renames {old!r} a second time.")
+            raise InvalidInput(
+                _("Line %(number)s renames %(node)s a second time.")
+                % {"number": number, "node": repr(old)}
+            )
         renames[old] = new
     return renames
 
@@ -494,7 +518,9 @@ def migrate_runs(
         if refusal := operate_refusal(act.user, MIGRATE_WHAT):
             raise NotOperator(refusal)
         if not act.reason.strip():
-            raise InvalidInput("Say why you move these runs: the reason goes into the audit trail.")
+            raise InvalidInput(
+                _("Say why you move these runs: the reason goes into the audit trail.")
+            )
         return engine.migrate_runs(
             **plan,
             actor=act.user,
@@ -505,4 +531,6 @@ def migrate_runs(
     except UnknownWorkflow as error:
         raise UnknownVersion(str(error)) from None
     except InvalidMigration as error:
-        raise InvalidInput("The plan cannot be followed: " + "; ".join(error.problems)) from None
+        raise InvalidInput(
+            _("The plan cannot be followed: %(problems)s") % {"problems": "; ".join(error.problems)}
+        ) from None

@@ -28,6 +28,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db.models import Prefetch, Q, QuerySet
 from django.db.models.fields.tuple_lookups import Tuple, TupleLessThan
+from django.utils.translation import gettext as _
 
 from approvals import escalation, request_pages
 from approvals.console.selectors import query_date, query_text, start_of
@@ -95,33 +96,43 @@ def read_filters(query: Mapping[str, str], *, group_ids: Collection[int] | None)
     problems: list[str] = []
     state = query.get("state", "").strip()
     if state and state not in STATES:
-        problems.append(f"There is no task state {state!r}; showing every state.")
+        problems.append(
+            _("There is no task state %(state)s; showing every state.") % {"state": repr(state)}
+        )
         state = ""
     sla = query.get("sla", "").strip()
     if sla and sla not in Sla.values:
         words = ", ".join(Sla.values)
-        problems.append(f"There is no SLA state {sla!r} (only {words}); showing every task.")
+        problems.append(
+            _("There is no SLA state %(sla)s (only %(words)s); showing every task.")
+            % {"sla": repr(sla), "words": words}
+        )
         sla = ""
     workflow_type = query_text(
-        query, key="type", label="A workflow type", max_length=100, problems=problems
+        query, key="type", label=_("A workflow type"), max_length=100, problems=problems
     )
-    decided_from = query_date(query, key="decided_from", label="Decided from", problems=problems)
-    decided_to = query_date(query, key="decided_to", label="Decided until", problems=problems)
+    decided_from = query_date(query, key="decided_from", label=_("Decided from"), problems=problems)
+    decided_to = query_date(query, key="decided_to", label=_("Decided until"), problems=problems)
     if decided_from and decided_to and decided_from > decided_to:
-        problems.append("Decided from is after decided until, so no day is between them.")
+        problems.append(_("Decided from is after decided until, so no day is between them."))
 
     groups = dict(_groups(group_ids))
-    group = query_text(query, key="group", label="A group", max_length=150, problems=problems)
+    group = query_text(query, key="group", label=_("A group"), max_length=150, problems=problems)
     if group and group not in groups:
         problems.append(
-            f"There is no group {group!r}; showing every group."
-            if group_ids is None
-            else f"You manage no group {group!r}; showing your groups' tasks."
+            (
+                _("There is no group %(group)s; showing every group.")
+                if group_ids is None
+                else _("You manage no group %(group)s; showing your groups' tasks.")
+            )
+            % {"group": repr(group)}
         )
-    person = query_text(query, key="person", label="A person", max_length=150, problems=problems)
+    person = query_text(query, key="person", label=_("A person"), max_length=150, problems=problems)
     person_id = _user_id(person) if person else None
     if person and person_id is None:
-        problems.append(f"There is no user {person!r}; showing everyone's tasks.")
+        problems.append(
+            _("There is no user %(person)s; showing everyone's tasks.") % {"person": repr(person)}
+        )
 
     filters = TaskFilters(
         state=state,

@@ -18,8 +18,10 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
-from django.utils import timezone
+from django.utils import formats, timezone
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from approvals import audit, request_pages
@@ -95,7 +97,7 @@ def sla(request: HttpRequest) -> HttpResponse:
     """Open human tasks against their due times, by type, group and person; the oldest
     overdue ones; decisions and finished runs per day, failure rates and cycle times.
     Operators see everything, a group's manager the tasks of the groups they manage."""
-    group_ids, refusal = services.task_overview_scope(request.user, page="The SLA dashboard")
+    group_ids, refusal = services.task_overview_scope(request.user, page=_("The SLA dashboard"))
     if refusal:
         return _problem(request, refusal, status=403)
     board = sla_selectors.dashboard(now=timezone.now(), group_ids=group_ids)
@@ -108,7 +110,7 @@ def sla(request: HttpRequest) -> HttpResponse:
 def tasks(request: HttpRequest) -> HttpResponse:
     """Every human task, open or decided, newest first, filtered: the list behind each of
     the SLA dashboard's numbers. Its viewers are the dashboard's, scoped the same way."""
-    group_ids, refusal = services.task_overview_scope(request.user, page="The task list")
+    group_ids, refusal = services.task_overview_scope(request.user, page=_("The task list"))
     if refusal:
         return _problem(request, refusal, status=403)
     filters = task_selectors.read_filters(request.GET, group_ids=group_ids)
@@ -158,7 +160,7 @@ def _run_page(
 ) -> HttpResponse:
     page = console_selectors.run_page(run_id=run_id)
     if page is None:
-        return _problem(request, "There is no such run.", status=404)
+        return _problem(request, _("There is no such run."), status=404)
     context = {
         "page": page,
         "run": page.run,
@@ -179,14 +181,18 @@ def act(request: HttpRequest, run_id: UUID, action: str) -> HttpResponse:
         return refused
     chosen = services.ACTIONS.get(action)
     if chosen is None:
-        return _problem(request, "There is no such action.", status=404)
+        return _problem(request, _("There is no such action."), status=404)
     if request.method == "GET":
         refusal = services.operate_refusal(request.user, chosen.what)
         status = 403 if refusal else 200
         state = console_selectors.run_state(run_id=run_id)
         if not refusal and state is not None and state not in chosen.offered_in:
             words = request_pages.state_words(state)
-            refusal, status = f"{chosen.label} does not fit a run that is {words}.", 409
+            refusal = _("%(action)s does not fit a run that is %(state)s.") % {
+                "action": chosen.label,
+                "state": words,
+            }
+            status = 409
         return _run_page(
             request, run_id, status=status, confirm=None if refusal else chosen, error=refusal
         )
@@ -202,7 +208,10 @@ def act(request: HttpRequest, run_id: UUID, action: str) -> HttpResponse:
     if done.changed:
         messages.success(request, chosen.done)
     else:
-        messages.info(request, f"Nothing to do: it is {done.run.get_state_display()} already.")
+        messages.info(
+            request,
+            _("Nothing to do: it is %(state)s already.") % {"state": done.run.get_state_display()},
+        )
     return redirect("console:run", run_id=run_id)
 
 
@@ -234,7 +243,9 @@ def skip(request: HttpRequest, run_id: UUID, node: str) -> HttpResponse:
         # Keep what was typed, so a typo in the JSON costs one fix, not a retype.
         keep = {"skip_node": node, "skip_result": result} if refused.status == 422 else {}
         return _run_page(request, run_id, status=refused.status, error=str(refused), **keep)
-    messages.success(request, f"Skipped {node} with the result you gave; the run goes on.")
+    messages.success(
+        request, _("Skipped %(node)s with the result you gave; the run goes on.") % {"node": node}
+    )
     return redirect("console:run", run_id=run_id)
 
 
@@ -257,7 +268,9 @@ def move(request: HttpRequest, run_id: UUID) -> HttpResponse:
         )
     except services.ConsoleError as refused:
         return _run_page(request, run_id, status=refused.status, error=str(refused), moving=True)
-    messages.success(request, f"Moved to {node}: what was in flight is cancelled.")
+    messages.success(
+        request, _("Moved to %(node)s: what was in flight is cancelled.") % {"node": node}
+    )
     return redirect("console:run", run_id=run_id)
 
 
@@ -275,9 +288,11 @@ def retry_dead_letters(request: HttpRequest) -> HttpResponse:
         try:
             run_ids.append(UUID(value))
         except ValueError:
-            return _problem(request, f"{value!r} is not a run id.", status=422)
+            return _problem(
+                request, _("%(value)s is not a run id.") % {"value": repr(value)}, status=422
+            )
     if not run_ids:
-        messages.info(request, "Tick the dead letters to retry first.")
+        messages.info(request, _("Tick the dead letters to retry first."))
         return redirect(back or "console:runs")
     try:
         outcomes = services.retry_dead_letters(
@@ -289,7 +304,11 @@ def retry_dead_letters(request: HttpRequest) -> HttpResponse:
     retried = [run_id for run_id, outcome in outcomes.items() if isinstance(outcome, services.Done)]
     if retried:
         messages.success(
-            request, f"Retrying {len(retried)} dead letter{'s' if len(retried) > 1 else ''}."
+            request,
+            ngettext(
+                "Retrying %(count)d dead letter.", "Retrying %(count)d dead letters.", len(retried)
+            )
+            % {"count": len(retried)},
         )
     for run_id, outcome in outcomes.items():
         if isinstance(outcome, services.ConsoleError):
@@ -332,15 +351,23 @@ def versions(request: HttpRequest) -> HttpResponse:
     if report.applied:
         messages.success(
             request,
-            f"Moved {len(report.moved)} run{'s' if len(report.moved) != 1 else ''}; "
-            f"{len(report.blocked)} could not move.",
+            ngettext(
+                "Moved %(count)d run; %(blocked)d could not move.",
+                "Moved %(count)d runs; %(blocked)d could not move.",
+                len(report.moved),
+            )
+            % {"count": len(report.moved), "blocked": len(report.blocked)},
         )
     return render(request, "approvals/console/versions.html", context)
 
 
 def _version_number(raw: str, which: str) -> int:
     if not (raw.isascii() and raw.isdigit()) or int(raw) < 1:
-        raise services.InvalidInput(f"The {which} version must be a whole number, 1 or more.")
+        if which == "from":
+            message = _("The from version must be a whole number, 1 or more.")
+        else:
+            message = _("The to version must be a whole number, 1 or more.")
+        raise services.InvalidInput(message)
     return int(raw)
 
 
@@ -357,7 +384,7 @@ def audit_export(request: HttpRequest) -> HttpResponse:
     new checkpoint first, so it is not a GET). Operators only: the log names people,
     their addresses and their comments."""
     refusal = services.console_refusal(request.user) or services.operate_refusal(
-        request.user, "download the audit log"
+        request.user, _("download the audit log")
     )
     if refusal:
         return _problem(request, refusal, status=403)
@@ -380,7 +407,7 @@ def audit_export(request: HttpRequest) -> HttpResponse:
         context["error"] = str(error)
         return render(request, "approvals/console/audit.html", context, status=400)
     except audit.AuditChainBroken as error:
-        context["error"] = f"Nothing was exported. {error}"
+        context["error"] = _("Nothing was exported. %(error)s") % {"error": error}
         return render(request, "approvals/console/audit.html", context, status=409)
     response = StreamingHttpResponse(export.chunks(), content_type=export.media_type)
     response["Content-Disposition"] = f'attachment; filename="{export.filename}"'
@@ -398,7 +425,7 @@ WEBHOOK_LOG_SIZE = 50
 
 def _webhooks_refused(request: HttpRequest) -> HttpResponse | None:
     refusal = services.console_refusal(request.user) or services.operate_refusal(
-        request.user, "manage webhooks"
+        request.user, _("manage webhooks")
     )
     return _problem(request, refusal, status=403) if refusal else None
 
@@ -427,7 +454,10 @@ def webhooks_list(request: HttpRequest) -> HttpResponse:
         except webhooks.InvalidEndpoint as error:
             context["error"] = str(error)
             return render(request, "approvals/console/webhooks.html", context, status=422)
-        messages.success(request, f"Registered {endpoint.url}. Its signing secret is on its page.")
+        messages.success(
+            request,
+            _("Registered %(url)s. Its signing secret is on its page.") % {"url": endpoint.url},
+        )
         return redirect("console:webhook", endpoint_id=endpoint.pk)
     return render(request, "approvals/console/webhooks.html", context)
 
@@ -440,11 +470,15 @@ def webhook_detail(request: HttpRequest, endpoint_id: UUID) -> HttpResponse:
         return refused
     endpoint = WebhookEndpoint.objects.filter(pk=endpoint_id).first()
     if endpoint is None:
-        return _problem(request, "No such webhook endpoint.", status=404)
+        return _problem(request, _("No such webhook endpoint."), status=404)
     if request.method == "POST":
         active = request.POST.get("is_active") == "true"
         webhooks.update_endpoint(endpoint_id=endpoint.pk, is_active=active)
-        messages.success(request, f"{endpoint.url} is switched {'on' if active else 'off'}.")
+        messages.success(
+            request,
+            (_("%(url)s is switched on.") if active else _("%(url)s is switched off."))
+            % {"url": endpoint.url},
+        )
         return redirect("console:webhook", endpoint_id=endpoint.pk)
     context = {
         "endpoint": endpoint,
@@ -463,12 +497,16 @@ def rotate_webhook_secret(request: HttpRequest, endpoint_id: UUID) -> HttpRespon
     try:
         endpoint = webhooks.rotate_secret(endpoint_id=endpoint_id, now=timezone.now())
     except WebhookEndpoint.DoesNotExist:
-        return _problem(request, "No such webhook endpoint.", status=404)
+        return _problem(request, _("No such webhook endpoint."), status=404)
     if endpoint.previous_secret_until:
-        until = timezone.localtime(endpoint.previous_secret_until).strftime("%Y-%m-%d %H:%M")
-        messages.success(request, f"New secret below. The old one also signs until {until}.")
+        until = formats.date_format(
+            timezone.localtime(endpoint.previous_secret_until), _("Y-m-d H:i")
+        )
+        messages.success(
+            request, _("New secret below. The old one also signs until %(when)s.") % {"when": until}
+        )
     else:
-        messages.success(request, "New secret below. The old one no longer signs.")
+        messages.success(request, _("New secret below. The old one no longer signs."))
     return redirect("console:webhook", endpoint_id=endpoint_id)
 
 
@@ -481,12 +519,16 @@ def delete_webhook(request: HttpRequest, endpoint_id: UUID) -> HttpResponse:
     try:
         deleted = webhooks.delete_endpoint(endpoint_id=endpoint_id, now=timezone.now())
     except WebhookEndpoint.DoesNotExist:
-        return _problem(request, "No such webhook endpoint.", status=404)
+        return _problem(request, _("No such webhook endpoint."), status=404)
     cancelled = deleted.cancelled_deliveries
     messages.success(
         request,
-        f"Deleted {deleted.url}"
-        + (f", and cancelled {cancelled} deliveries still trying." if cancelled else "."),
+        (
+            _("Deleted %(url)s, and cancelled %(count)s deliveries still trying.")
+            if cancelled
+            else _("Deleted %(url)s.")
+        )
+        % {"url": deleted.url, "count": cancelled},
     )
     return redirect("console:webhooks")
 
@@ -499,7 +541,7 @@ def redeliver_webhook(request: HttpRequest, delivery_id: UUID) -> HttpResponse:
         return refused
     delivery = WebhookDelivery.objects.filter(pk=delivery_id).first()
     if delivery is None:
-        return _problem(request, "No such webhook delivery.", status=404)
+        return _problem(request, _("No such webhook delivery."), status=404)
     webhooks.redeliver(delivery_id=delivery.pk)
-    messages.success(request, f"Sending {delivery.message_id} again.")
+    messages.success(request, _("Sending %(id)s again.") % {"id": delivery.message_id})
     return redirect("console:webhook", endpoint_id=delivery.endpoint_id)

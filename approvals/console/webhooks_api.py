@@ -13,6 +13,7 @@ from uuid import UUID
 
 from django.http import HttpRequest
 from django.utils import timezone
+from django.utils.translation import gettext as _
 from ninja import Field, Router, Schema, Status
 
 from approvals.console import services
@@ -76,19 +77,19 @@ class DeliveryOut(Schema):
 
 
 def _operator(request: HttpRequest) -> None:
-    if refusal := services.operate_refusal(request.user, "manage webhooks"):
-        raise ApiProblem(403, "Forbidden", refusal)
+    if refusal := services.operate_refusal(request.user, _("manage webhooks")):
+        raise ApiProblem(403, _("Forbidden"), refusal)
 
 
 def _endpoint(endpoint_id: UUID) -> WebhookEndpoint:
     endpoint = WebhookEndpoint.objects.filter(pk=endpoint_id).first()
     if endpoint is None:
-        raise not_found("webhook endpoint")
+        raise not_found(_("such webhook endpoint"))
     return endpoint
 
 
 def _invalid(error: webhooks.InvalidEndpoint) -> ApiProblem:
-    return ApiProblem(422, "Invalid endpoint", str(error))
+    return ApiProblem(422, _("Invalid endpoint"), str(error))
 
 
 @router.get("/endpoints", response={200: list[EndpointOut], **ERRORS}, summary="List endpoints")
@@ -157,7 +158,7 @@ def rotate_secret(request: HttpRequest, endpoint_id: UUID) -> WebhookEndpoint:
     try:
         return webhooks.rotate_secret(endpoint_id=endpoint_id, now=timezone.now())
     except WebhookEndpoint.DoesNotExist:
-        raise not_found("webhook endpoint") from None
+        raise not_found(_("such webhook endpoint")) from None
 
 
 @router.delete(
@@ -171,7 +172,7 @@ def delete_endpoint(request: HttpRequest, endpoint_id: UUID) -> dict[str, int]:
     try:
         deleted = webhooks.delete_endpoint(endpoint_id=endpoint_id, now=timezone.now())
     except WebhookEndpoint.DoesNotExist:
-        raise not_found("webhook endpoint") from None
+        raise not_found(_("such webhook endpoint")) from None
     return {"cancelled_deliveries": deleted.cancelled_deliveries}
 
 
@@ -193,5 +194,5 @@ def deliveries(request: HttpRequest, endpoint_id: UUID) -> list[WebhookDelivery]
 def redeliver(request: HttpRequest, delivery_id: UUID) -> Status:
     _operator(request)
     if not WebhookDelivery.objects.filter(pk=delivery_id).exists():
-        raise not_found("webhook delivery")
+        raise not_found(_("such webhook delivery"))
     return Status(202, webhooks.redeliver(delivery_id=delivery_id))

@@ -12,6 +12,7 @@ from uuid import UUID
 
 from django.contrib.auth import get_user_model
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from approvals import audit, duties, permissions
 from approvals.act import Act
@@ -127,8 +128,10 @@ def authorised(
         raise TaskNotFound()
     if task.kind == TaskKind.REVISION:
         raise NotAllowed(
-            "This task asks the requester to change their request: it is answered by "
-            "resubmitting the request's form (or withdrawing it), not claimed or decided."
+            _(
+                "This task asks the requester to change their request: it is answered by "
+                "resubmitting the request's form (or withdrawing it), not claimed or decided."
+            )
         )
     if task.state == TaskState.COMPLETED:
         raise AlreadyDecided(task)
@@ -182,10 +185,17 @@ def refuse_handing_to(task: HumanTask, giver: Any, person: Any, action: str) -> 
             )
         )
     if not permissions.may_hand_to(person_for(giver), person_for(person)):
-        raise NotAllowed(
-            f"You can {action} tasks only to people in your groups or the groups you manage,"
-            f" your manager or your reports; {display_name(person)} is none of these."
-        )
+        if action == "reassign":
+            message = _(
+                "You can reassign tasks only to people in your groups or the groups you manage,"
+                " your manager or your reports; %(person)s is none of these."
+            )
+        else:
+            message = _(
+                "You can delegate tasks only to people in your groups or the groups you manage,"
+                " your manager or your reports; %(person)s is none of these."
+            )
+        raise NotAllowed(message % {"person": display_name(person)})
 
 
 def _conflict_of(user: Any, task_duties: permissions.Duties) -> permissions.DutyConflict | None:
@@ -229,23 +239,27 @@ def audit_task(task: HumanTask, event: str, request: Act, **extra: Any) -> None:
 
 
 def _text(
-    value: str, *, label: str = "The text", max_length: int | None = None, multiline: bool = True
+    value: str, *, label: str = "", max_length: int | None = None, multiline: bool = True
 ) -> str:
     """Return text as stored, trimmed; refuse, saying why, what workflows.cleaning refuses."""
     try:
         return clean_text(value.strip(), max_length=max_length, multiline=multiline)
     except Refused as error:
-        raise InvalidRequest(f"{label} {error}.") from None
+        raise InvalidRequest(
+            _("%(label)s %(error)s.") % {"label": label or _("The text"), "error": error}
+        ) from None
 
 
-def clean_comment(value: str, *, label: str = "The comment") -> str:
+def clean_comment(value: str, *, label: str = "") -> str:
     """Return a comment or reason as stored, refused past COMMENT_MAX_LENGTH (every channel)."""
-    return _text(value, label=label, max_length=COMMENT_MAX_LENGTH)
+    return _text(value, label=label or _("The comment"), max_length=COMMENT_MAX_LENGTH)
 
 
 def user_named(username: str) -> Any:
-    name = _text(username, label="The username", max_length=150, multiline=False)
+    name = _text(username, label=_("The username"), max_length=150, multiline=False)
     user = User.objects.filter(username=name, is_active=True).first()
     if user is None:
-        raise InvalidRequest(f"There is no active user called {username!r}.")
+        raise InvalidRequest(
+            _("There is no active user called %(name)s.") % {"name": repr(username)}
+        )
     return user

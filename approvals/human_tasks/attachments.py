@@ -30,6 +30,8 @@ from django.db import transaction
 from django.http import FileResponse
 from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from approvals import audit
 from approvals.human_tasks.acting import visible_task
@@ -50,7 +52,7 @@ ACCEPTED = {
     "application/vnd.oasis.opendocument.spreadsheet": "OpenDocument spreadsheet",
     "text/plain": "plain text",
 }
-ACCEPTED_IN_WORDS = (
+ACCEPTED_IN_WORDS = gettext_lazy(
     "a PDF, an image (PNG, JPEG, GIF or WebP), a Word, Excel or OpenDocument file,"
     " or plain text (CSV too)"
 )
@@ -81,7 +83,10 @@ def check(uploads: Iterable[UploadedFile]) -> list[Checked]:
     one and why (too big, empty, or of a kind not accepted)."""
     uploads = list(uploads)
     if len(uploads) > MAX_FILES:
-        raise InvalidRequest(f"Attach at most {MAX_FILES} files at once, not {len(uploads)}.")
+        raise InvalidRequest(
+            _("Attach at most %(most)s files at once, not %(count)s.")
+            % {"most": MAX_FILES, "count": len(uploads)}
+        )
     return [_check(upload) for upload in uploads]
 
 
@@ -93,21 +98,34 @@ def _check(upload: UploadedFile) -> Checked:
         size += len(chunk)
         if size > max_bytes():
             raise InvalidRequest(
-                f"The file “{name}” is over {_in_words(max_bytes())}: attachments may be"
-                f" at most {_in_words(max_bytes())}. Nothing was attached."
+                _(
+                    "The file “%(name)s” is over %(size)s: attachments may be"
+                    " at most %(size)s. Nothing was attached."
+                )
+                % {"name": name, "size": _in_words(max_bytes())}
             )
         if len(head) < _HEAD_BYTES:
             head += chunk[: _HEAD_BYTES - len(head)]
         digest.update(chunk)
     upload.seek(0)
     if size == 0:
-        raise InvalidRequest(f"The file “{name}” is empty. Nothing was attached.")
+        raise InvalidRequest(
+            _("The file “%(name)s” is empty. Nothing was attached.") % {"name": name}
+        )
     content_type = kind_of(head)
     if content_type not in ACCEPTED:
-        what = f"holds {content_type}" if content_type else "holds nothing Baton can tell"
+        if content_type:
+            message = _(
+                "The file “%(name)s” holds %(type)s, whatever its name says: attach"
+                " %(accepted)s. Nothing was attached."
+            )
+        else:
+            message = _(
+                "The file “%(name)s” holds nothing Baton can tell, whatever its name says:"
+                " attach %(accepted)s. Nothing was attached."
+            )
         raise InvalidRequest(
-            f"The file “{name}” {what}, whatever its name says: attach"
-            f" {ACCEPTED_IN_WORDS}. Nothing was attached."
+            message % {"name": name, "type": content_type, "accepted": ACCEPTED_IN_WORDS}
         )
     return Checked(upload, name, content_type, size, digest.hexdigest())
 

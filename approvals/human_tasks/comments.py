@@ -10,6 +10,7 @@ from uuid import UUID
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from approvals import permissions
 from approvals.human_tasks.acting import (
@@ -35,7 +36,7 @@ def comment_on_human_task(
     request = act_of(user, channel, now, **extra)
     body = clean_comment(body)
     if not body:
-        raise InvalidRequest("A comment cannot be empty.")
+        raise InvalidRequest(_("A comment cannot be empty."))
     with transaction.atomic():
         task = lock_task(task_id)
         if not permissions.can_comment(reviewer_for(user), facts_for(task)):

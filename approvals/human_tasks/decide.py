@@ -21,6 +21,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from approvals import audit, duties, permissions, quorum, rework_rounds, task_forms
 from approvals.human_tasks import inbox_entries
@@ -135,7 +136,7 @@ def reject_human_task(
     request = act_of(user, channel, now, **extra)
     with transaction.atomic():
         return _decide(
-            task_id, request, Outcome.REJECTED, clean_comment(reason, label="The reason")
+            task_id, request, Outcome.REJECTED, clean_comment(reason, label=_("The reason"))
         )
 
 
@@ -155,7 +156,10 @@ def request_changes(
     request = act_of(user, channel, now, **extra)
     with transaction.atomic():
         return _decide(
-            task_id, request, Outcome.CHANGES_REQUESTED, clean_comment(reason, label="The reason")
+            task_id,
+            request,
+            Outcome.CHANGES_REQUESTED,
+            clean_comment(reason, label=_("The reason")),
         )
 
 
@@ -174,7 +178,7 @@ def _decide(
         action="decide",
     )
     if outcome == Outcome.REJECTED and not comment:
-        raise InvalidRequest("Say why you reject it: a reason is required.")
+        raise InvalidRequest(_("Say why you reject it: a reason is required."))
     if outcome == Outcome.CHANGES_REQUESTED:
         refusal = rework_rounds.why_no_changes(
             run=task.run, definition=_definition(task), node=approval_node_of(task)
@@ -183,7 +187,7 @@ def _decide(
             raise NotAllowed(refusal)
         if not comment:
             raise InvalidRequest(
-                "Say what should change: a reason is required, and the requester reads it."
+                _("Say what should change: a reason is required, and the requester reads it.")
             )
     _refuse_second_share(task, request.user)
     # Only an approval fills in the form: a rejection or a request for changes needs
@@ -400,7 +404,10 @@ def _refuse_second_share(task: HumanTask, user: Any) -> None:
     already = HumanTask.objects.filter(step_id=task.step_id, decided_by=user).exclude(pk=task.pk)
     if already.exists():
         raise TaskConflict(
-            "You already decided another share of this approval; someone else must decide this one."
+            _(
+                "You already decided another share of this approval;"
+                " someone else must decide this one."
+            )
         )
 
 
@@ -493,4 +500,4 @@ def decide_by_link(
             return request_changes(
                 task_id=link.task_id, user=user, channel=Channel.EMAIL, reason=comment, **extra
             )
-        raise InvalidRequest("Choose approve, reject or request changes.")
+        raise InvalidRequest(_("Choose approve, reject or request changes."))

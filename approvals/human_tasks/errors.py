@@ -7,12 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.utils import timezone
+from django.utils import formats, timezone
+from django.utils.translation import gettext as _
 
 from approvals import task_forms
 from approvals.models import (
     HumanTask,
 )
+from approvals.states import outcome_words
 from workflows.dsl import Approval
 
 User = get_user_model()
@@ -31,7 +33,7 @@ class TaskNotFound(TaskError):
     status = 404
 
     def __init__(self) -> None:
-        super().__init__("No such task (or it is not yours to see).")
+        super().__init__(_("No such task (or it is not yours to see)."))
 
 
 class NotAllowed(TaskError):
@@ -53,10 +55,13 @@ class InvalidForm(InvalidRequest):
     def __init__(self, node: Approval, errors: list[dict[str, str]]) -> None:
         self.errors = errors
         if node.form is None:
-            super().__init__("This decision has no form: send no form values.")
+            super().__init__(_("This decision has no form: send no form values."))
         else:
             words = task_forms.in_words(node.form, errors)
-            super().__init__(f"Fill in the form to approve: {words} Nothing was decided.")
+            super().__init__(
+                _("Fill in the form to approve: %(problems)s Nothing was decided.")
+                % {"problems": words}
+            )
 
 
 class TaskConflict(TaskError):
@@ -67,24 +72,34 @@ class AlreadyDecided(TaskConflict):
     def __init__(self, task: HumanTask) -> None:
         self.task = task
         who = display_name(task.decided_by)
-        when = timezone.localtime(task.decided_at).strftime("%Y-%m-%d %H:%M %Z")
-        super().__init__(f"This task was already {task.outcome} by {who} at {when}.")
+        when = formats.date_format(timezone.localtime(task.decided_at), _("Y-m-d H:i T"))
+        super().__init__(
+            _("This task was already %(outcome)s by %(person)s at %(when)s.")
+            % {"outcome": outcome_words(task.outcome), "person": who, "when": when}
+        )
 
 
 class TaskClosed(TaskConflict):
     def __init__(self, task: HumanTask) -> None:
-        super().__init__(f"This task is {task.state}: there is nothing left to decide.")
+        super().__init__(
+            _("This task is %(state)s: there is nothing left to decide.")
+            % {"state": task.get_state_display()}
+        )
 
 
 class StaleTask(TaskConflict):
     def __init__(self, task: HumanTask) -> None:
-        holder = f" (now with {display_name(task.assignee)})" if task.assignee else ""
-        super().__init__(
-            f"This task changed since you opened it{holder}. Reload it to see where it stands."
-        )
+        if task.assignee:
+            message = _(
+                "This task changed since you opened it (now with %(person)s)."
+                " Reload it to see where it stands."
+            ) % {"person": display_name(task.assignee)}
+        else:
+            message = _("This task changed since you opened it. Reload it to see where it stands.")
+        super().__init__(message)
 
 
 def display_name(user: Any) -> str:
     if user is None:
-        return "someone"
+        return _("someone")
     return user.get_full_name() or user.get_username()

@@ -10,6 +10,7 @@ from uuid import UUID
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from approvals import permissions
 from approvals.human_tasks import inbox_entries
@@ -57,7 +58,7 @@ def delegate_human_task(
         )
         delegate = user_named(to_username)
         if delegate.pk == user.pk:
-            raise InvalidRequest("You cannot delegate a task to yourself.")
+            raise InvalidRequest(_("You cannot delegate a task to yourself."))
         refuse_handing_to(task, user, delegate, "delegate")
         task.delegate(owner=user, delegate=delegate)
         task.save()
@@ -97,7 +98,9 @@ def reassign_human_task(
         new_assignee = user_named(to_username)
         previous = task.assignee.get_username() if task.assignee else None
         if new_assignee.pk == task.assignee_id:
-            raise InvalidRequest(f"The task is already with {to_username}.")
+            raise InvalidRequest(
+                _("The task is already with %(person)s.") % {"person": to_username}
+            )
         refuse_handing_to(task, user, new_assignee, "reassign")
         task.reassign(to=new_assignee, now=request.now)
         task.save()

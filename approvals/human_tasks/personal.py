@@ -13,6 +13,7 @@ from uuid import UUID
 from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from approvals.human_tasks.acting import user_named, visible_task
 from approvals.human_tasks.errors import InvalidRequest, TaskError
@@ -33,7 +34,7 @@ def snooze_human_task(*, task_id: UUID, user: Any, until: datetime) -> Snooze:
     """Hide a task from your lists until `until`; it comes back by itself."""
     visible_task(task_id=task_id, user=user)
     if until <= timezone.now():
-        raise InvalidRequest("Snooze until a time in the future.")
+        raise InvalidRequest(gettext("Snooze until a time in the future."))
     snooze, _ = Snooze.objects.update_or_create(
         task_id=task_id, user=user, defaults={"until": until}
     )
@@ -43,13 +44,18 @@ def snooze_human_task(*, task_id: UUID, user: Any, until: datetime) -> Snooze:
 def save_filter(*, user: Any, name: str, query: str) -> SavedFilter:
     """Keep an inbox query (its query string) under a name, replacing one of that name."""
     name, query = name.strip(), query.strip()
-    for label, value, field_name in (("name", name, "name"), ("query", query, "query")):
+    for label, value, field_name in (
+        (gettext("The filter name"), name, "name"),
+        (gettext("The filter query"), query, "query"),
+    ):
         try:
             clean_text(value, max_length=SavedFilter._meta.get_field(field_name).max_length)
         except Refused as error:
-            raise InvalidRequest(f"The filter {label} {error}.") from None
+            raise InvalidRequest(
+                gettext("%(label)s %(error)s.") % {"label": label, "error": error}
+            ) from None
     if not name:
-        raise InvalidRequest("Give the filter a name to save it.")
+        raise InvalidRequest(gettext("Give the filter a name to save it."))
     saved, _ = SavedFilter.objects.update_or_create(user=user, name=name, defaults={"query": query})
     return saved
 
@@ -66,9 +72,9 @@ def set_substitution(
     """While away, new tasks for `user` go to the substitute, visibly."""
     substitute = user_named(substitute_username)
     if substitute.pk == user.pk:
-        raise InvalidRequest("Choose someone else as your substitute.")
+        raise InvalidRequest(gettext("Choose someone else as your substitute."))
     if ends_at <= starts_at:
-        raise InvalidRequest("The substitution must end after it starts.")
+        raise InvalidRequest(gettext("The substitution must end after it starts."))
     return Substitution.objects.create(
         user=user, substitute=substitute, starts_at=starts_at, ends_at=ends_at
     )

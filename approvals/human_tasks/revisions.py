@@ -22,6 +22,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from approvals import audit, permissions, request_pages
 from approvals.human_tasks import inbox_entries
@@ -298,4 +299,4 @@ def _comment(value: str) -> str:
     try:
         return clean_text(value.strip(), max_length=COMMENT_MAX_LENGTH, multiline=True)
     except Refused as error:
-        raise InvalidRequest(f"The note {error}.") from None
+        raise InvalidRequest(_("The note %(error)s.") % {"error": error}) from None

@@ -15,6 +15,7 @@ from uuid import UUID
 
 from django.http import HttpRequest
 from django.utils import timezone
+from django.utils.translation import gettext as _
 from ninja import Field, Query, Router, Schema, Status
 
 from approvals import human_tasks, run_data_filters, task_forms
@@ -213,8 +214,8 @@ def list_tasks(request: HttpRequest, query: Query[InboxQuery]) -> dict[str, Any]
     except run_data_filters.BadFilter as error:
         raise ApiProblem(
             422,
-            "Invalid request",
-            f"The run data filter cannot be read: {error}.",
+            _("Invalid request"),
+            _("The run data filter cannot be read: %(error)s.") % {"error": error},
             errors=[{"field": "where", "message": str(error)}],
         ) from None
     filters = selectors.InboxFilters(
@@ -230,7 +231,9 @@ def list_tasks(request: HttpRequest, query: Query[InboxQuery]) -> dict[str, Any]
     try:
         page = selectors.inbox(user=request.user, filters=filters, now=timezone.now())
     except selectors.BadCursor:
-        raise ApiProblem(400, "Bad cursor", "The cursor is not one this API gave out.") from None
+        raise ApiProblem(
+            400, _("Bad cursor"), _("The cursor is not one this API gave out.")
+        ) from None
     return {
         "items": [task_out(task) for task in page.tasks],
         "next_cursor": page.next_cursor or None,
@@ -241,7 +244,9 @@ def _decided_tasks(request: HttpRequest, *, cursor: str) -> dict[str, Any]:
     try:
         page = decided.decided_by(user=request.user, cursor=cursor, limit=decided.PAGE_SIZE)
     except decided.BadCursor:
-        raise ApiProblem(400, "Bad cursor", "The cursor is not one this API gave out.") from None
+        raise ApiProblem(
+            400, _("Bad cursor"), _("The cursor is not one this API gave out.")
+        ) from None
     return {
         "items": [{**task_out(task), "run_state": task.run.state} for task in page.tasks],
         "next_cursor": page.next_cursor or None,
@@ -252,7 +257,7 @@ def _visible(request: HttpRequest, task_id: UUID) -> HumanTask:
     try:
         return human_tasks.visible_task(task_id=task_id, user=request.user)
     except human_tasks.TaskNotFound:
-        raise not_found("such task") from None
+        raise not_found(_("such task")) from None
 
 
 @router.post(
@@ -301,7 +306,12 @@ def refusals_as_problems() -> Iterator[None]:
     try:
         yield
     except human_tasks.TaskError as error:
-        title = {404: "Not found", 403: "Forbidden", 409: "Conflict", 422: "Invalid request"}
+        title = {
+            404: _("Not found"),
+            403: _("Forbidden"),
+            409: _("Conflict"),
+            422: _("Invalid request"),
+        }
         extra: dict[str, Any] = {}
         if isinstance(error, human_tasks.AlreadyDecided):
             extra = {"state": error.task.outcome}
@@ -315,7 +325,7 @@ def refusals_as_problems() -> Iterator[None]:
                 ]
             }
         raise ApiProblem(
-            error.status, title.get(error.status, "Error"), str(error), **extra
+            error.status, title.get(error.status, _("Error")), str(error), **extra
         ) from None
 
 
@@ -336,12 +346,21 @@ def decide_task(request: HttpRequest, task_id: UUID, body: DecisionIn) -> dict:
         def action(**kwargs: Any) -> HumanTask:
             return human_tasks.approve_human_task(comment=body.comment, values=body.form, **kwargs)
     elif body.form:
-        said = "A rejection" if body.outcome == "reject" else "A request for changes"
+        if body.outcome == "reject":
+            detail = _(
+                "A rejection takes no form values: the form is filled in to approve."
+                " Say why in `comment`."
+            )
+        else:
+            detail = _(
+                "A request for changes takes no form values: the form is filled in to approve."
+                " Say why in `comment`."
+            )
         raise ApiProblem(
             422,
-            "Invalid request",
-            f"{said} takes no form values: the form is filled in to approve. Say why in `comment`.",
-            errors=[{"field": "form", "message": "must be empty or left out unless approving"}],
+            _("Invalid request"),
+            detail,
+            errors=[{"field": "form", "message": _("must be empty or left out unless approving")}],
         )
     elif body.outcome == "request_changes":
 

@@ -12,6 +12,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from approvals.notify import notifications
@@ -31,7 +32,7 @@ def notification_list(request: HttpRequest) -> HttpResponse:
         except ValueError as problem:
             error = str(problem)
         else:
-            messages.success(request, "Saved how you get notifications by email.")
+            messages.success(request, _("Saved how you get notifications by email."))
             return redirect("approvals:notifications")
     context = {
         "notifications": notifications.recent(user=request.user),
@@ -49,7 +50,7 @@ def mark_read(request: HttpRequest) -> HttpResponse:
     raw = request.POST.get("id", "")
     notification_id = int(raw) if raw.isascii() and raw.isdigit() else None
     if raw and notification_id is None:
-        messages.error(request, "That notification could not be found.")
+        messages.error(request, _("That notification could not be found."))
         return redirect("approvals:notifications")
     notifications.mark_read(user=request.user, notification_id=notification_id, now=timezone.now())
     if request.htmx:

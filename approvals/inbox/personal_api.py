@@ -216,7 +216,7 @@ def save_filter(request: HttpRequest, body: SavedFilterIn) -> Status:
 )
 def delete_saved_filter(request: HttpRequest, filter_id: int) -> Status:
     if not human_tasks.delete_filter(user=request.user, filter_id=filter_id):
-        raise not_found("such saved filter")
+        raise not_found(_("such saved filter"))
     return Status(204, None)
 
 

@@ -25,6 +25,7 @@ from django.db.models import Exists, JSONField, OuterRef, Q, QuerySet, Subquery,
 from django.db.models.expressions import RawSQL
 from django.db.models.fields.tuple_lookups import Tuple, TupleGreaterThan
 from django.db.models.functions import Coalesce
+from django.utils.translation import gettext as _
 
 from approvals import duties, run_data_filters
 from approvals.escalation import DUE_SOON
@@ -83,16 +84,18 @@ class InboxFilters:
             try:
                 return clean_text(query.get(name, "").strip(), max_length=max_length)
             except Refused as error:
-                problems.append(f"{label} {error}, so it was left out.")
+                problems.append(
+                    _("%(label)s %(error)s, so it was left out.") % {"label": label, "error": error}
+                )
                 return ""
 
         priority = query.get("priority", "")
-        workflow_type = text("type", "The workflow type", 100)
-        where_text = text("where", "The run data filter", 200)
+        workflow_type = text("type", _("The workflow type"), 100)
+        where_text = text("where", _("The run data filter"), 200)
         try:
             where = run_data_filters.parse(where_text, workflow_type=workflow_type)
         except run_data_filters.BadFilter as error:
-            problems.append(f"The run data filter was left out: {error}.")
+            problems.append(_("The run data filter was left out: %(error)s.") % {"error": error})
             where = ()
         return cls(
             tab=query.get("tab") if query.get("tab") in TABS else "mine",

@@ -21,11 +21,11 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
-from django.template.defaultfilters import pluralize
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import formats, timezone
 from django.utils.crypto import constant_time_compare, salted_hmac
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext, ngettext
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import reswap, trigger_client_event
@@ -187,7 +187,7 @@ def save_filter(request: HttpRequest) -> HttpResponse:
     except human_tasks.TaskError as error:
         messages.error(request, str(error))
         return redirect("approvals:inbox")
-    messages.success(request, f"Saved the filter “{saved.name}”.")
+    messages.success(request, gettext("Saved the filter “%(name)s”.") % {"name": saved.name})
     return redirect(f"{reverse('approvals:inbox')}?{saved.query}")
 
 
@@ -363,7 +363,7 @@ def claim(request: HttpRequest, task_id: UUID) -> HttpResponse:
         request,
         task_id,
         lambda: human_tasks.claim_human_task(task_id=task_id, **_common(request)),
-        "Claimed: it is yours now.",
+        gettext("Claimed: it is yours now."),
     )
 
 
@@ -374,7 +374,7 @@ def release(request: HttpRequest, task_id: UUID) -> HttpResponse:
         request,
         task_id,
         lambda: human_tasks.release_human_task(task_id=task_id, **_common(request)),
-        "Released back to the group.",
+        gettext("Released back to the group."),
     )
 
 
@@ -396,7 +396,7 @@ def approve(request: HttpRequest, task_id: UUID) -> HttpResponse:
     try:
         if form is not None and form.has_errors:  # text workflows.cleaning refused
             raise human_tasks.InvalidRequest(
-                "Correct the fields marked in the form to approve. Nothing was decided."
+                gettext("Correct the fields marked in the form to approve. Nothing was decided.")
             )
         human_tasks.approve_human_task(
             task_id=task_id, comment=comment, values=values, **_common(request)
@@ -409,7 +409,7 @@ def approve(request: HttpRequest, task_id: UUID) -> HttpResponse:
         return _form_refused(request, task, form, str(refused), comment)
     except human_tasks.TaskError as error:
         return _after_action(request, task_id, error=str(error), status=error.status)
-    return _after_action(request, task_id, done="Approved.")
+    return _after_action(request, task_id, done=gettext("Approved."))
 
 
 def _form_refused(
@@ -433,7 +433,7 @@ def reject(request: HttpRequest, task_id: UUID) -> HttpResponse:
         request,
         task_id,
         lambda: human_tasks.reject_human_task(task_id=task_id, reason=reason, **_common(request)),
-        "Rejected.",
+        gettext("Rejected."),
     )
 
 
@@ -446,7 +446,7 @@ def request_changes(request: HttpRequest, task_id: UUID) -> HttpResponse:
         request,
         task_id,
         lambda: human_tasks.request_changes(task_id=task_id, reason=reason, **_common(request)),
-        "Sent back for changes: it comes back to you once it is resubmitted.",
+        gettext("Sent back for changes: it comes back to you once it is resubmitted."),
     )
 
 
@@ -461,7 +461,7 @@ def delegate(request: HttpRequest, task_id: UUID) -> HttpResponse:
         lambda: human_tasks.delegate_human_task(
             task_id=task_id, to_username=to, comment=comment, **_common(request)
         ),
-        f"Delegated to {to}; you will be told when it is decided.",
+        gettext("Delegated to %(person)s; you will be told when it is decided.") % {"person": to},
     )
 
 
@@ -476,7 +476,7 @@ def reassign(request: HttpRequest, task_id: UUID) -> HttpResponse:
         lambda: human_tasks.reassign_human_task(
             task_id=task_id, to_username=to, comment=comment, **_common(request)
         ),
-        f"Reassigned to {to}.",
+        gettext("Reassigned to %(person)s.") % {"person": to},
     )
 
 
@@ -494,7 +494,7 @@ def comment(request: HttpRequest, task_id: UUID) -> HttpResponse:
             channel=Channel.INBOX,
             remote_addr=client_address(request),
         ),
-        "Comment added.",
+        gettext("Comment added."),
     )
 
 
@@ -518,12 +518,12 @@ def attach(request: HttpRequest, task_id: UUID) -> HttpResponse:
             if files
             else _no_files()
         ),
-        f"Attached {count} file{pluralize(count)}.",
+        ngettext("Attached %(count)d file.", "Attached %(count)d files.", count) % {"count": count},
     )
 
 
 def _no_files() -> None:
-    raise human_tasks.InvalidRequest("Choose the files to attach first.")
+    raise human_tasks.InvalidRequest(gettext("Choose the files to attach first."))
 
 
 @login_required
@@ -533,14 +533,18 @@ def snooze(request: HttpRequest, task_id: UUID) -> HttpResponse:
     until = choices.get(request.POST.get("until", ""))
     try:
         if until is None:
-            raise human_tasks.InvalidRequest("Choose how long to snooze it.")
+            raise human_tasks.InvalidRequest(gettext("Choose how long to snooze it."))
         human_tasks.snooze_human_task(task_id=task_id, user=request.user, until=until)
     except human_tasks.TaskError as error:
         return _after_action(request, task_id, error=str(error), status=error.status)
     if request.htmx:
         # The row leaves the list; the counts refresh.
         return trigger_client_event(HttpResponse(""), INBOX_CHANGED)
-    messages.success(request, f"Snoozed until {until:%Y-%m-%d %H:%M}.")
+    messages.success(
+        request,
+        gettext("Snoozed until %(when)s.")
+        % {"when": formats.date_format(timezone.localtime(until), gettext("Y-m-d H:i"))},
+    )
     return redirect("approvals:inbox")
 
 
@@ -568,12 +572,19 @@ def bulk_approve(request: HttpRequest) -> HttpResponse:
     )
     approved = sum(1 for result in results if not result.error)
     if approved:
-        messages.success(request, f"Approved {approved} task{'s' if approved != 1 else ''}.")
+        messages.success(
+            request,
+            ngettext("Approved %(count)d task.", "Approved %(count)d tasks.", approved)
+            % {"count": approved},
+        )
     for result in results:
         if result.error:
-            messages.error(request, f"Task #{result.task_id}: {result.error}")
+            messages.error(
+                request,
+                gettext("Task #%(id)s: %(error)s") % {"id": result.task_id, "error": result.error},
+            )
     if not ids:
-        messages.error(request, "Select the tasks to approve first.")
+        messages.error(request, gettext("Select the tasks to approve first."))
     next_url = request.POST.get("next", "")
     if not url_has_allowed_host_and_scheme(next_url, allowed_hosts={request.get_host()}):
         next_url = reverse("approvals:inbox")
@@ -588,7 +599,9 @@ def user_search(request: HttpRequest) -> HttpResponse:
     try:
         term = clean_text(request.GET.get("to", "").strip(), max_length=150)
     except Refused as error:
-        return HttpResponse(f"The name {error}.", status=400, content_type="text/plain")
+        return HttpResponse(
+            gettext("The name %(error)s.") % {"error": error}, status=400, content_type="text/plain"
+        )
     users = selectors.people_to_hand_to(giver=human_tasks.person_for(request.user))
     if term:
         users = users.filter(username__istartswith=term)
@@ -672,7 +685,7 @@ def email_link(request: HttpRequest, token: str) -> HttpResponse:
     try:
         if form is not None and form.has_errors:  # text workflows.cleaning refused
             raise human_tasks.InvalidRequest(
-                "Correct the fields marked in the form to approve. Nothing was decided."
+                gettext("Correct the fields marked in the form to approve. Nothing was decided.")
             )
         task = human_tasks.decide_by_link(
             token=token,
@@ -745,8 +758,8 @@ def away(request: HttpRequest) -> HttpResponse:
     error = ""
     if request.method == "POST":
         try:
-            starts = _moment(request, "starts_at", "The start date")
-            ends = _moment(request, "ends_at", "The end date")
+            starts = _moment(request, "starts_at", gettext("The start date"))
+            ends = _moment(request, "ends_at", gettext("The end date"))
         except Refused as problem:
             error = str(problem)
         else:
@@ -761,7 +774,9 @@ def away(request: HttpRequest) -> HttpResponse:
             except human_tasks.TaskError as problem:
                 error = str(problem)
             else:
-                messages.success(request, "Your substitute will get your new tasks while away.")
+                messages.success(
+                    request, gettext("Your substitute will get your new tasks while away.")
+                )
                 if request.POST.get("hand_over"):
                     _say_handover(
                         request,
@@ -789,8 +804,16 @@ def _say_handover(request: HttpRequest, handover: human_tasks.Handover, to: str)
         count = len(handover.delegated)
         messages.success(
             request,
-            f"Delegated {count} task{pluralize(count)} to {to}. You stay their owner: you"
-            " are told when each is decided, and may reassign any to yourself.",
+            ngettext(
+                "Delegated %(count)d task to %(person)s. You stay its owner: you are told"
+                " when it is decided, and may reassign it to yourself.",
+                "Delegated %(count)d tasks to %(person)s. You stay their owner: you"
+                " are told when each is decided, and may reassign any to yourself.",
+                count,
+            )
+            % {"count": count, "person": to},
         )
     for task, why in handover.kept:
-        messages.warning(request, f"Kept “{task.title}”: {why}")
+        messages.warning(
+            request, gettext("Kept “%(title)s”: %(why)s") % {"title": task.title, "why": why}
+        )

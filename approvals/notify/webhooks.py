@@ -30,6 +30,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext, ngettext
 
 from approvals.models import HumanTask, WebhookDelivery, WebhookEndpoint, new_webhook_secret
 from approvals.notify.webhook_delivery import DELIVERY_TYPE
@@ -141,11 +142,15 @@ def _checked_event_types(event_types: Iterable[str]) -> list[str]:
     unknown = [name for name in chosen if name not in WebhookEvent.values]
     if unknown:
         raise InvalidEndpoint(
-            f"Unknown event type{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
-            f"choose from {', '.join(WebhookEvent.values)}."
+            ngettext(
+                "Unknown event type %(unknown)s; choose from %(known)s.",
+                "Unknown event types %(unknown)s; choose from %(known)s.",
+                len(unknown),
+            )
+            % {"unknown": ", ".join(unknown), "known": ", ".join(WebhookEvent.values)}
         )
     if not chosen:
-        raise InvalidEndpoint("Choose at least one event type.")
+        raise InvalidEndpoint(gettext("Choose at least one event type."))
     return chosen
 
 
@@ -153,7 +158,9 @@ def _check_url(url: str) -> None:
     try:
         URLValidator(schemes=["http", "https"])(url)
     except ValidationError as error:
-        raise InvalidEndpoint(f"{url!r} is not an http(s) URL.") from error
+        raise InvalidEndpoint(
+            gettext("%(url)s is not an http(s) URL.") % {"url": repr(url)}
+        ) from error
 
 
 # ---------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from uuid import UUID
 
 from django.http import FileResponse, HttpRequest
 from django.urls import reverse
+from django.utils.translation import gettext as _
 from ninja import Field, File, Router, Schema, Status, UploadedFile
 
 from approvals.human_tasks import TaskError, attachments
@@ -64,7 +65,7 @@ def list_attachments(request: HttpRequest, run_id: UUID) -> list[dict[str, Any]]
     try:
         visible_request(run_id=run_id, user=request.user)
     except RequestNotFound:
-        raise not_found("such request") from None
+        raise not_found(_("such request")) from None
     return [attachment_out(found) for found in attachments.of_request(run_id)]
 
 
@@ -102,7 +103,7 @@ def _attach(request: HttpRequest, files: list[UploadedFile], **target: UUID) -> 
             **target,
         )
     except (RequestNotFound, TaskError) as refused:
-        title = {404: "Not found", 403: "Forbidden"}.get(refused.status, "Invalid request")
+        title = {404: _("Not found"), 403: _("Forbidden")}.get(refused.status, _("Invalid request"))
         raise ApiProblem(refused.status, title, str(refused)) from None
     return Status(201, [attachment_out(found) for found in kept])
 
@@ -117,5 +118,5 @@ def download_attachment(request: HttpRequest, attachment_id: UUID) -> FileRespon
     try:
         found = attachments.for_download(attachment_id=attachment_id, user=request.user)
     except RequestNotFound:
-        raise not_found("such file") from None
+        raise not_found(_("such file")) from None
     return attachments.download(found)

@@ -14,6 +14,7 @@ from uuid import UUID
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from approvals import audit, permissions, request_pages
 from approvals.models import COMMENT_MAX_LENGTH, Comment, HumanTask
@@ -85,7 +86,9 @@ def _text(value: str, *, label: str) -> str:
     try:
         return clean_text(value.strip(), max_length=COMMENT_MAX_LENGTH, multiline=True)
     except Refused as error:
-        raise InvalidText(f"{label} {error}.") from None
+        raise InvalidText(
+            gettext("%(label)s %(error)s.") % {"label": label, "error": error}
+        ) from None
 
 
 def _lock(run_id: UUID, user: Any) -> WorkflowRun:
@@ -112,17 +115,23 @@ def withdraw_refusal(*, run: WorkflowRun, user: Any) -> RequestError | None:
         requesters=requesters,
         is_operator=request_pages.is_request_operator(user),
     ):
-        who = " or ".join(sorted(requesters)) or "whoever asked for it"
+        who = f" {gettext('or')} ".join(sorted(requesters)) or gettext("whoever asked for it")
         return WithdrawRefused(
-            f"Only {who}, who asked for this request, or an operator may withdraw it."
+            gettext("Only %(who)s, who asked for this request, or an operator may withdraw it.")
+            % {"who": who}
         )
     if run.state == RunState.CANCELLING:
         return RequestEnded(
-            "This request is being withdrawn already: its completed steps are being undone."
+            gettext(
+                "This request is being withdrawn already: its completed steps are being undone."
+            )
         )
     if run.is_finished or run.state in (RunState.COMPENSATING, RunState.DEAD_LETTERED):
         state = run.get_state_display().lower()
-        return RequestEnded(f"This request has already ended ({state}): nothing to withdraw.")
+        return RequestEnded(
+            gettext("This request has already ended (%(state)s): nothing to withdraw.")
+            % {"state": state}
+        )
     return None
 
 
@@ -141,7 +150,7 @@ def withdraw_request(
     Only its requesters or an operator may; a second withdrawal is refused, saying
     the first one is under way or done.
     """
-    reason = _text(reason, label="The reason")
+    reason = _text(reason, label=gettext("The reason"))
     now = now or timezone.now()
     with transaction.atomic():
         run = _lock(run_id, user)
@@ -178,9 +187,9 @@ def comment_on_request(
     """Comment on a request: on each of its open approval tasks, so whoever decides reads
     it; once none is open (decided, or sent back for changes), on its latest one, so the
     reviewer who last had it reads it. Each comment is audited on its task."""
-    body = _text(body, label="The comment")
+    body = _text(body, label=gettext("The comment"))
     if not body:
-        raise InvalidText("A comment cannot be empty.")
+        raise InvalidText(gettext("A comment cannot be empty."))
     now = now or timezone.now()
     with transaction.atomic():
         run = _lock(run_id, user)

@@ -16,6 +16,7 @@ from typing import Any
 
 from django.core.files.uploadedfile import UploadedFile
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from approvals import start_forms
 from approvals.human_tasks import InvalidRequest, attachments
@@ -71,7 +72,7 @@ def start_form(*, user: Any, workflow_type: str) -> StartForm:
     try:
         definition = registry.get(workflow_type)
     except UnknownWorkflow:
-        raise CannotStart("There is no such type of request.", status=404) from None
+        raise CannotStart(_("There is no such type of request."), status=404) from None
     starter = starting.starter_for(user)
     if not starting.may_start(definition, starter):
         raise CannotStart(starting.why_not_starter(definition), status=403)
@@ -79,7 +80,8 @@ def start_form(*, user: Any, workflow_type: str) -> StartForm:
     if not spec.usable:
         fields = ", ".join(spec.cannot_fill)
         raise CannotStart(
-            f"This type needs fields a form cannot fill ({fields}); start it through the API.",
+            _("This type needs fields a form cannot fill (%(fields)s); start it through the API.")
+            % {"fields": fields},
             status=422,
         )
     return StartForm(definition=definition, starter=starter, spec=spec)
@@ -162,9 +164,11 @@ def form_spec(definition: Workflow, starter: starting.Starter) -> start_forms.Fo
     fields = tuple(
         replace(
             item,
-            label="On behalf of",
-            help="Leave it blank for your own request, or give the username of whom you "
-            "act for (this is audited).",
+            label=_("On behalf of"),
+            help=_(
+                "Leave it blank for your own request, or give the username of whom you "
+                "act for (this is audited)."
+            ),
             required=False,
         )
         if item.name == field and isinstance(item, start_forms.FieldSpec)

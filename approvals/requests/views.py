@@ -18,8 +18,9 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.template.defaultfilters import pluralize
 from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_GET, require_POST
 
 from approvals import request_pages, start_forms
@@ -82,9 +83,9 @@ def start_request(request: HttpRequest, workflow_type: str) -> HttpResponse:
             return _list_field(request, outcome.form, outcome.edited)
         return _start_page(request, outcome)
     if outcome.created:
-        messages.success(request, "Your request was sent.")
+        messages.success(request, _("Your request was sent."))
     else:
-        messages.info(request, "You had already sent this form: this is the request it started.")
+        messages.info(request, _("You had already sent this form: this is the request it started."))
     return redirect("requests:detail", run_id=outcome.run.pk)
 
 
@@ -124,7 +125,7 @@ def revise(request: HttpRequest, run_id: UUID) -> HttpResponse:
     if task is None:
         return _problem(
             request,
-            "This request is not waiting for changes: nothing to resubmit.",
+            _("This request is not waiting for changes: nothing to resubmit."),
             status=409,
         )
     refusal = revisions.why_not_answer(run=run, user=request.user)
@@ -162,7 +163,7 @@ def revise(request: HttpRequest, run_id: UUID) -> HttpResponse:
     except TaskError as refused:
         form = replace(form, form_errors=(str(refused),))
         return _revise_page(request, run, task, form, note=note, status=refused.status)
-    messages.success(request, "Resubmitted: it is back with whoever asked for the changes.")
+    messages.success(request, _("Resubmitted: it is back with whoever asked for the changes."))
     return redirect("requests:detail", run_id=run.pk)
 
 
@@ -288,7 +289,7 @@ def withdraw(request: HttpRequest, run_id: UUID) -> HttpResponse:
         run.refresh_from_db()
         context = _request_context(request, run, error=str(refused))
         return render(request, "approvals/requests/request.html", context, status=refused.status)
-    messages.success(request, "Withdrawn: whatever it had done is being undone.")
+    messages.success(request, _("Withdrawn: whatever it had done is being undone."))
     return redirect("requests:detail", run_id=run.pk)
 
 
@@ -311,7 +312,7 @@ def comment(request: HttpRequest, run_id: UUID) -> HttpResponse:
         context["comment_error"] = str(refused)
         context["comment_body"] = request.POST.get("body", "")
         return render(request, "approvals/requests/request.html", context, status=refused.status)
-    messages.success(request, "Comment added: whoever decides will read it.")
+    messages.success(request, _("Comment added: whoever decides will read it."))
     return redirect("requests:detail", run_id=run_id)
 
 
@@ -322,7 +323,7 @@ def attach(request: HttpRequest, run_id: UUID) -> HttpResponse:
     files = request.FILES.getlist("files")
     try:
         if not files:
-            raise InvalidRequest("Choose the files to attach first.")
+            raise InvalidRequest(_("Choose the files to attach first."))
         attachments.attach(
             run_id=run_id,
             user=request.user,
@@ -337,7 +338,11 @@ def attach(request: HttpRequest, run_id: UUID) -> HttpResponse:
         context = _request_context(request, run)
         context["attach_error"] = str(refused)
         return render(request, "approvals/requests/request.html", context, status=refused.status)
-    messages.success(request, f"Attached {len(files)} file{pluralize(len(files))}.")
+    messages.success(
+        request,
+        ngettext("Attached %(count)d file.", "Attached %(count)d files.", len(files))
+        % {"count": len(files)},
+    )
     return redirect("requests:detail", run_id=run_id)
 
 

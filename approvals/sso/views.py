@@ -13,6 +13,7 @@ from django.contrib import admin
 from django.contrib.auth.views import LoginView, redirect_to_login
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils.translation import gettext as _
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
 PASSWORDS_OFF = "Signing in with a password is turned off here: sign in with {provider} instead."
@@ -73,7 +74,7 @@ def sso_only(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     @functools.wraps(view)
     def guarded(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if not settings.BATON_OIDC_ENABLED:
-            raise Http404("Single sign-on is not configured.")
+            raise Http404(_("Single sign-on is not configured."))
         return view(request, *args, **kwargs)
 
     return guarded
