@@ -20,6 +20,8 @@ from django.core.exceptions import RequestDataTooBig
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from django.http.multipartparser import MultiPartParserError
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer, SessionAuth
@@ -140,9 +142,12 @@ def limit_query_string(view: Callable[..., HttpResponse]) -> Callable[..., HttpR
         if length > MAX_QUERY_STRING:
             return problem(
                 414,
-                "URI too long",
-                f"The query string has {length} characters; this API reads at most"
-                f" {MAX_QUERY_STRING}. Send fewer or shorter parameters.",
+                _("URI too long"),
+                _(
+                    "The query string has %(length)s characters; this API reads at most"
+                    " %(most)s. Send fewer or shorter parameters."
+                )
+                % {"length": length, "most": MAX_QUERY_STRING},
             )
         return view(request, *args, **kwargs)
 
@@ -163,9 +168,12 @@ def refuse_control_characters(view: Callable[..., HttpResponse]) -> Callable[...
         if found:
             return problem(
                 400,
-                "Bad request",
-                f"The path holds the control character U+{ord(found.group()):04X}, which no"
-                " API path contains. Nothing was done.",
+                _("Bad request"),
+                _(
+                    "The path holds the control character %(code)s, which no"
+                    " API path contains. Nothing was done."
+                )
+                % {"code": f"U+{ord(found.group()):04X}"},
             )
         return view(request, *args, **kwargs)
 
@@ -192,18 +200,18 @@ def on_problem(request: HttpRequest, error: ApiProblem) -> HttpResponse:
 @api.exception_handler(ValidationError)
 def on_invalid(request: HttpRequest, error: ValidationError) -> HttpResponse:
     errors = [{"field": _field(item["loc"]), "message": _message(item)} for item in error.errors]
-    unknown = [item["field"] for item in errors if item["message"] == UNKNOWN_FIELD]
-    detail = "The request does not fit the API."
+    unknown = [item["field"] for item in errors if item["message"] == str(UNKNOWN_FIELD)]
+    detail = _("The request does not fit the API.")
     if unknown:
-        detail += f" Unknown fields: {', '.join(unknown)}."
-    return problem(422, "Invalid request", detail, errors=errors)
+        detail += " " + _("Unknown fields: %(fields)s.") % {"fields": ", ".join(unknown)}
+    return problem(422, _("Invalid request"), detail, errors=errors)
 
 
-UNKNOWN_FIELD = "is not a field of this request"
+UNKNOWN_FIELD = gettext_lazy("is not a field of this request")
 
 
 def _message(item: dict[str, Any]) -> str:
-    return UNKNOWN_FIELD if item.get("type") == "extra_forbidden" else item["msg"]
+    return str(UNKNOWN_FIELD) if item.get("type") == "extra_forbidden" else item["msg"]
 
 
 def _field(location: tuple[Any, ...] | list[Any]) -> str:
@@ -218,34 +226,37 @@ def _field(location: tuple[Any, ...] | list[Any]) -> str:
 @api.exception_handler(AuthenticationError)
 def on_unauthenticated(request: HttpRequest, error: AuthenticationError) -> HttpResponse:
     return problem(
-        401, "Unauthorized", "Send 'Authorization: Bearer <token>' or sign in (with CSRF)."
+        401, _("Unauthorized"), _("Send 'Authorization: Bearer <token>' or sign in (with CSRF).")
     )
 
 
 @api.exception_handler(throttling.LockedOut)
 def on_locked_out(request: HttpRequest, error: throttling.LockedOut) -> HttpResponse:
-    response = problem(429, "Too many failed attempts", error.lockout.message)
+    response = problem(429, _("Too many failed attempts"), error.lockout.message)
     response["Retry-After"] = str(error.lockout.retry_after)
     return response
 
 
 @api.exception_handler(HttpError)
 def on_http_error(request: HttpRequest, error: HttpError) -> HttpResponse:
-    return problem(error.status_code, "Error", str(error))
+    return problem(error.status_code, _("Error"), str(error))
 
 
 @api.exception_handler(RequestDataTooBig)
 def on_too_big(request: HttpRequest, error: RequestDataTooBig) -> HttpResponse:
-    return problem(413, "Body too large", "The request body is larger than this API accepts.")
+    return problem(413, _("Body too large"), _("The request body is larger than this API accepts."))
 
 
 @api.exception_handler(MultiPartParserError)
 def on_unreadable_multipart(request: HttpRequest, error: MultiPartParserError) -> HttpResponse:
     return problem(
         400,
-        "Bad request",
-        f"The multipart/form-data body could not be read ({error}): send the files as a"
-        " multipart/form-data body with its boundary.",
+        _("Bad request"),
+        _(
+            "The multipart/form-data body could not be read (%(error)s): send the files as a"
+            " multipart/form-data body with its boundary."
+        )
+        % {"error": error},
     )
 
 
@@ -262,4 +273,6 @@ def on_database_error(request: HttpRequest, error: Exception) -> HttpResponse:
 @api.exception_handler(Exception)
 def on_bug(request: HttpRequest, error: Exception) -> HttpResponse:
     logger.exception("api.unhandled_error", extra={"path": request.path})
-    return problem(500, "Internal error", "Something went wrong on our side; it has been logged.")
+    return problem(
+        500, _("Internal error"), _("Something went wrong on our side; it has been logged.")
+    )

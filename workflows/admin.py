@@ -9,6 +9,7 @@ from django.contrib import admin, messages
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from workflows import calendars, due_times, engine, registry
 from workflows.client_address import client_address
@@ -175,7 +176,7 @@ class ActivityLimiterAdmin(admin.ModelAdmin):
     search_fields = ("key",)
     readonly_fields = [field.name for field in ActivityLimiter._meta.fields]
 
-    @admin.display(description="slots held when last counted")
+    @admin.display(description=_("slots held when last counted"))
     def slots_held(self, limiter: ActivityLimiter) -> int:
         return len(limiter.holders)
 
@@ -212,7 +213,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
             request, f"Copy this token now; it will not be shown again: {secret}", messages.WARNING
         )
 
-    @admin.action(description="Revoke the selected tokens")
+    @admin.action(description=_("Revoke the selected tokens"))
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
         count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
         self.message_user(request, f"Revoked {count} token(s).", messages.SUCCESS)
@@ -286,7 +287,7 @@ class BusinessCalendarAdmin(admin.ModelAdmin):
             return False
         return super().has_delete_permission(request, obj)
 
-    @admin.display(description="Used by")
+    @admin.display(description=_("Used by"))
     def used_by(self, obj: BusinessCalendar) -> str:
         if obj.pk is None:
             return "-"
@@ -295,7 +296,7 @@ class BusinessCalendarAdmin(admin.ModelAdmin):
             return "no registered definition (it may be deleted)"
         return f"{', '.join(names)} (so it cannot be renamed or deleted)"
 
-    @admin.display(description="Working week")
+    @admin.display(description=_("Working week"))
     def working_week(self, obj: BusinessCalendar) -> str:
         return ", ".join(
             f"{day[:3].title()} {getattr(obj, day)}"
@@ -303,6 +304,6 @@ class BusinessCalendarAdmin(admin.ModelAdmin):
             if getattr(obj, day).strip()
         )
 
-    @admin.display(description="Holidays", ordering="holiday_total")
+    @admin.display(description=_("Holidays"), ordering="holiday_total")
     def holiday_count(self, obj: BusinessCalendar) -> int:
         return obj.holiday_total

@@ -16,6 +16,7 @@ from uuid import UUID
 
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
+from django.utils.translation import gettext as _
 from ninja import Field, Header, Query, Router, Schema, Status
 from pydantic import BeforeValidator, ConfigDict, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -69,7 +70,10 @@ class ApiProblem(Exception):
 
 
 def not_found(what: str) -> ApiProblem:
-    return ApiProblem(404, "Not found", f"No {what} (or it is not yours to see).")
+    """A 404 problem naming what was not found (`what`, translated: _("such task"))."""
+    return ApiProblem(
+        404, _("Not found"), _("No %(what)s (or it is not yours to see).") % {"what": what}
+    )
 
 
 ERRORS = {
@@ -262,7 +266,7 @@ class KeyedSignalIn(ApiIn):
     def one_key(self) -> KeyedSignalIn:
         if (self.correlation_id is None) == (self.key is None):
             raise PydanticCustomError(
-                "one_key", "give either correlation_id or key (one searchable field), not both"
+                "one_key", _("give either correlation_id or key (one searchable field), not both")
             )
         return self
 
@@ -380,14 +384,14 @@ def _run(request: HttpRequest, run_id: UUID) -> WorkflowRun:
                 .first()
             )
         if ancestor is None:
-            raise not_found("such workflow run")
+            raise not_found(_("such workflow run"))
     return run
 
 
 def _may_act(request: HttpRequest, run: WorkflowRun) -> None:
     if run.started_by_id != request.user.pk and not _operates(request.user):
         raise ApiProblem(
-            403, "Forbidden", "Only whoever started this run, or an operator, can do that."
+            403, _("Forbidden"), _("Only whoever started this run, or an operator, can do that.")
         )
 
 
@@ -500,8 +504,8 @@ def start_workflow(
     except Refused as error:
         raise ApiProblem(
             422,
-            "Invalid request",
-            f"The Idempotency-Key header {error}.",
+            _("Invalid request"),
+            _("The Idempotency-Key header %(error)s.") % {"error": error},
             errors=[{"field": "Idempotency-Key", "message": str(error)}],
         ) from None
     try:
@@ -515,16 +519,16 @@ def start_workflow(
             remote_addr=client_address(request),
         )
     except UnknownWorkflow as error:
-        raise ApiProblem(404, "Unknown workflow type", str(error)) from None
+        raise ApiProblem(404, _("Unknown workflow type"), str(error)) from None
     except starting.StartRefused as error:
-        raise ApiProblem(403, "Forbidden", str(error)) from None
+        raise ApiProblem(403, _("Forbidden"), str(error)) from None
     except starting.KeyTaken as error:
-        raise ApiProblem(409, "Idempotency key taken", str(error)) from None
+        raise ApiProblem(409, _("Idempotency key taken"), str(error)) from None
     except InvalidInput as error:
         raise ApiProblem(
             422,
-            "Invalid workflow input",
-            "The input does not fit the type's schema.",
+            _("Invalid workflow input"),
+            _("The input does not fit the type's schema."),
             errors=error.errors,
         ) from None
     return Status(201 if created else 200, details(run))
@@ -534,7 +538,12 @@ def _iso_8601(value: Any) -> datetime:
     """Read ISO 8601 text into UTC, through workflows.cleaning (pydantic alone would read
     "0.5" as a Unix time, and keep offsets and years PostgreSQL or Python cannot take)."""
     if not isinstance(value, str):
-        raise refused(Refused("must be an ISO 8601 date-time, e.g. 2026-11-30T12:00:00Z"))
+        raise refused(
+            Refused(
+                _("must be an ISO 8601 date-time, e.g. %(example)s")
+                % {"example": "2026-11-30T12:00:00Z"}
+            )
+        )
     try:
         return clean_datetime(value)
     except Refused as error:
@@ -596,7 +605,9 @@ def _decode_cursor(cursor: str | None) -> tuple[datetime, UUID] | None:
         created_at, run_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
         return clean_datetime(created_at), UUID(run_id)
     except (ValueError, TypeError, AttributeError):  # Refused is a ValueError
-        raise ApiProblem(400, "Bad cursor", "The cursor is not one this API gave out.") from None
+        raise ApiProblem(
+            400, _("Bad cursor"), _("The cursor is not one this API gave out.")
+        ) from None
 
 
 @router.post(
@@ -611,7 +622,7 @@ def migrate_workflows(request: HttpRequest, body: MigrationIn) -> dict[str, Any]
 
     Declared before `/{run_id}`, whose pattern would otherwise take the path."""
     if not request.user.has_perm("workflows.operate_workflowrun"):
-        raise ApiProblem(403, "Forbidden", "Only operators can move runs to another version.")
+        raise ApiProblem(403, _("Forbidden"), _("Only operators can move runs to another version."))
     plan = {
         "workflow_type": body.type,
         "from_version": body.from_version,
@@ -629,12 +640,12 @@ def migrate_workflows(request: HttpRequest, body: MigrationIn) -> dict[str, Any]
         else:
             report = engine.preview_migration(**plan)
     except UnknownWorkflow as error:
-        raise ApiProblem(404, "Unknown workflow version", str(error)) from None
+        raise ApiProblem(404, _("Unknown workflow version"), str(error)) from None
     except InvalidMigration as error:
         raise ApiProblem(
             422,
-            "Invalid migration plan",
-            "The plan cannot be followed.",
+            _("Invalid migration plan"),
+            _("The plan cannot be followed."),
             errors=[{"field": "renames", "message": problem} for problem in error.problems],
         ) from None
     return {
@@ -674,15 +685,17 @@ def signal_workflow(request: HttpRequest, run_id: UUID, name: str, body: SignalI
     try:
         clean_text(name, max_length=150)
     except Refused as error:
-        raise ApiProblem(422, "Invalid signal", f"A signal name {error}.") from None
+        raise ApiProblem(
+            422, _("Invalid signal"), _("A signal name %(error)s.") % {"error": error}
+        ) from None
     try:
         signal, created = engine.signal_run(
             run_id=run.pk, name=name, payload=body.payload, signal_id=body.id
         )
     except engine.RunAlreadyEnded as error:
-        raise ApiProblem(409, "Run has ended", str(error), state=error.state) from None
+        raise ApiProblem(409, _("Run has ended"), str(error), state=error.state) from None
     except engine.IllegalRunOperation as error:
-        raise ApiProblem(403, "Reserved signal", str(error)) from None
+        raise ApiProblem(403, _("Reserved signal"), str(error)) from None
     return Status(202, {"signal_id": signal.signal_id, "duplicate": not created})
 
 
@@ -699,9 +712,9 @@ def query_workflow(request: HttpRequest, run_id: UUID, name: str) -> dict[str, A
     try:
         result = queries.query_run(run=run, name=name)
     except queries.UnknownQuery as error:
-        raise ApiProblem(404, "Unknown query", str(error)) from None
+        raise ApiProblem(404, _("Unknown query"), str(error)) from None
     except queries.QueryFailed as error:
-        raise ApiProblem(422, "Query failed", str(error), state=run.state) from None
+        raise ApiProblem(422, _("Query failed"), str(error), state=run.state) from None
     return {"query": name, "result": result}
 
 
@@ -723,15 +736,15 @@ def update_workflow(request: HttpRequest, run_id: UUID, name: str, body: UpdateI
             run_id=run.pk, name=name, payload=body.payload, update_id=body.id
         )
     except engine.UnknownUpdate as error:
-        raise ApiProblem(404, "Unknown update", str(error)) from None
+        raise ApiProblem(404, _("Unknown update"), str(error)) from None
     except engine.RunAlreadyEnded as error:
-        raise ApiProblem(409, "Run has ended", str(error), state=error.state) from None
+        raise ApiProblem(409, _("Run has ended"), str(error), state=error.state) from None
     except engine.UpdateNotAccepted as error:
-        raise ApiProblem(409, "Update not accepted now", str(error), state=error.state) from None
+        raise ApiProblem(409, _("Update not accepted now"), str(error), state=error.state) from None
     except engine.IllegalRunOperation as error:
-        raise ApiProblem(409, "Update id taken", str(error)) from None
+        raise ApiProblem(409, _("Update id taken"), str(error)) from None
     except engine.InvalidUpdate as error:
-        raise ApiProblem(422, "Update refused", str(error), errors=error.errors) from None
+        raise ApiProblem(422, _("Update refused"), str(error), errors=error.errors) from None
     return Status(
         200,
         {"update_id": answer.update_id, "result": answer.result, "duplicate": answer.duplicate},
@@ -759,31 +772,31 @@ def signal_by_key(request: HttpRequest, body: KeyedSignalIn) -> Status:
             remote_addr=client_address(request),
         )
     except UnknownWorkflow as error:
-        raise ApiProblem(404, "Unknown workflow type", str(error)) from None
+        raise ApiProblem(404, _("Unknown workflow type"), str(error)) from None
     except InvalidKey as error:
-        raise ApiProblem(422, "Invalid business key", str(error)) from None
+        raise ApiProblem(422, _("Invalid business key"), str(error)) from None
     except NoLiveRun as error:
-        raise ApiProblem(404, "No live run", str(error)) from None
+        raise ApiProblem(404, _("No live run"), str(error)) from None
     except AmbiguousKey as error:
-        raise ApiProblem(409, "Several runs have this key", str(error)) from None
+        raise ApiProblem(409, _("Several runs have this key"), str(error)) from None
     except starting.StartRefused as error:
-        raise ApiProblem(403, "Forbidden", str(error)) from None
+        raise ApiProblem(403, _("Forbidden"), str(error)) from None
     except starting.KeyTaken as error:
-        raise ApiProblem(409, "Signal id taken", str(error)) from None
+        raise ApiProblem(409, _("Signal id taken"), str(error)) from None
     except InvalidInput as error:
         raise ApiProblem(
             422,
-            "Invalid workflow input",
-            "The start input does not fit the type's schema.",
+            _("Invalid workflow input"),
+            _("The start input does not fit the type's schema."),
             errors=[
                 {**problem, "field": f"start_if_missing.input.{problem['field']}"}
                 for problem in error.errors
             ],
         ) from None
     except engine.RunAlreadyEnded as error:
-        raise ApiProblem(409, "Run has ended", str(error), state=error.state) from None
+        raise ApiProblem(409, _("Run has ended"), str(error), state=error.state) from None
     except engine.IllegalRunOperation as error:
-        raise ApiProblem(403, "Reserved signal", str(error)) from None
+        raise ApiProblem(403, _("Reserved signal"), str(error)) from None
     return Status(
         202,
         {
@@ -808,7 +821,7 @@ def cancel_workflow(request: HttpRequest, run_id: UUID) -> Status:
             remote_addr=client_address(request),
         )
     except engine.RunAlreadyEnded as error:
-        raise ApiProblem(409, "Run has ended", str(error), state=error.state) from None
+        raise ApiProblem(409, _("Run has ended"), str(error), state=error.state) from None
     return Status(202, {"id": run.pk, "state": run.state})
 
 
@@ -817,7 +830,7 @@ def cancel_workflow(request: HttpRequest, run_id: UUID) -> Status:
 )
 def retry_workflow(request: HttpRequest, run_id: UUID) -> Status:
     """Try a dead-lettered run's failed step again (operators only)."""
-    return _operate(request, run_id, engine.retry_dead_letter, "retry a dead-lettered run")
+    return _operate(request, run_id, engine.retry_dead_letter, _("retry a dead-lettered run"))
 
 
 @router.post("/{run_id}/pause", response={202: RunStateOut, **ERRORS}, summary="Pause a run")
@@ -826,13 +839,13 @@ def pause_workflow(request: HttpRequest, run_id: UUID) -> Status:
 
     Steps already running finish and are recorded; pausing a paused run is accepted.
     """
-    return _operate(request, run_id, engine.pause_run, "pause a run")
+    return _operate(request, run_id, engine.pause_run, _("pause a run"))
 
 
 @router.post("/{run_id}/resume", response={202: RunStateOut, **ERRORS}, summary="Resume a run")
 def resume_workflow(request: HttpRequest, run_id: UUID) -> Status:
     """Let a paused run go on, re-sending the steps it held back (operators only)."""
-    return _operate(request, run_id, engine.resume_run, "resume a run")
+    return _operate(request, run_id, engine.resume_run, _("resume a run"))
 
 
 def _operate(
@@ -841,7 +854,7 @@ def _operate(
     """Apply an operator's action to a run: 403 for others, 409 saying why it cannot apply."""
     run = _run(request, run_id)
     if not request.user.has_perm("workflows.operate_workflowrun"):
-        raise ApiProblem(403, "Forbidden", f"Only operators can {what}.")
+        raise ApiProblem(403, _("Forbidden"), _("Only operators can %(what)s.") % {"what": what})
     try:
         run = act_on_run(
             use_case=action,
@@ -851,5 +864,5 @@ def _operate(
             remote_addr=client_address(request),
         )
     except engine.IllegalRunOperation as error:
-        raise ApiProblem(409, "Not possible now", str(error), state=run.state) from None
+        raise ApiProblem(409, _("Not possible now"), str(error), state=run.state) from None
     return Status(202, {"id": run.pk, "state": run.state})

@@ -26,6 +26,8 @@ import unicodedata
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 
+from django.utils.translation import gettext as _
+
 # A day inside Python's range, so that any time zone's offset (under 24 hours)
 # still lands on a representable date when the moment is shown.
 EARLIEST = datetime.min.replace(tzinfo=UTC) + timedelta(days=1)
@@ -49,18 +51,23 @@ def clean_text(value: str, *, max_length: int | None, multiline: bool = False) -
     schema's field). Trimming is the caller's choice, made before this check.
     """
     if not isinstance(value, str):
-        raise Refused("must be text")
+        raise Refused(_("must be text"))
     for position, character in enumerate(value):
         category = unicodedata.category(character)
         if category == "Cc" and not (multiline and character in _LINE_BREAKS):
             raise Refused(
-                f"must not contain control characters (found {_code(character)}"
-                f" at position {position + 1})"
+                _("must not contain control characters (found %(code)s at position %(position)s)")
+                % {"code": _code(character), "position": position + 1}
             )
         if category == "Cs":
-            raise Refused(f"must not contain lone surrogates (found {_code(character)})")
+            raise Refused(
+                _("must not contain lone surrogates (found %(code)s)") % {"code": _code(character)}
+            )
     if max_length is not None and len(value) > max_length:
-        raise Refused(f"must be at most {max_length} characters (this has {len(value)})")
+        raise Refused(
+            _("must be at most %(most)s characters (this has %(count)s)")
+            % {"most": max_length, "count": len(value)}
+        )
     return value
 
 
@@ -69,12 +76,12 @@ def refuse_unstorable(value: Any) -> None:
     or a number is NaN or infinite (Python's JSON reader takes them, PostgreSQL's refuses
     them): what PostgreSQL cannot store. Other control characters are data and pass."""
     if isinstance(value, float) and not math.isfinite(value):
-        raise Refused("numbers must be finite (JSON has no NaN or Infinity)")
+        raise Refused(_("numbers must be finite (JSON has no NaN or Infinity)"))
     if isinstance(value, str):
         if "\x00" in value:
-            raise Refused("text must not contain NUL characters")
+            raise Refused(_("text must not contain NUL characters"))
         if any(unicodedata.category(character) == "Cs" for character in value):
-            raise Refused("text must not contain lone surrogates")
+            raise Refused(_("text must not contain lone surrogates"))
     elif isinstance(value, dict):
         for key, item in value.items():
             refuse_unstorable(key)
@@ -91,11 +98,15 @@ def clean_datetime(value: str | datetime, *, naive_in: tzinfo = UTC) -> datetime
         try:
             moment = datetime.fromisoformat(value.strip())
         except ValueError:
-            raise Refused(f"must be an ISO 8601 date-time, e.g. {ISO_EXAMPLE}") from None
+            raise Refused(
+                _("must be an ISO 8601 date-time, e.g. %(example)s") % {"example": ISO_EXAMPLE}
+            ) from None
     elif isinstance(value, datetime):
         moment = value
     else:
-        raise Refused(f"must be an ISO 8601 date-time, e.g. {ISO_EXAMPLE}")
+        raise Refused(
+            _("must be an ISO 8601 date-time, e.g. %(example)s") % {"example": ISO_EXAMPLE}
+        )
     if moment.tzinfo is None or moment.utcoffset() is None:
         moment = moment.replace(tzinfo=naive_in)
     try:
@@ -104,8 +115,8 @@ def clean_datetime(value: str | datetime, *, naive_in: tzinfo = UTC) -> datetime
         moment = None
     if moment is None or not EARLIEST <= moment <= LATEST:
         raise Refused(
-            f"must lie between {EARLIEST.date().isoformat()} and {LATEST.date().isoformat()}"
-            " (UTC) once its time zone is applied"
+            _("must lie between %(earliest)s and %(latest)s (UTC) once its time zone is applied")
+            % {"earliest": EARLIEST.date().isoformat(), "latest": LATEST.date().isoformat()}
         )
     return moment
 

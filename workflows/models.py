@@ -27,6 +27,7 @@ from django.db.models import Field, Q, signals
 from django.db.models.base import ModelState
 from django.db.models.fields.related_descriptors import ForeignKeyDeferredAttribute
 from django.db.models.query_utils import DeferredAttribute
+from django.utils.translation import gettext_lazy as _
 
 from workflows import calendars
 from workflows.dsl import RunData
@@ -770,7 +771,7 @@ class ApiToken(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        verbose_name = "API token"
+        verbose_name = _("API token")
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.user}{', revoked' if self.revoked_at else ''})"
@@ -810,7 +811,7 @@ def _hours_field(day: str, default: str) -> models.CharField:
         blank=True,
         default=default,
         validators=[_validate_hours],
-        help_text="e.g. 09:00-12:00, 13:00-17:00; blank: not a working day",
+        help_text=_("e.g. 09:00-12:00, 13:00-17:00; blank: not a working day"),
     )
 
 
@@ -823,14 +824,14 @@ class BusinessCalendar(models.Model):
     """
 
     name = models.SlugField(
-        max_length=64, unique=True, help_text="what definitions call it, e.g. standard"
+        max_length=64, unique=True, help_text=_("what definitions call it, e.g. standard")
     )
     description = models.CharField(max_length=200, blank=True)
     time_zone = models.CharField(
         max_length=64,
         default="UTC",
         validators=[_validate_time_zone],
-        help_text="an IANA time zone, e.g. Europe/Berlin; working hours are local to it",
+        help_text=_("an IANA time zone, e.g. Europe/Berlin; working hours are local to it"),
     )
     monday = _hours_field("monday", "09:00-17:00")
     tuesday = _hours_field("tuesday", "09:00-17:00")
@@ -849,7 +850,7 @@ class BusinessCalendar(models.Model):
 
     def clean(self) -> None:
         if all(not getattr(self, day).strip() for day in calendars.WEEKDAYS):
-            raise ValidationError("A calendar needs working hours on at least one weekday.")
+            raise ValidationError(_("A calendar needs working hours on at least one weekday."))
 
     def as_calendar(self, holidays: Iterable[date] | None = None) -> calendars.Calendar:
         """The calendar as business-time arithmetic takes it (a pure value)."""

@@ -18,6 +18,7 @@ from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from workflows import engine, registry
 from workflows.dsl import ANYONE, Workflow
@@ -79,11 +80,14 @@ def may_start(workflow: Workflow, starter: Starter) -> bool:
 
 def why_not_starter(workflow: Workflow) -> str:
     """Say who may start `workflow`, for someone who may not."""
-    kind = a_kind_of(workflow)
+    words = {"a_kind": a_kind_of(workflow)}
     if workflow.starters == ANYONE or not workflow.starters:
-        return f"Only operators may start {kind}."
-    groups = " or ".join(sorted(workflow.starters))
-    return f"Only members of {groups}, or operators, may start {kind}."
+        return _("Only operators may start %(a_kind)s.") % words
+    groups = f" {_('or')} ".join(sorted(workflow.starters))
+    return _("Only members of %(groups)s, or operators, may start %(a_kind)s.") % {
+        **words,
+        "groups": groups,
+    }
 
 
 def requester_input(workflow: Workflow, input: Any, starter: Starter) -> tuple[Any, str | None]:
@@ -104,8 +108,15 @@ def requester_input(workflow: Workflow, input: Any, starter: Starter) -> tuple[A
         return input, None
     if not starter.is_operator:
         raise StartRefused(
-            f"You can only request {a_kind_of(workflow)} for yourself ({starter.username}); "
-            f"only an operator may request one for {named}."
+            _(
+                "You can only request %(a_kind)s for yourself (%(you)s); "
+                "only an operator may request one for %(named)s."
+            )
+            % {
+                "a_kind": a_kind_of(workflow),
+                "you": starter.username,
+                "named": named,
+            }
         )
     return input, named
 
@@ -116,9 +127,11 @@ def kind_of(workflow: Workflow) -> str:
 
 
 def a_kind_of(workflow: Workflow) -> str:
-    """The type's name with its article: "an expense", "a vendor onboarding"."""
+    """The type's name with its article: "an expense", "a vendor onboarding" (in German,
+    "einen Antrag vom Typ „expense“": each language says it its own way)."""
     kind = kind_of(workflow)
-    return f"{'an' if kind[:1] in set('aeiou') else 'a'} {kind}"
+    article = _("an %(kind)s") if kind[:1] in set("aeiou") else _("a %(kind)s")
+    return article % {"kind": kind}
 
 
 def startable(starter: Starter) -> list[Workflow]:

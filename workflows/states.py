@@ -3,32 +3,33 @@
 from __future__ import annotations
 
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 
 class RunState(models.TextChoices):
-    PENDING = "pending", "pending (not started)"
-    RUNNING = "running"
-    WAITING = "waiting", "waiting (for a person, a signal or a timer)"
-    PAUSED = "paused", "paused (blocked by an operator)"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    COMPENSATING = "compensating"
-    COMPENSATED = "compensated"
-    CANCELLING = "cancelling"
-    CANCELLED = "cancelled"
-    DEAD_LETTERED = "dead_lettered", "dead-lettered"
+    PENDING = "pending", _("pending (not started)")
+    RUNNING = "running", _("Running")
+    WAITING = "waiting", _("waiting (for a person, a signal or a timer)")
+    PAUSED = "paused", _("paused (blocked by an operator)")
+    SUCCEEDED = "succeeded", _("Succeeded")
+    FAILED = "failed", _("Failed")
+    COMPENSATING = "compensating", _("Compensating")
+    COMPENSATED = "compensated", _("Compensated")
+    CANCELLING = "cancelling", _("Cancelling")
+    CANCELLED = "cancelled", _("Cancelled")
+    DEAD_LETTERED = "dead_lettered", _("dead-lettered")
 
 
 class StepState(models.TextChoices):
-    SCHEDULED = "scheduled"
-    RUNNING = "running"
-    RETRY_WAIT = "retry_wait", "waiting to retry"
-    WAITING = "waiting", "waiting (signal, timer or join)"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    COMPENSATED = "compensated"
-    CANCELLED = "cancelled"
-    SKIPPED = "skipped", "skipped by an operator"
+    SCHEDULED = "scheduled", _("Scheduled")
+    RUNNING = "running", _("Running")
+    RETRY_WAIT = "retry_wait", _("waiting to retry")
+    WAITING = "waiting", _("waiting (signal, timer or join)")
+    SUCCEEDED = "succeeded", _("Succeeded")
+    FAILED = "failed", _("Failed")
+    COMPENSATED = "compensated", _("Compensated")
+    CANCELLED = "cancelled", _("Cancelled")
+    SKIPPED = "skipped", _("skipped by an operator")
 
 
 class StepKind(models.TextChoices):
