@@ -9,11 +9,14 @@ Accept-Language; a blank time zone is the site's (BATON_TIME_ZONE).
 from __future__ import annotations
 
 import zoneinfo
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 from django.conf import settings
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
 from approvals.models import Preferences
@@ -82,3 +85,31 @@ def remember_on_sign_in(sender: Any, request: Any, user: Any, **kwargs: Any) -> 
     """On `user_logged_in`: carry the person's stored choice into their new session."""
     if request is not None and hasattr(request, "session"):
         remember_in_session(request.session, chosen_by(user))
+
+
+def chosen_by_each(people: Iterable[Any]) -> dict[Any, Chosen]:
+    """Return each person's stored choice by their primary key, in one query (those who
+    never chose are left out)."""
+    rows = Preferences.objects.filter(user__in=list(people)).values_list(
+        "user_id", "language", "time_zone"
+    )
+    return {user_id: Chosen(language, time_zone) for user_id, language, time_zone in rows}
+
+
+@contextmanager
+def speaking(chosen: Chosen) -> Iterator[None]:
+    """Within the block, write in the person's language and time zone: for what is made
+    for someone outside their own request (a notification, an email). A blank language
+    is the site's LANGUAGE_CODE, a blank time zone its TIME_ZONE."""
+    language = chosen.language if chosen.language in dict(languages()) else ""
+    zone: Any = None
+    if chosen.time_zone:
+        try:
+            zone = zoneinfo.ZoneInfo(chosen.time_zone)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            zone = None
+    with (
+        translation.override(language or settings.LANGUAGE_CODE),
+        timezone.override(zone or timezone.get_default_timezone()),
+    ):
+        yield

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.core.mail import EmailMultiAlternatives
 from django.db import transaction
 from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils.translation import gettext, ngettext
 
+from approvals import preferences
 from approvals.models import HumanTask
 from approvals.notify import links
 from approvals.states import outcome_words
@@ -19,10 +23,11 @@ from workflows.cleaning import neutralise_bidi
 def send_escalation(*, task: HumanTask, recipients: list, now: datetime) -> int:
     """Email each recipient a decision link for `task`; return how many were queued."""
     messages = []
+    chosen = preferences.chosen_by_each(recipients)
     for recipient in recipients:
         if not recipient.email:
             continue
-        _, token = links.create_link(task=task, recipient=recipient, now=now)
+        _token_row, token = links.create_link(task=task, recipient=recipient, now=now)
         context = {
             "task": task,
             "recipient": recipient,
@@ -30,14 +35,15 @@ def send_escalation(*, task: HumanTask, recipients: list, now: datetime) -> int:
             "inbox": settings.BATON_BASE_URL + reverse("approvals:task", args=[task.pk]),
             "hours": settings.BATON_EMAIL_LINK_HOURS,
         }
-        message = EmailMultiAlternatives(
-            subject=_subject(f"Escalated to you: {task.title}"),
-            body=_render("approvals/emails/escalation.txt", context),
-            to=[recipient.email],
-        )
-        message.attach_alternative(
-            _render("approvals/emails/escalation.html", context), "text/html"
-        )
+        with _in_their_words(recipient, chosen):
+            message = EmailMultiAlternatives(
+                subject=_subject(gettext("Escalated to you: %(title)s") % {"title": task.title}),
+                body=_render("approvals/emails/escalation.txt", context),
+                to=[recipient.email],
+            )
+            message.attach_alternative(
+                _render("approvals/emails/escalation.html", context), "text/html"
+            )
         messages.append(message)
     if messages:
         transaction.on_commit(lambda: [message.send() for message in messages], robust=True)
@@ -50,11 +56,12 @@ def send_delegation_done(*, task: HumanTask) -> None:
     if owner is None or not owner.email:
         return
     context = {"task": task, "owner": owner}
-    message = EmailMultiAlternatives(
-        subject=_subject(f"{task.decided_by} {outcome_words(task.outcome)} {task.title}"),
-        body=_render("approvals/emails/delegation_done.txt", context),
-        to=[owner.email],
-    )
+    with _in_their_words(owner, preferences.chosen_by_each([owner])):
+        message = EmailMultiAlternatives(
+            subject=_subject(f"{task.decided_by} {outcome_words(task.outcome)} {task.title}"),
+            body=_render("approvals/emails/delegation_done.txt", context),
+            to=[owner.email],
+        )
     transaction.on_commit(message.send, robust=True)
 
 
@@ -62,6 +69,7 @@ def send_notifications(notifications: list) -> int:
     """Email each notification to its reader once the work commits, with a plain
     link that only opens the page (deciding takes a click there); return how many."""
     messages = []
+    chosen = preferences.chosen_by_each(notification.user for notification in notifications)
     for notification in notifications:
         recipient = notification.user
         if not recipient.email:
@@ -71,7 +79,8 @@ def send_notifications(notifications: list) -> int:
             "notifications": [notification],
             "base_url": settings.BATON_BASE_URL,
         }
-        messages.append(_message(notification.text, context, recipient.email))
+        with _in_their_words(recipient, chosen):
+            messages.append(_message(notification.text, context, recipient.email))
     if messages:
         transaction.on_commit(lambda: [message.send() for message in messages], robust=True)
     return len(messages)
@@ -82,13 +91,16 @@ def send_digest(*, recipient, notifications: list) -> bool:
     if not recipient.email or not notifications:
         return False
     count = len(notifications)
-    subject = f"{count} update{'s' if count != 1 else ''} today"
     context = {
         "recipient": recipient,
         "notifications": notifications,
         "base_url": settings.BATON_BASE_URL,
     }
-    message = _message(subject, context, recipient.email)
+    with _in_their_words(recipient, preferences.chosen_by_each([recipient])):
+        subject = ngettext("%(count)d update today", "%(count)d updates today", count) % {
+            "count": count
+        }
+        message = _message(subject, context, recipient.email)
     transaction.on_commit(message.send, robust=True)
     return True
 
@@ -101,6 +113,14 @@ def _message(subject: str, context: dict, address: str) -> EmailMultiAlternative
     )
     message.attach_alternative(_render("approvals/emails/notification.html", context), "text/html")
     return message
+
+
+def _in_their_words(
+    recipient: Any, chosen: dict[Any, preferences.Chosen]
+) -> AbstractContextManager[None]:
+    """Write an email in its recipient's language and time zone (the site's when they
+    never chose): it is read by them, not by whoever's action sent it."""
+    return preferences.speaking(chosen.get(recipient.pk, preferences.Chosen()))
 
 
 def _subject(text: str) -> str:

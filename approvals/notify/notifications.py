@@ -11,7 +11,7 @@ requesters are never told to decide it (separation of duties bars them anyway).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -19,10 +19,14 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 from django.urls import reverse
+from django.utils import formats, timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
+from approvals import preferences
 from approvals.models import HumanTask, Notification, NotificationSettings, Substitution
 from approvals.notify import emails
-from approvals.states import EmailMode, NoticeKind, Outcome
+from approvals.states import EmailMode, NoticeKind, Outcome, outcome_words
 from workflows.models import WorkflowRun
 from workflows.states import EventKind
 
@@ -32,21 +36,28 @@ UNREAD_CAP = 100
 LIST_SIZE = 50
 
 _RUN_ENDINGS = {
-    EventKind.COMPLETED: "finished",
-    EventKind.FAILED: "failed",
-    EventKind.COMPENSATED: "failed and was rolled back",
-    EventKind.CANCELLED: "was cancelled",
-    EventKind.DEAD_LETTERED: "failed and waits for an operator",
+    EventKind.COMPLETED: gettext_lazy("Your %(kind)s request finished"),
+    EventKind.FAILED: gettext_lazy("Your %(kind)s request failed"),
+    EventKind.COMPENSATED: gettext_lazy("Your %(kind)s request failed and was rolled back"),
+    EventKind.CANCELLED: gettext_lazy("Your %(kind)s request was cancelled"),
+    EventKind.DEAD_LETTERED: gettext_lazy("Your %(kind)s request failed and waits for an operator"),
 }
+# A notification's text, written for each reader in their own language (`_notify`).
+Text = Callable[[], str]
 
 
 def task_opened(*, task: HumanTask, requesters: Iterable[str], now: datetime) -> None:
     """Tell the assignee of a new task, or every candidate (people and members of
     groups) of an open one, that it waits for them."""
+    title = {"title": task.title}
+    kind: str
+    text: Text
     if task.assignee_id is not None:
-        kind, text = NoticeKind.TASK_ASSIGNED, f"New task for you: {task.title}"
+        kind = NoticeKind.TASK_ASSIGNED
+        text = lambda: _("New task for you: %(title)s") % title  # noqa: E731
     else:
-        kind, text = NoticeKind.TASK_QUEUED, f"New task in your queue: {task.title}"
+        kind = NoticeKind.TASK_QUEUED
+        text = lambda: _("New task in your queue: %(title)s") % title  # noqa: E731
     people = _holders(task, now)
     barred = set(requesters)
     people = [person for person in people if person.get_username() not in barred]
@@ -57,11 +68,18 @@ def task_due_soon(*, task: HumanTask, requesters: Iterable[str], now: datetime) 
     """Remind whoever holds the task (or, while it is open, every candidate) of its
     deadline: Approval.remind_before."""
     barred = set(requesters)
-    when = task.due_at.strftime("%Y-%m-%d %H:%M UTC") if task.due_at else "soon"
+
+    def text() -> str:
+        if task.due_at is None:
+            return _("Due soon: %(title)s") % {"title": task.title}
+        # In the reader's time zone, named, as `_notify` writes each reader's text.
+        when = formats.date_format(timezone.localtime(task.due_at), _("Y-m-d H:i T"))
+        return _("Due %(when)s: %(title)s") % {"when": when, "title": task.title}
+
     _notify(
         [person for person in _holders(task, now) if person.get_username() not in barred],
         kind=NoticeKind.TASK_DUE_SOON,
-        text=f"Due {when}: {task.title}",
+        text=text,
         url=_task_url(task),
         task=task,
         now=now,
@@ -71,10 +89,15 @@ def task_due_soon(*, task: HumanTask, requesters: Iterable[str], now: datetime) 
 def task_handed(*, task: HumanTask, to: Any, by: Any, delegated: bool, now: datetime) -> None:
     """Tell the person a task was delegated or reassigned to."""
     giver = by.get_full_name() or by.get_username()
+    words = {"person": giver, "title": task.title}
+    kind: str
+    text: Text
     if delegated:
-        kind, text = NoticeKind.TASK_DELEGATED, f"{giver} delegated a task to you: {task.title}"
+        kind = NoticeKind.TASK_DELEGATED
+        text = lambda: _("%(person)s delegated a task to you: %(title)s") % words  # noqa: E731
     else:
-        kind, text = NoticeKind.TASK_ASSIGNED, f"{giver} assigned a task to you: {task.title}"
+        kind = NoticeKind.TASK_ASSIGNED
+        text = lambda: _("%(person)s assigned a task to you: %(title)s") % words  # noqa: E731
     _notify([to] if to != by else [], kind=kind, text=text, url=_task_url(task), task=task, now=now)
 
 
@@ -87,13 +110,21 @@ def request_decided(*, task: HumanTask, now: datetime) -> None:
     if task.outcome == Outcome.CHANGES_REQUESTED:
         return  # the revision task tells them (changes_requested), with its link
     decider = task.decided_by.get_full_name() or task.decided_by.get_username()
-    text = f"{decider} {task.outcome} “{task.title}”"
-    if task.comment:
-        text += f": {task.comment}"
+
+    def text() -> str:
+        words = {"person": decider, "title": task.title, "comment": task.comment}
+        if task.outcome == Outcome.APPROVED:
+            said = _("%(person)s approved “%(title)s”") % words
+        elif task.outcome == Outcome.REJECTED:
+            said = _("%(person)s rejected “%(title)s”") % words
+        else:
+            said = f"{decider} {outcome_words(task.outcome)} “{task.title}”"
+        return f"{said}: {task.comment}" if task.comment else said
+
     _notify(
         [requester],
         kind=NoticeKind.REQUEST_DECIDED,
-        text=text[:300],
+        text=text,
         url=_request_url(run),
         run=run,
         now=now,
@@ -108,7 +139,7 @@ def changes_requested(
     _notify(
         list(requesters),
         kind=NoticeKind.CHANGES_REQUESTED,
-        text=task.title,
+        text=lambda: task.title,
         url=url,
         task=task,
         run=task.run,
@@ -121,11 +152,11 @@ def runs_ended(*, ended: Sequence[tuple[WorkflowRun, str]], now: datetime) -> No
     for run, kind in ended:
         if run.started_by_id is None:
             continue
-        text = f"Your {run.workflow_type.replace('_', ' ')} request {_RUN_ENDINGS[kind]}"
+        words = {"kind": run.workflow_type.replace("_", " ")}
         _notify(
             [run.started_by],
             kind=NoticeKind.REQUEST_ENDED,
-            text=text,
+            text=lambda ending=_RUN_ENDINGS[kind], words=words: ending % words,
             url=_request_url(run),
             run=run,
             now=now,
@@ -157,7 +188,10 @@ def email_mode(*, user: Any) -> str:
 
 def set_email_mode(*, user: Any, mode: str) -> None:
     if mode not in EmailMode.values:
-        raise ValueError(f"Unknown email choice {mode!r}; choose one of {', '.join(EmailMode)}.")
+        raise ValueError(
+            _("Unknown email choice %(mode)s; choose one of %(modes)s.")
+            % {"mode": repr(mode), "modes": ", ".join(EmailMode)}
+        )
     NotificationSettings.objects.update_or_create(user=user, defaults={"email": mode})
 
 
@@ -189,7 +223,7 @@ def _notify(
     people: Sequence[Any],
     *,
     kind: str,
-    text: str,
+    text: Text,
     url: str,
     now: datetime,
     task: HumanTask | None = None,
@@ -200,11 +234,17 @@ def _notify(
     modes = dict(
         NotificationSettings.objects.filter(user__in=people).values_list("user_id", "email")
     )
+    # Each reader's text in their language and time zone (one query for all of them).
+    chosen = preferences.chosen_by_each(people)
+    texts = {}
+    for person in people:
+        with preferences.speaking(chosen.get(person.pk, preferences.Chosen())):
+            texts[person.pk] = " ".join(text().split())[:300]
     notifications = [
         Notification(
             user=person,
             kind=kind,
-            text=" ".join(text.split())[:300],
+            text=texts[person.pk],
             url=url,
             task=task,
             run=run,
