@@ -17,7 +17,7 @@ TEST_RABBITMQ_URL ?= $(or $(BATON_TEST_RABBITMQ_URL),amqp://guest:guest@127.0.0.
 # (baton_bench*), and Redis database 14 unless CELERY_BROKER_URL says otherwise.
 BENCH_BROKER_URL ?= $(or $(CELERY_BROKER_URL),redis://127.0.0.1:6379/14)
 
-.PHONY: demo test test-loaded bench client chromium pgbouncer oidc-provider lint format clean
+.PHONY: demo test test-loaded bench client chromium pgbouncer oidc-provider gettext messages lint format clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,25 @@ chromium:
 		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
 	}
 
+# The translation tests run Django's makemessages, which needs GNU gettext's xgettext,
+# msgmerge and msgfmt (Debian's gettext). Serving German needs none of them: the
+# compiled catalogue (locale/de/LC_MESSAGES/django.mo) is committed.
+gettext:
+	@command -v msgfmt >/dev/null 2>&1 && command -v xgettext >/dev/null 2>&1 || { \
+		echo "Installing Debian's gettext for the translation tests"; \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q gettext; \
+	}
+
+# After marking or changing a string: bring the German catalogue up to date (new
+# strings arrive untranslated, for a translator), then compile it. The options are the
+# ones tests/config/test_translations.py checks the catalogue with.
+messages: $(STAMP) gettext
+	DJANGO_SECRET_KEY=makemessages $(BIN)/python manage.py makemessages --locale=de \
+		--no-obsolete --no-location --ignore=locale --ignore=$(VENV) --ignore=tests \
+		--ignore=bench --ignore=build --ignore=clients --ignore=deploy --ignore=staticfiles
+	DJANGO_SECRET_KEY=makemessages $(BIN)/python manage.py compilemessages --locale=de \
+		--ignore=$(VENV)
+
 # The PgBouncer tests start Debian's pgbouncer on a port of their own (tests/pgbouncer.py).
 pgbouncer:
 	@command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || { \
@@ -83,7 +102,7 @@ $(OIDC_PROVIDER): tests/oidc/package.json tests/oidc/package-lock.json
 # Redis and PostgreSQL alone; with PYTEST_ARGS, it is plain pytest with those. The unit
 # tests run in a random order (pytest-randomly prints its seed; rerun one with
 # PYTEST_ARGS=--randomly-seed=N); tests/e2e keeps the order it needs.
-test: $(STAMP) chromium pgbouncer oidc-provider
+test: $(STAMP) chromium pgbouncer oidc-provider gettext
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
 		BATON_TEST_RABBITMQ_URL=$(TEST_RABBITMQ_URL) PYTEST=$(BIN)/pytest tests/run $(PYTEST_ARGS)
 
