@@ -14,6 +14,7 @@ import zoneinfo
 from collections.abc import Callable
 from typing import Any
 
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone, translation
 
@@ -27,20 +28,29 @@ class PersonalLocaleMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        session = getattr(request, "session", None)
-        if session is not None and request.user.is_authenticated:
-            activate(
-                request,
-                preferences.Chosen(
-                    language=session.get(preferences.SESSION_LANGUAGE, ""),
-                    time_zone=session.get(preferences.SESSION_TIME_ZONE, ""),
-                ),
-            )
+        try:
+            chosen = _chosen_in_session(request)
+        except (OperationalError, InterfaceError):
+            # The session cannot be read while the database is down: the view meets the
+            # same error and config.outages answers 503, in the browser's language.
+            chosen = None
+        if chosen is not None:
+            activate(request, chosen)
         try:
             return self.get_response(request)
         finally:
             # Django resets the language for each request, not the time zone.
             timezone.deactivate()
+
+
+def _chosen_in_session(request: HttpRequest) -> preferences.Chosen | None:
+    session = getattr(request, "session", None)
+    if session is None or not request.user.is_authenticated:
+        return None
+    return preferences.Chosen(
+        language=session.get(preferences.SESSION_LANGUAGE, ""),
+        time_zone=session.get(preferences.SESSION_TIME_ZONE, ""),
+    )
 
 
 def activate(request: HttpRequest, chosen: preferences.Chosen) -> None:
