@@ -103,42 +103,57 @@ def template_findings(path: Path, root: Path) -> list[Finding]:
 # Python
 # ---------------------------------------------------------------------------
 
-# The errors whose message a page or the API shows a person as it is.
-USER_FACING_ERRORS = frozenset(
+# Errors whose message no person reads in a page, an email or the API's problems: the
+# programmer's and the command line's (operators run commands in English), and those
+# of activities, which the engine stores with the step that raised them. Every other
+# error raised with a sentence is shown as it is, so its sentence must be translated.
+DEVELOPER_ERRORS = frozenset(
     {
-        "ApiProblem",
-        "TaskError",
-        "TaskNotFound",
-        "NotAllowed",
-        "ConflictOfDuty",
-        "InvalidRequest",
-        "InvalidForm",
-        "TaskConflict",
-        "AlreadyDecided",
-        "TaskClosed",
-        "StaleTask",
-        "RequestNotFound",
-        "PreferenceRefused",
-        "LinkProblem",
-        "ValidationError",
-        "HttpError",
-        "NotOperator",
-        "InvalidEndpoint",
+        "AssertionError",
+        "AttributeError",
+        "AuditChainBroken",
+        "CheckpointFileError",
+        "CommandError",
+        "DeliveryFailed",
         "EndpointDisabled",
-        "InvalidInput",
-        "StartRefused",
-        "CannotStart",
-        "BadFilter",
-        "BadCursor",
+        "ExportFileError",
+        "ExportInvalid",
+        "Http404",
+        "ImportError",
+        "ImproperlyConfigured",
+        "KeyError",
+        "LookupError",
+        "NoManager",
+        "NotCompilable",
+        "NotImplementedError",
+        "ProtectedError",
+        "PydanticCustomError",
+        "RefusedAddress",
+        "RuntimeError",
+        "SuspiciousOperation",
+        "SystemExit",
+        "TypeError",
         "UnlockRefused",
+        "UnusableClaims",
+        "ValueError",
     }
 )
-# Calls whose string arguments a person reads: the messages framework, problems.
-_MESSAGE_CALLS = frozenset({"success", "error", "info", "warning", "add_message", "problem"})
-# Keyword arguments that name things on forms, models and the admin.
-_READ_KEYWORDS = frozenset(
-    {"label", "help_text", "verbose_name", "verbose_name_plural", "empty_label", "description"}
+# The OpenAPI document's words, for the developers who call the API (in English): a
+# schema field's or an operation's description and summary.
+_API_DOCUMENTATION = frozenset(
+    {"Field", "description", "summary", "tags", "title", "version", "about"}
 )
+# Modules of pages and of the API.
+PAGE_MODULES = frozenset({"views.py", "api.py", "notifications.py", "preferences.py"})
+# Calls whose string arguments a person reads: the messages framework
+# (`messages.success(request, ...)`), and config.api's `problem(status, title, detail)`.
+_MESSAGES = frozenset({"success", "error", "info", "warning", "add_message"})
+# Keyword arguments that name things on forms, models and the admin (a `description`
+# only on the admin's actions and columns: elsewhere it documents the API for developers).
+_READ_KEYWORDS = frozenset(
+    {"label", "help_text", "verbose_name", "verbose_name_plural", "empty_label"}
+)
+_ADMIN_DECORATORS = frozenset({"action", "display"})
 _GETTEXT = frozenset(
     {
         "_",
@@ -166,6 +181,17 @@ def _name(node: ast.expr) -> str:
     return ""
 
 
+def _is_message(node: ast.Call) -> bool:
+    """Return whether a call is `messages.<level>(...)` of django.contrib.messages."""
+    func = node.func
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr in _MESSAGES
+        and isinstance(func.value, ast.Name)
+        and func.value.id == "messages"
+    )
+
+
 def _unmarked_words(node: ast.expr) -> str | None:
     """Return the text of a string a person would read that no gettext call wraps."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -183,27 +209,64 @@ def _unmarked_words(node: ast.expr) -> str | None:
 
 
 class _PythonReader(ast.NodeVisitor):
-    def __init__(self) -> None:
+    def __init__(self, *, is_page: bool, is_selectors: bool) -> None:
         self.found: list[tuple[int, str]] = []
+        # A list's filters, which say why a value of the query was left out.
+        self.is_selectors = is_selectors
+        # A page's or an API's module: every sentence it passes on is one a person reads.
+        self.is_page = is_page
 
     def _check(self, node: ast.expr) -> None:
         text = _unmarked_words(node)
         if text is not None:
             self.found.append((node.lineno, text))
 
+    def visit_Raise(self, node: ast.Raise) -> None:
+        error = node.exc
+        if isinstance(error, ast.Call) and _name(error.func) not in DEVELOPER_ERRORS:
+            for argument in error.args:
+                self._check_sentence(argument)
+            for keyword in error.keywords:
+                self._check_sentence(keyword.value)
+        self.generic_visit(node)
+
     def visit_Call(self, node: ast.Call) -> None:
         name = _name(node.func)
         if name in _GETTEXT:
             return
-        if name in USER_FACING_ERRORS or name in _MESSAGE_CALLS:
+        if name in {"problem", "ApiProblem"} or _is_message(node) or self._is_problem(node):
+            # Whatever these say is read, down to a single word ("Approved.").
             for argument in node.args:
                 self._check(argument)
+        elif self.is_page and name not in _API_DOCUMENTATION:
+            for argument in node.args:
+                self._check_sentence(argument)
+            for keyword in node.keywords:
+                if keyword.arg not in _API_DOCUMENTATION:
+                    self._check_sentence(keyword.value)
         for keyword in node.keywords:
             if keyword.arg in _READ_KEYWORDS or (
-                name in USER_FACING_ERRORS and keyword.arg in {"title", "detail"}
+                name in _ADMIN_DECORATORS and keyword.arg == "description"
             ):
                 self._check(keyword.value)
         self.generic_visit(node)
+
+    def _is_problem(self, node: ast.Call) -> bool:
+        """`problems.append(...)` in a list's selectors: why a filter was left out."""
+        func = node.func
+        return (
+            self.is_selectors
+            and isinstance(func, ast.Attribute)
+            and func.attr == "append"
+            and _name(func.value) == "problems"
+        )
+
+    def _check_sentence(self, node: ast.expr) -> None:
+        """Report a string of words (a space between two of them): not a name, a code, a
+        template's path or a URL's name."""
+        text = _unmarked_words(node)
+        if text is not None and re.search(r"[^\W\d_]\S*\s+\S*[^\W\d_]", text.strip()):
+            self.found.append((node.lineno, text))
 
     def visit_Assign(self, node: ast.Assign) -> None:
         # Meta's verbose names and a choices class's labels: NAME = "value", "Label".
@@ -225,7 +288,10 @@ class _PythonReader(ast.NodeVisitor):
 
 def python_findings(path: Path, root: Path) -> list[Finding]:
     """Return the strings of one module that a person reads and no gettext call wraps."""
-    reader = _PythonReader()
+    reader = _PythonReader(
+        is_page=path.name in PAGE_MODULES or path.name.endswith("_api.py"),
+        is_selectors=path.name.endswith("selectors.py"),
+    )
     reader.visit(ast.parse(path.read_text(), filename=str(path)))
     name = str(path.relative_to(root))
-    return [Finding(name, line, text) for line, text in reader.found]
+    return [Finding(name, line, text) for line, text in sorted(set(reader.found))]

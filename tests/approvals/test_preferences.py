@@ -1,0 +1,227 @@
+"""Each person reads Baton in their own language and time zone: the preferences page and
+API, the middleware that applies the choice, and what is written for someone else to
+read (notifications, emails) in the reader's language."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.core import mail
+from django.urls import reverse
+
+from approvals import human_tasks
+from approvals.models import Notification, Preferences
+from approvals.preferences import SESSION_LANGUAGE, SESSION_TIME_ZONE
+from approvals.states import NoticeKind
+from tests.api.conftest import ApiClient
+from workflows.tokens import issue_token
+
+pytestmark = pytest.mark.django_db
+
+PREFERENCES = "/preferences/"
+
+
+@pytest.fixture
+def alices_task(people, start, drive):
+    """carol's approval of an expense alice started herself (so she hears its outcome)."""
+    run = start(
+        "expense",
+        {"requester": "alice", "title": "Train to Lyon", "amount": "120.00", "currency": "EUR"},
+        started_by=people["alice"],
+    )
+    return drive(run).human_tasks.get(node="manager_approval")
+
+
+@pytest.fixture
+def german(alice):
+    """alice reads Baton in German, in Berlin's time."""
+    Preferences.objects.create(user=alice, language="de", time_zone="Europe/Berlin")
+    return alice
+
+
+class TestThePreferencesPage:
+    def test_saving_german_and_berlin_stores_them_and_the_next_page_speaks_german(
+        self, client, alice
+    ):
+        client.force_login(alice)
+
+        response = client.post(
+            PREFERENCES, {"language": "de", "time_zone": "Europe/Berlin"}, follow=True
+        )
+
+        assert response.status_code == 200
+        assert Preferences.objects.filter(
+            user=alice, language="de", time_zone="Europe/Berlin"
+        ).exists()
+        assert (client.session[SESSION_LANGUAGE], client.session[SESSION_TIME_ZONE]) == (
+            "de",
+            "Europe/Berlin",
+        )
+        page = response.content.decode()
+        assert '<html lang="de">' in page
+        assert "<h1>Sprache und Zeitzone</h1>" in page
+        assert "Ihre Sprache und Zeitzone sind gespeichert." in page
+        assert response.headers["Content-Language"] == "de"
+
+    def test_an_unknown_time_zone_is_refused_with_422_and_nothing_is_stored(self, client, alice):
+        client.force_login(alice)
+
+        response = client.post(PREFERENCES, {"language": "de", "time_zone": "Mars/Olympus"})
+
+        assert response.status_code == 422
+        assert "“Mars/Olympus” is not a time zone: choose one such as Europe/Berlin." in (
+            response.content.decode()
+        )
+        assert not Preferences.objects.exists()
+
+    def test_a_language_baton_does_not_speak_is_refused_by_name(self, client, alice):
+        client.force_login(alice)
+
+        response = client.post(PREFERENCES, {"language": "fr", "time_zone": ""})
+
+        assert response.status_code == 422
+        assert "Baton speaks en, de, not “fr”." in response.content.decode()
+
+    def test_the_choice_follows_the_person_to_their_next_sign_in(self, client, german):
+        client.force_login(german)
+
+        page = client.get("/").content.decode()
+
+        assert "<h1>Posteingang</h1>" in page
+        assert "Neuer Antrag" in page
+
+    def test_without_a_choice_the_page_follows_the_browser_and_english_is_the_default(
+        self, client, alice
+    ):
+        client.force_login(alice)
+
+        english = client.get("/").content.decode()
+        german = client.get("/", headers={"Accept-Language": "de-DE,de;q=0.9"}).content.decode()
+
+        assert "<h1>Inbox</h1>" in english
+        assert "<h1>Posteingang</h1>" in german
+
+    def test_the_chosen_language_wins_over_the_browsers(self, client, german):
+        client.force_login(german)
+
+        page = client.get("/", headers={"Accept-Language": "en-US"}).content.decode()
+
+        assert "<h1>Posteingang</h1>" in page
+
+
+class TestDatesAndTimeZones:
+    def test_a_due_time_shows_in_the_readers_zone_and_format(self, client, carol, manager_task):
+        manager_task.due_at = datetime(2026, 12, 24, 15, 30, tzinfo=UTC)
+        manager_task.save()
+        Preferences.objects.create(user=carol, language="de", time_zone="Europe/Berlin")
+        client.force_login(carol)
+
+        page = client.get(reverse("approvals:task", args=[manager_task.pk])).content.decode()
+
+        assert "24.12.2026 16:30 CET" in page
+        assert "Fällig" in page
+
+    def test_english_keeps_its_own_format_in_the_sites_zone(self, client, carol, manager_task):
+        manager_task.due_at = datetime(2026, 12, 24, 15, 30, tzinfo=UTC)
+        manager_task.save()
+        client.force_login(carol)
+
+        page = client.get(reverse("approvals:task", args=[manager_task.pk])).content.decode()
+
+        assert "2026-12-24 15:30 UTC" in page
+
+
+class TestTheApi:
+    def test_a_person_sets_and_reads_their_choice(self, alice):
+        _, secret = issue_token(user=alice)
+        api = ApiClient(secret)
+
+        put = api.put("/me/preferences", {"language": "de", "time_zone": "Europe/Berlin"})
+        got = api.get("/me/preferences")
+
+        assert put.status_code == 200
+        assert got.json() == {"language": "de", "time_zone": "Europe/Berlin"}
+
+    def test_an_unknown_language_is_a_422_problem(self, alice):
+        _, secret = issue_token(user=alice)
+
+        response = ApiClient(secret).put("/me/preferences", {"language": "xx", "time_zone": ""})
+
+        assert response.status_code == 422
+        assert response.json()["detail"] == "Baton speaks en, de, not “xx”."
+
+    def test_problems_speak_the_stored_language_unless_the_caller_asks_another(self, german):
+        _, secret = issue_token(user=german)
+        api = ApiClient(secret)
+        missing = "/tasks/00000000-0000-0000-0000-000000000000"
+
+        in_german = api.get(missing)
+        in_english = api.client.get(
+            f"/api/v1{missing}", headers={**api.headers, "Accept-Language": "en"}
+        )
+
+        assert in_german.status_code == in_english.status_code == 404
+        assert in_german.json()["title"] == "Nicht gefunden"
+        assert in_german.json()["detail"] == (
+            "Nicht gefunden: diese Aufgabe (oder nicht für Sie sichtbar)."
+        )
+        assert in_english.json()["title"] == "Not found"
+
+    def test_a_refusal_from_a_use_case_is_translated(self, carol, manager_task):
+        Preferences.objects.create(user=carol, language="de")
+        _, secret = issue_token(user=carol)
+
+        response = ApiClient(secret).post(
+            f"/tasks/{manager_task.pk}/decision", {"outcome": "reject", "comment": ""}
+        )
+
+        assert response.status_code == 422
+        assert response.json()["title"] == "Ungültige Anfrage"
+        assert response.json()["detail"] == "Sagen Sie, warum Sie ablehnen: ein Grund ist nötig."
+
+
+class TestWrittenForTheReader:
+    def test_a_decision_is_told_to_a_german_requester_in_german(self, german, carol, alices_task):
+        human_tasks.approve_human_task(task_id=alices_task.pk, user=carol, channel="inbox")
+
+        notice = Notification.objects.get(user=german, kind=NoticeKind.REQUEST_DECIDED)
+
+        assert notice.text == f"Carol hat „{alices_task.title}“ genehmigt"
+
+    def test_an_english_requester_is_told_in_english(self, alice, carol, alices_task):
+        human_tasks.approve_human_task(task_id=alices_task.pk, user=carol, channel="inbox")
+
+        notice = Notification.objects.get(user=alice, kind=NoticeKind.REQUEST_DECIDED)
+
+        assert notice.text == f"Carol approved “{alices_task.title}”"
+
+    def test_the_email_of_a_new_task_is_written_in_its_readers_language(
+        self, carol, start_expense, django_capture_on_commit_callbacks
+    ):
+        Preferences.objects.create(user=carol, language="de", time_zone="Europe/Berlin")
+
+        with django_capture_on_commit_callbacks(execute=True):
+            start_expense()
+
+        (message,) = [message for message in mail.outbox if message.to == ["carol@example.com"]]
+        assert message.subject == (
+            "[Baton] Neue Aufgabe für Sie: Expense: Train to Lyon — 120.00 EUR (alice)"
+        )
+        assert message.body.startswith("Hallo Carol,")
+
+    def test_a_due_reminder_names_the_time_in_the_readers_zone(
+        self, carol, manager_task, django_capture_on_commit_callbacks
+    ):
+        from approvals.notify import notifications
+
+        Preferences.objects.create(user=carol, language="de", time_zone="Europe/Berlin")
+        manager_task.due_at = datetime(2026, 7, 1, 8, 0, tzinfo=UTC)
+        manager_task.save()
+
+        notifications.task_due_soon(
+            task=manager_task, requesters=["alice"], now=manager_task.due_at - timedelta(hours=2)
+        )
+
+        notice = Notification.objects.get(user=carol, kind=NoticeKind.TASK_DUE_SOON)
+        assert notice.text == f"Fällig 01.07.2026 10:00 CEST: {manager_task.title}"
