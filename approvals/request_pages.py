@@ -15,12 +15,14 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal, InvalidOperation
 from typing import Any
 from uuid import UUID
 
 from auditlog.models import LogEntry
 from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
 from django.db.models.fields.tuple_lookups import Tuple, TupleLessThan
+from django.utils import formats
 from django.utils.translation import gettext as _
 
 from approvals import permissions, start_forms
@@ -427,32 +429,51 @@ def data_rows(data: Mapping[str, Any], schema: Any) -> list[InputRow]:
         label = spec.label if spec else name.replace("_", " ").capitalize()
         if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
             keys = list(dict.fromkeys(key for item in value for key in item))
-            labels = {
-                column.name: column.label
+            columns = [
+                column
                 for column in getattr(spec, "columns", ())
                 if isinstance(column, start_forms.FieldSpec)
-            }
+            ]
+            labels = {column.name: column.label for column in columns}
+            widgets = {column.name: column.widget for column in columns}
             rows.append(
                 InputRow(
                     label=label,
                     columns=[labels.get(key, key) for key in keys],
-                    table=[[_text(item.get(key, "")) for key in keys] for item in value],
+                    table=[
+                        [_text(item.get(key, ""), widget=widgets.get(key, "")) for key in keys]
+                        for item in value
+                    ],
                 )
             )
         elif isinstance(value, dict):
             rows.append(InputRow(label=label, pairs=[(k, _text(v)) for k, v in value.items()]))
         else:
-            rows.append(InputRow(label=label, text=_text(value)))
+            widget = spec.widget if isinstance(spec, start_forms.FieldSpec) else ""
+            rows.append(InputRow(label=label, text=_text(value, widget=widget)))
     return rows
 
 
-def _text(value: Any) -> str:
+_NUMBER_WIDGETS = frozenset({"decimal", "number", "integer"})
+
+
+def _text(value: Any, *, widget: str = "") -> str:
+    """A value as the reader's language writes it: numbers of number fields with its
+    decimal mark ("1500,00" in German, as stored "1500.00" in English), yes or no."""
     if value is None:
         return "—"
     if isinstance(value, bool):
-        return "yes" if value else "no"
+        return _("yes") if value else _("no")
     if isinstance(value, dict | list):
         return json.dumps(value)
+    if widget in _NUMBER_WIDGETS and isinstance(value, str | int | float):
+        try:
+            number = Decimal(str(value))
+        except InvalidOperation:
+            return str(value)
+        if number.is_finite():
+            places = max(0, -number.as_tuple().exponent) if isinstance(value, str) else None
+            return formats.number_format(number, decimal_pos=places, use_l10n=True)
     return str(value)
 
 

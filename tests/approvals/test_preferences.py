@@ -132,6 +132,22 @@ class TestDatesAndTimeZones:
         assert "2026-12-24 15:30 UTC" in page
 
 
+class TestNumbers:
+    def test_an_amount_is_written_with_the_readers_decimal_mark(self, client, german, alices_task):
+        client.force_login(german)
+
+        page = client.get(f"/requests/{alices_task.run_id}/").content.decode()
+
+        assert "<dd>120,00</dd>" in page
+
+    def test_english_keeps_the_amount_as_it_was_entered(self, client, alice, alices_task):
+        client.force_login(alice)
+
+        page = client.get(f"/requests/{alices_task.run_id}/").content.decode()
+
+        assert "<dd>120.00</dd>" in page
+
+
 class TestTheApi:
     def test_a_person_sets_and_reads_their_choice(self, alice):
         _, secret = issue_token(user=alice)
