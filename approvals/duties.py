@@ -17,7 +17,8 @@ from django.contrib.postgres.expressions import ArraySubquery
 from django.db import connection
 from django.db.models import OuterRef, QuerySet
 from django.db.models.functions import JSONObject
-from django.utils import timezone
+from django.utils import formats, timezone
+from django.utils.translation import gettext as _
 
 from approvals.models import HumanTask
 from approvals.permissions import Conflict, Duties, DutyConflict, StageDecision, run_requesters
@@ -142,50 +143,76 @@ def _decisions(run_ids: Iterable[UUID]) -> dict[UUID, tuple[StageDecision, ...]]
 # In words
 # ---------------------------------------------------------------------------
 
-# What a refused person was trying to do, as the end of "so you cannot ... it".
-ACTING = {
-    "claim": "claim",
-    "decide": "decide",
-    "delegate": "choose who decides",
-    "reassign": "choose who decides",
-}
-# How a task would have gone to someone else: "it cannot be ... to Alice".
-HANDING = {"delegate": "delegated", "reassign": "reassigned"}
-
 
 def _kind(workflow_type: str) -> str:
     return workflow_type.replace("_", " ")
 
 
 def _stage(decision: StageDecision) -> str:
-    when = timezone.localtime(decision.decided_at).strftime("%Y-%m-%d %H:%M %Z")
-    return f"at its {decision.node.replace('_', ' ')} stage on {when}"
+    when = formats.date_format(timezone.localtime(decision.decided_at), _("Y-m-d H:i T"))
+    return _("at its %(stage)s stage on %(when)s") % {
+        "stage": decision.node.replace("_", " "),
+        "when": when,
+    }
 
 
 def refusal_for_actor(conflict: DutyConflict, *, workflow_type: str, action: str) -> str:
-    """Say why the person acting may not claim, decide or hand on this task."""
-    kind = _kind(workflow_type)
+    """Say why the person acting may not claim, decide or hand on this task (each case a
+    sentence of its own, so each language orders its words)."""
+    words = {"kind": _kind(workflow_type)}
     if conflict.kind == Conflict.REQUESTER:
-        return f"You requested this {kind}, so you cannot {ACTING[action]} it."
+        if action == "claim":
+            return _("You requested this %(kind)s, so you cannot claim it.") % words
+        if action == "decide":
+            return _("You requested this %(kind)s, so you cannot decide it.") % words
+        return _("You requested this %(kind)s, so you cannot choose who decides it.") % words
     assert conflict.earlier is not None
-    did = outcome_words(conflict.earlier.outcome)
-    return (
-        f"You already {did} this {kind} {_stage(conflict.earlier)}; "
-        "one person decides at most one of its stages, so someone else must decide this one."
-    )
+    return _(
+        "You already %(did)s this %(kind)s %(stage)s; one person decides at most one of"
+        " its stages, so someone else must decide this one."
+    ) % {
+        **words,
+        "did": outcome_words(conflict.earlier.outcome),
+        "stage": _stage(conflict.earlier),
+    }
 
 
 def refusal_for_recipient(
     conflict: DutyConflict, *, workflow_type: str, action: str, name: str
 ) -> str:
     """Say why this task may not be delegated or reassigned to `name`."""
-    kind = _kind(workflow_type)
-    handed = f"it cannot be {HANDING[action]} to {name}"
+    words = {"kind": _kind(workflow_type), "name": name}
+    delegated = action == "delegate"
     if conflict.kind == Conflict.REQUESTER:
-        return f"{name} requested this {kind}, so {handed}: nobody decides their own request."
+        if delegated:
+            return (
+                _(
+                    "%(name)s requested this %(kind)s, so it cannot be delegated to %(name)s:"
+                    " nobody decides their own request."
+                )
+                % words
+            )
+        return (
+            _(
+                "%(name)s requested this %(kind)s, so it cannot be reassigned to %(name)s:"
+                " nobody decides their own request."
+            )
+            % words
+        )
     assert conflict.earlier is not None
-    did = outcome_words(conflict.earlier.outcome)
+    words |= {"did": outcome_words(conflict.earlier.outcome), "stage": _stage(conflict.earlier)}
+    if delegated:
+        return (
+            _(
+                "%(name)s already %(did)s this %(kind)s %(stage)s; one person decides at most one"
+                " of its stages, so it cannot be delegated to %(name)s."
+            )
+            % words
+        )
     return (
-        f"{name} already {did} this {kind} {_stage(conflict.earlier)}; "
-        f"one person decides at most one of its stages, so {handed}."
+        _(
+            "%(name)s already %(did)s this %(kind)s %(stage)s; one person decides at most one"
+            " of its stages, so it cannot be reassigned to %(name)s."
+        )
+        % words
     )

@@ -10,6 +10,9 @@ rounds are the GoBack's own steps in the run, as the engine counts them.
 
 from __future__ import annotations
 
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
+
 from workflows.dsl import Approval, GoBack, Revise, Workflow
 from workflows.models import WorkflowRun
 from workflows.states import StepKind
@@ -40,16 +43,18 @@ def rounds_left(*, run: WorkflowRun, definition: Workflow, node: Approval) -> in
 def why_no_changes(*, run: WorkflowRun, definition: Workflow, node: Approval) -> str:
     """Return why `node` may not send `run` back for changes now, or "" if it may."""
     if not node.may_request_changes:
-        return "This approval cannot send the request back for changes: approve or reject it."
+        return _("This approval cannot send the request back for changes: approve or reject it.")
     left = rounds_left(run=run, definition=definition, node=node)
     if left == 0:
         go_back = loop_of(definition, node)
         assert go_back is not None
         assert go_back.max_rounds is not None
         times = go_back.max_rounds - 1
-        return (
-            f"This request was already sent back for changes {times} "
-            f"time{'s' if times != 1 else ''}, the most this approval allows: "
-            "approve or reject it."
-        )
+        return ngettext(
+            "This request was already sent back for changes %(times)d time, the most this"
+            " approval allows: approve or reject it.",
+            "This request was already sent back for changes %(times)d times, the most this"
+            " approval allows: approve or reject it.",
+            times,
+        ) % {"times": times}
     return ""

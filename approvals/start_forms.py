@@ -21,6 +21,7 @@ from functools import cache
 from typing import Any
 
 import pydantic
+from django.utils.translation import gettext, gettext_lazy
 
 from workflows.cleaning import Refused, clean_text
 
@@ -651,15 +652,23 @@ def _box_for(form: Form, spec: Spec, rest: list[str]) -> tuple[str | None, Field
     return row_name(spec, index, column), column
 
 
+# pydantic's messages in plain words, in the reader's language (its own are English);
+# "%(count)s" takes the first number the message holds.
 _PLAIN = [
-    (re.compile(r"^Field required$"), "This is required."),
-    (re.compile(r"^String should have at least 1 character"), "This is required."),
-    (re.compile(r"^List should have at least (\d+) items?"), "Add at least {0}."),
-    (re.compile(r"^Input should be a valid integer"), "Enter a whole number."),
-    (re.compile(r"^Input should be a valid (number|decimal)"), "Enter a number."),
-    (re.compile(r"^Input should be a valid date"), "Enter a date (YYYY-MM-DD)."),
-    (re.compile(r"^Input should be a valid datetime"), "Enter a date and a time."),
-    (re.compile(r"^Input should be (('[^']*'(, | or )?)+)$"), "Choose one of the options."),
+    (re.compile(r"^Field required$"), gettext_lazy("This is required.")),
+    (re.compile(r"^String should have at least 1 character"), gettext_lazy("This is required.")),
+    (
+        re.compile(r"^List should have at least (\d+) items?"),
+        gettext_lazy("Add at least %(count)s."),
+    ),
+    (re.compile(r"^Input should be a valid integer"), gettext_lazy("Enter a whole number.")),
+    (re.compile(r"^Input should be a valid (number|decimal)"), gettext_lazy("Enter a number.")),
+    (re.compile(r"^Input should be a valid date"), gettext_lazy("Enter a date (YYYY-MM-DD).")),
+    (re.compile(r"^Input should be a valid datetime"), gettext_lazy("Enter a date and a time.")),
+    (
+        re.compile(r"^Input should be (('[^']*'(, | or )?)+)$"),
+        gettext_lazy("Choose one of the options."),
+    ),
 ]
 
 
@@ -671,12 +680,13 @@ def plain(message: str, spec: FieldSpec | None = None, *, capital: bool = True) 
         return (
             f"Enter {spec.help[:1].lower()}{spec.help[1:]}."
             if spec and spec.help
-            else ("This is not in the expected form.")
+            else gettext("This is not in the expected form.")
         )
     for pattern, words in _PLAIN:
         found = pattern.match(message)
         if found:
-            return words.format(*found.groups())
+            count = found.group(1) if found.groups() else ""
+            return str(words) % {"count": count} if "%(count)s" in str(words) else str(words)
     message = message.removeprefix("Value error, ")
     if capital:
         message = message[:1].upper() + message[1:]

@@ -48,6 +48,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.translation import ngettext
 
 from approvals import audit
 from approvals.states import Channel
@@ -64,12 +65,15 @@ class Lockout:
     @property
     def message(self) -> str:
         minutes = max(1, math.ceil(self.retry_after / 60))
-        return (
-            "Too many failed attempts to sign in or use a link or token from here: "
-            "access is paused to stop guessing. "
-            f"Try again in {minutes} minute{'s' if minutes != 1 else ''} "
-            f"(after {self.until:%H:%M} UTC), or ask an operator to unlock it."
-        )
+        return ngettext(
+            "Too many failed attempts to sign in or use a link or token from here: access is"
+            " paused to stop guessing. Try again in %(minutes)d minute (after %(until)s UTC),"
+            " or ask an operator to unlock it.",
+            "Too many failed attempts to sign in or use a link or token from here: access is"
+            " paused to stop guessing. Try again in %(minutes)d minutes (after %(until)s UTC),"
+            " or ask an operator to unlock it.",
+            minutes,
+        ) % {"minutes": minutes, "until": f"{self.until:%H:%M}"}
 
 
 class LockedOut(Exception):
