@@ -121,6 +121,7 @@ class TestDatesAndTimeZones:
 
         assert "24.12.2026 16:30 CET" in page
         assert "Fällig" in page
+        assert "submit abgeschlossen" in " ".join(page.split())  # the timeline's words
 
     def test_english_keeps_its_own_format_in_the_sites_zone(self, client, carol, manager_task):
         manager_task.due_at = datetime(2026, 12, 24, 15, 30, tzinfo=UTC)

@@ -125,7 +125,7 @@ class TestPython:
 
 
 def _catalogue(path: Path) -> dict[str, list[str]]:
-    """Read a .po file's entries as msgid (with its plural) -> msgstrs, with its flags."""
+    """Read a .po file's entries as context, msgid and plural -> msgstrs, with its flags."""
     entries: dict[str, list[str]] = {}
     for block in path.read_text().split("\n\n"):
         lines = block.strip().splitlines()
@@ -133,6 +133,8 @@ def _catalogue(path: Path) -> dict[str, list[str]]:
         for line in lines:
             if line.startswith("#,"):
                 flags += [flag.strip() for flag in line[2:].split(",")]
+            elif line.startswith("msgctxt "):
+                current, key = "msgctxt", line.split(" ", 1)[1][1:-1] + "\x04"
             elif line.startswith(("msgid ", "msgid_plural ", "msgstr")):
                 current = line.split(" ", 1)[0]
                 value = line.split(" ", 1)[1][1:-1]
