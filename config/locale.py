@@ -37,10 +37,17 @@ class PersonalLocaleMiddleware:
         if chosen is not None:
             activate(request, chosen)
         try:
-            return self.get_response(request)
+            response = self.get_response(request)
+            # Said here, as the language is put back below (LocaleMiddleware, outside this
+            # one, only sets the header when it is missing).
+            response.headers.setdefault("Content-Language", translation.get_language())
+            return response
         finally:
-            # Django resets the language for each request, not the time zone.
+            # Neither the language nor the time zone outlives the request: work done
+            # afterwards in this thread (a test's next call, an eager task) is in the
+            # site's defaults, not in the last reader's.
             timezone.deactivate()
+            translation.deactivate()
 
 
 def _chosen_in_session(request: HttpRequest) -> preferences.Chosen | None:

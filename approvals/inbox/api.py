@@ -24,7 +24,7 @@ from approvals.human_tasks import revisions
 from approvals.inbox import decided, selectors
 from approvals.models import COMMENT_MAX_LENGTH, Comment, HumanTask
 from approvals.states import Channel, Priority, Sla
-from workflows.api import ERRORS, ApiIn, ApiProblem, not_found
+from workflows.api import ERRORS, ApiIn, ApiProblem, IsoDateTime, not_found
 from workflows.client_address import client_address
 
 router = Router(tags=["tasks"])
@@ -122,7 +122,9 @@ class CommentOut(Schema):
 
 
 class SnoozeIn(ApiIn):
-    until: datetime = Field(description="when the task comes back into your lists")
+    # Read through workflows.cleaning, as every API moment is: an offset PostgreSQL
+    # cannot store (+16:15) is a 422, not a 500.
+    until: IsoDateTime = Field(description="when the task comes back into your lists")
 
 
 class SnoozeOut(Schema):

@@ -23,7 +23,7 @@ from approvals.inbox.api import refusals_as_problems
 from approvals.models import Notification, SavedFilter, Substitution
 from approvals.notify import notifications
 from approvals.states import Channel, EmailMode
-from workflows.api import ERRORS, ApiIn, ApiProblem, not_found
+from workflows.api import ERRORS, ApiIn, ApiProblem, IsoDateTime, not_found
 
 router = Router(tags=["me"])
 
@@ -227,8 +227,8 @@ def delete_saved_filter(request: HttpRequest, filter_id: int) -> Status:
 
 class AwayIn(ApiIn):
     substitute: str = Field(min_length=1, max_length=150, description="a username")
-    starts_at: datetime
-    ends_at: datetime
+    starts_at: IsoDateTime
+    ends_at: IsoDateTime
     hand_over: bool = Field(
         False,
         description="also delegate every task I hold to the substitute now (I stay its "

@@ -8,7 +8,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.core import mail
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils import timezone, translation
 
 from approvals import human_tasks
 from approvals.models import Notification, Preferences
@@ -102,12 +105,37 @@ class TestThePreferencesPage:
         assert "<h1>Inbox</h1>" in english
         assert "<h1>Posteingang</h1>" in german
 
+    def test_the_language_and_zone_do_not_outlive_the_request(self, client, german):
+        client.force_login(german)
+
+        client.get("/")
+
+        assert translation.get_language() == "en"
+        assert timezone.get_current_timezone_name() == "UTC"
+
     def test_the_chosen_language_wins_over_the_browsers(self, client, german):
         client.force_login(german)
 
         page = client.get("/", headers={"Accept-Language": "en-US"}).content.decode()
 
         assert "<h1>Posteingang</h1>" in page
+
+
+class TestCost:
+    def test_a_chosen_language_costs_a_page_no_query(self, client, carol, manager_task):
+        def queries_of_the_inbox() -> int:
+            client.force_login(carol)  # a sign-in copies the choice into the session
+            client.get("/")  # warm: the first page of a session loads what it caches
+            with CaptureQueriesContext(connection) as queries:
+                page = client.get("/")
+            assert page.status_code == 200
+            return len(queries)
+
+        english = queries_of_the_inbox()
+        Preferences.objects.create(user=carol, language="de", time_zone="Europe/Berlin")
+        german = queries_of_the_inbox()
+
+        assert german == english
 
 
 class TestDatesAndTimeZones:
