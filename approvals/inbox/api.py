@@ -23,7 +23,7 @@ from approvals.human_tasks import revisions
 from approvals.inbox import decided, selectors
 from approvals.models import COMMENT_MAX_LENGTH, Comment, HumanTask
 from approvals.states import Channel, Priority, Sla
-from workflows.api import ERRORS, ApiIn, ApiProblem, not_found
+from workflows.api import ERRORS, ApiIn, ApiProblem, IsoDateTime, not_found
 from workflows.client_address import client_address
 
 router = Router(tags=["tasks"])
@@ -121,7 +121,9 @@ class CommentOut(Schema):
 
 
 class SnoozeIn(ApiIn):
-    until: datetime = Field(description="when the task comes back into your lists")
+    until: IsoDateTime = Field(
+        description="when the task comes back into your lists (ISO 8601; UTC if no offset)"
+    )
 
 
 class SnoozeOut(Schema):
