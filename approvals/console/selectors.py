@@ -27,7 +27,7 @@ from django.db.models.fields.tuple_lookups import Tuple, TupleLessThan
 from approvals import request_pages
 from approvals.console import services
 from approvals.request_pages import RequestPage
-from workflows import registry, replica
+from workflows import personal, registry, replica
 from workflows.cleaning import Refused, clean_text
 from workflows.models import Signal, StepEvent, StepRun, WorkflowRun
 from workflows.states import EventKind, RunState
@@ -313,7 +313,7 @@ class ConsoleRunPage:
 
     @property
     def input_json(self) -> str:
-        return as_json(self.run.input)
+        return as_json(personal.reveal(self.run.input))
 
     @property
     def result_json(self) -> str:

@@ -1,0 +1,353 @@
+"""Personal data at rest, for a privacy officer: erase a person's or a run's, re-key what is sealed.
+
+`erase_personal_data` replaces the personal values of finished runs with the tombstone
+everywhere Baton keeps them: the sealed envelopes (workflows.personal) in the run's
+input and result, its steps' results, its timeline, its signals, its tasks' form
+values and changes, its inbox rows; copies of those values in derived text (task and
+inbox titles, notifications still to be emailed or not, webhook deliveries, audit
+entries' labels); its comments and decision reasons; and its attached files. Audit
+entries hold keyed digests of personal values, never the values (approvals.audit), so
+the chain is untouched and still verifies; the erasure itself is one chained
+`personal_data_erased` entry per run.
+
+`rotate_data_keys` seals every envelope again under the newest of BATON_DATA_KEYS,
+so an older key can leave the set.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from auditlog.models import LogEntry
+from django.contrib.auth import get_user_model
+from django.contrib.contenttypes.models import ContentType
+from django.core.files.storage import default_storage
+from django.db import models, transaction
+from django.db.models import Q, TextField
+from django.db.models.functions import Cast
+
+from approvals import audit
+from approvals.models import (
+    Attachment,
+    Comment,
+    HumanTask,
+    InboxEntry,
+    Notification,
+    WebhookDelivery,
+)
+from workflows import personal, registry
+from workflows.models import Signal, StepEvent, StepRun, WorkflowRun
+from workflows.states import FINAL_RUN_STATES
+
+ERASED = "personal_data_erased"
+# Values shorter than this are not looked for in derived text: "DE" or "1" would
+# tombstone half of every title.
+_SHORTEST_COPY = 3
+
+
+class ErasureRefused(Exception):
+    """Nothing was erased: the person or run is unknown, or the run is still live."""
+
+
+@dataclass
+class Erasure:
+    """What one erasure did: the runs it reached, those left because they are live, and
+    how many values and rows it replaced, by store."""
+
+    runs: list[str] = field(default_factory=list)
+    live: list[str] = field(default_factory=list)
+    values: int = 0
+    rows: dict[str, int] = field(default_factory=dict)
+
+    def count(self, store: str, rows: int = 1) -> None:
+        if rows:
+            self.rows[store] = self.rows.get(store, 0) + rows
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.rows)
+
+
+def erase_personal_data(
+    *, person: str | None = None, run_id: str | None = None, by: str, now: datetime
+) -> Erasure:
+    """Erase the personal data of `person`'s finished requests (the runs they started or
+    that name them as requester), or of the finished run `run_id`; `by` is the operator's
+    username, for the audit chain. Safe to run again: what is erased stays so, and a run
+    with nothing left to erase is not touched nor audited again."""
+    if (person is None) == (run_id is None):
+        raise ErasureRefused("Say whose data to erase: --person USERNAME or --run RUN_ID.")
+    actor = _operator(by)
+    if run_id is not None:
+        run = _run(run_id)
+        if run.state not in FINAL_RUN_STATES:
+            raise ErasureRefused(
+                f"Run {run.pk} is still {run.state}: its activities may need its data. "
+                "Cancel it, or erase it once it has ended."
+            )
+        runs = [run]
+    else:
+        runs = list(_requests_of(_person(person)))
+    erasure = Erasure()
+    for run in runs:
+        if run.state not in FINAL_RUN_STATES:
+            erasure.live.append(str(run.pk))
+            continue
+        with transaction.atomic():
+            _erase_run(run.pk, erasure, actor=actor, reason=person or "", now=now)
+    return erasure
+
+
+def _operator(username: str) -> Any:
+    user = get_user_model().objects.filter(username=username, is_active=True).first()
+    if user is None:
+        raise ErasureRefused(f"Nothing was erased: no active user {username!r} (--by).")
+    return user
+
+
+def _person(username: str | None) -> Any:
+    user = get_user_model().objects.filter(username=username).first()
+    if user is None:
+        raise ErasureRefused(f"Nothing was erased: there is no user {username!r}.")
+    return user
+
+
+def _run(run_id: str) -> WorkflowRun:
+    try:
+        key = uuid.UUID(str(run_id))
+    except ValueError:
+        raise ErasureRefused(f"Nothing was erased: {run_id!r} is not a run id.") from None
+    run = WorkflowRun.objects.filter(pk=key).first()
+    if run is None:
+        raise ErasureRefused(f"Nothing was erased: there is no run {run_id}.")
+    return run
+
+
+def _requests_of(user: Any) -> Iterator[WorkflowRun]:
+    """The runs `user` started, and those whose type's requester field names them."""
+    found = Q(started_by=user)
+    for name, field_name in _requester_fields().items():
+        found |= Q(workflow_type=name, input__contains={field_name: user.get_username()})
+    return WorkflowRun.objects.filter(found).order_by("created_at").iterator()
+
+
+def _requester_fields() -> dict[str, str]:
+    fields: dict[str, str] = {}
+    for definition in registry.all_definitions():
+        if definition.requester_field:
+            fields[definition.name] = definition.requester_field
+    return fields
+
+
+# ---------------------------------------------------------------------------
+# One run
+# ---------------------------------------------------------------------------
+
+
+def _erase_run(run_id: Any, erasure: Erasure, *, actor: Any, reason: str, now: datetime) -> None:
+    run = WorkflowRun.objects.select_for_update().get(pk=run_id)
+    before = dict(erasure.rows)
+    values_before = erasure.values
+    found: list[Any] = []
+    task_ids = list(HumanTask.objects.filter(run=run).values_list("pk", flat=True))
+    for store, rows, columns in _sealed_stores(run.pk, task_ids):
+        for row in rows.select_for_update():
+            changed = []
+            for column in columns:
+                value, count = personal.erase(getattr(row, column), found=found)
+                if count:
+                    setattr(row, column, value)
+                    changed.append(column)
+                    erasure.values += count
+            if changed:
+                type(row).objects.filter(pk=row.pk).update(
+                    **{column: getattr(row, column) for column in changed}
+                )
+                erasure.count(store)
+    copies = _copies(found)
+    _erase_text(run.pk, task_ids, copies, erasure)
+    attachments = _erase_attachments(run.pk, erasure)
+    if erasure.rows == before:
+        return  # nothing was left to erase: no second audit entry
+    delta = {
+        store: rows - before.get(store, 0)
+        for store, rows in erasure.rows.items()
+        if rows != before.get(store, 0)
+    }
+    audit.record_erasure(
+        run=run,
+        actor=actor,
+        now=now,
+        comment=f"for {reason}" if reason else "by run",
+        changes={
+            "values": erasure.values - values_before,
+            "rows": delta,
+            "attachments": attachments,
+        },
+    )
+    erasure.runs.append(str(run.pk))
+
+
+def _sealed_stores(
+    run_id: Any, task_ids: list[Any]
+) -> Iterable[tuple[str, models.QuerySet, tuple[str, ...]]]:
+    """Each store of a run's JSON documents that may hold sealed values, with its columns."""
+    return (
+        ("run", WorkflowRun.objects.filter(pk=run_id), ("input", "result", "error")),
+        ("steps", StepRun.objects.filter(run_id=run_id), ("result", "item_value", "last_error")),
+        ("events", StepEvent.objects.filter(run_id=run_id), ("detail",)),
+        ("signals", Signal.objects.filter(run_id=run_id), ("payload", "answer")),
+        (
+            "tasks",
+            HumanTask.objects.filter(pk__in=task_ids),
+            ("form_values", "changes", "search_data"),
+        ),
+        ("inbox", InboxEntry.objects.filter(task_id__in=task_ids), ("data",)),
+    )
+
+
+def _copies(found: list[Any]) -> list[str]:
+    """The erased values as text that derived copies (a title, a notice) may hold, longest
+    first, so a value inside another is replaced after it."""
+    texts = {str(value) for value in found if value not in (None, "", personal.TOMBSTONE)}
+    return sorted((text for text in texts if len(text) >= _SHORTEST_COPY), key=len, reverse=True)
+
+
+def _scrub(value: Any, copies: list[str]) -> Any:
+    """`value` (text, or JSON) with every copy in it replaced by the tombstone."""
+    if isinstance(value, str):
+        for copy in copies:
+            value = value.replace(copy, personal.TOMBSTONE)
+        return value
+    if isinstance(value, dict):
+        return {name: _scrub(item, copies) for name, item in value.items()}
+    if isinstance(value, list):
+        return [_scrub(item, copies) for item in value]
+    return value
+
+
+def _erase_text(run_id: Any, task_ids: list[Any], copies: list[str], erasure: Erasure) -> None:
+    """Comments and decision reasons are tombstoned whole (free text about the request);
+    titles, notices, webhook messages and audit labels lose the copies of erased values."""
+    erasure.count(
+        "comments",
+        Comment.objects.filter(task_id__in=task_ids)
+        .exclude(body=personal.TOMBSTONE)
+        .update(body=personal.TOMBSTONE),
+    )
+    erasure.count(
+        "tasks",
+        HumanTask.objects.filter(pk__in=task_ids)
+        .exclude(comment="")
+        .exclude(comment=personal.TOMBSTONE)
+        .update(comment=personal.TOMBSTONE),
+    )
+    if not copies:
+        return
+    task_types = ContentType.objects.get_for_model(HumanTask)
+    for store, rows, column in (
+        ("tasks", HumanTask.objects.filter(pk__in=task_ids), "title"),
+        ("inbox", InboxEntry.objects.filter(task_id__in=task_ids), "title"),
+        (
+            "notifications",
+            Notification.objects.filter(Q(run_id=run_id) | Q(task_id__in=task_ids)),
+            "text",
+        ),
+        ("webhook_deliveries", WebhookDelivery.objects.filter(_deliveries_of(run_id)), "payload"),
+        (
+            "audit_labels",
+            LogEntry.objects.filter(
+                content_type=task_types, object_pk__in=[str(pk) for pk in task_ids]
+            ),
+            "object_repr",
+        ),
+    ):
+        _scrub_column(store, rows, column, copies, erasure)
+
+
+def _deliveries_of(run_id: Any) -> Q:
+    return Q(payload__data__run_id=str(run_id))
+
+
+def _scrub_column(
+    store: str, rows: models.QuerySet, column: str, copies: list[str], erasure: Erasure
+) -> None:
+    for pk, value in rows.values_list("pk", column):
+        scrubbed = _scrub(value, copies)
+        if scrubbed != value:
+            rows.model.objects.filter(pk=pk).update(**{column: scrubbed})
+            erasure.count(store)
+
+
+def _erase_attachments(run_id: Any, erasure: Erasure) -> list[str]:
+    """Delete the run's attached files from storage (once this commits) and tombstone their
+    names; the rows stay, naming the erasure, so `verify_audit` tells an erased file from
+    a lost one."""
+    erased = []
+    names = []
+    for attachment in Attachment.objects.filter(run_id=run_id).exclude(file=""):
+        names.append(attachment.file.name)
+        erased.append(str(attachment.pk))
+    if erased:
+        Attachment.objects.filter(pk__in=erased).update(file="", name=personal.TOMBSTONE)
+        # Their audit entries' labels name them (not chained: the chain holds the name as
+        # it was attached, see SECURITY.md).
+        LogEntry.objects.filter(
+            content_type=ContentType.objects.get_for_model(Attachment), object_pk__in=erased
+        ).update(object_repr=f"attachment {personal.TOMBSTONE}")
+        transaction.on_commit(lambda: [default_storage.delete(name) for name in names])
+        erasure.count("attachments", len(erased))
+    return erased
+
+
+# ---------------------------------------------------------------------------
+# Rotation
+# ---------------------------------------------------------------------------
+
+# Every column that may hold sealed values, by model; rows are found by their text.
+_ROTATED: tuple[tuple[type[models.Model], tuple[str, ...]], ...] = (
+    (WorkflowRun, ("input", "result", "error")),
+    (StepRun, ("result", "item_value", "last_error")),
+    (StepEvent, ("detail",)),
+    (Signal, ("payload", "answer")),
+    (HumanTask, ("form_values", "changes", "search_data")),
+    (InboxEntry, ("data",)),
+)
+_BATCH = 500
+
+
+def rotate_data_keys(*, progress: Callable[[str], None] | None = None) -> dict[str, int]:
+    """Seal every personal value again under the newest key; return how many, by model.
+
+    Reads only rows whose JSON holds an envelope, a batch at a time, each batch in its
+    own transaction with its rows locked; a value the newest key already sealed is left
+    as it is, so running it again writes nothing."""
+    personal.keys()  # refuse before reading anything if there is no key
+    counts: dict[str, int] = {}
+    for model, columns in _ROTATED:
+        holds = Q()
+        for column in columns:
+            holds |= Q(**{f"_{column}_text__contains": f'"{personal.ENVELOPE}"'})
+        texts = {f"_{column}_text": Cast(column, TextField()) for column in columns}
+        sealed = model.objects.annotate(**texts).filter(holds).order_by("pk")
+        ids = list(sealed.values_list("pk", flat=True))
+        rotated = 0
+        for start in range(0, len(ids), _BATCH):
+            with transaction.atomic():
+                for row in model.objects.select_for_update().filter(pk__in=ids[start:][:_BATCH]):
+                    changed = {}
+                    for column in columns:
+                        value, count = personal.rotate(getattr(row, column))
+                        if count:
+                            changed[column] = value
+                            rotated += count
+                    if changed:
+                        model.objects.filter(pk=row.pk).update(**changed)
+        counts[model.__name__] = rotated
+        if progress is not None:
+            progress(f"{model.__name__}: {rotated} value(s) sealed again")
+    return counts
