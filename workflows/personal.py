@@ -68,13 +68,20 @@ def personal_fields(schema: type[pydantic.BaseModel] | None) -> tuple[str, ...]:
 def keys() -> MultiFernet:
     """Return the key set personal values are sealed and opened with; raise
     ImproperlyConfigured, saying what to set, when there is none."""
+    return _key_set()[0]
+
+
+def _key_set() -> tuple[MultiFernet, Fernet]:
+    """The key set, and its first key (the one that encrypts)."""
     return _keys(
         tuple(settings.BATON_DATA_KEYS), settings.BATON_DATA_KEYS_DERIVED, settings.SECRET_KEY
     )
 
 
 @cache
-def _keys(configured: tuple[str, ...], derived: bool, secret_key: str) -> MultiFernet:
+def _keys(
+    configured: tuple[str, ...], derived: bool, secret_key: str
+) -> tuple[MultiFernet, Fernet]:
     if configured:
         fernets = []
         for position, key in enumerate(configured, start=1):
@@ -86,10 +93,11 @@ def _keys(configured: tuple[str, ...], derived: bool, secret_key: str) -> MultiF
                     'base64-encoded bytes); make one with `python -c "from '
                     'cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"`.'
                 ) from None
-        return MultiFernet(fernets)
+        return MultiFernet(fernets), fernets[0]
     if derived:
         digest = salted_hmac(_DERIVED_SALT, "personal data", secret=secret_key, algorithm="sha256")
-        return MultiFernet([Fernet(base64.urlsafe_b64encode(digest.digest()))])
+        fernet = Fernet(base64.urlsafe_b64encode(digest.digest()))
+        return MultiFernet([fernet]), fernet
     raise ImproperlyConfigured(
         "BATON_DATA_KEYS is not set, and a registered workflow type marks fields personal: "
         "their values are encrypted at rest with it. Set BATON_DATA_KEYS to a Fernet key (see "
@@ -196,7 +204,7 @@ def erase(value: Any, *, found: list[Any] | None = None) -> tuple[Any, int]:
 def rotate(value: Any) -> tuple[Any, int]:
     """Return `value` with every envelope the newest key did not seal sealed again under
     it, and how many (0 for a document already rotated: nothing needs writing)."""
-    newest = keys()._fernets[0]
+    everyone, newest = _key_set()
 
     def again(envelope: dict[str, str]) -> Any:
         token = envelope[ENVELOPE].encode()
@@ -204,7 +212,7 @@ def rotate(value: Any) -> tuple[Any, int]:
             newest.decrypt(token)
         except InvalidToken:
             try:
-                return {ENVELOPE: keys().rotate(token).decode()}
+                return {ENVELOPE: everyone.rotate(token).decode()}
             except InvalidToken:
                 raise UnreadablePersonalData(
                     "A personal value was sealed with a key that is not in BATON_DATA_KEYS: "
