@@ -19,7 +19,7 @@ from django.utils import timezone
 from django.utils.crypto import salted_hmac
 from pydantic import BaseModel, ConfigDict, Field
 
-from approvals import human_tasks, privacy
+from approvals import audit, human_tasks, privacy
 from approvals.human_tasks import attachments
 from approvals.models import Attachment, Comment, HumanTask, InboxEntry, Notification
 from workflows import personal, registry
@@ -217,6 +217,22 @@ class TestSealedAtRest:
         assert PAYEE in page
         assert body["input"]["email"] == EMAIL
         assert body["input"]["iban"] == IBAN
+
+    def test_the_audit_entry_holds_a_keyed_digest_that_matches_the_value(
+        self, finished_claim, carol
+    ):
+        task = finished_claim.human_tasks.get()
+        entry = LogEntry.objects.get_for_object(task).get(additional_data__event="approved")
+        client = Client()
+        client.force_login(carol)
+
+        page = client.get(reverse("approvals:task", args=[task.pk])).content.decode()
+
+        [_, values] = entry.changes["form_values"]
+        assert values["payee"] == personal.digest(PAYEE, key=audit.chain_key())
+        assert values["reference"] == "R-17"
+        assert "form: payee = (personal, kept as a keyed digest), reference = R-17" in page
+        assert personal.DIGEST not in page
 
     def test_a_type_without_personal_fields_keeps_its_input_as_it_came(self):
         class Plain(BaseModel):
