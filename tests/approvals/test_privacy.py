@@ -234,6 +234,29 @@ class TestSealedAtRest:
         assert "form: payee = (personal, kept as a keyed digest), reference = R-17" in page
         assert personal.DIGEST not in page
 
+    def test_the_console_shows_the_operator_the_values_sealed_in_results_too(
+        self, finished_claim, console_operator
+    ):
+        client = Client()
+        client.force_login(console_operator)
+
+        page = client.get(f"/console/runs/{finished_claim.pk}/").content.decode()
+
+        assert EMAIL in page  # the input, and the greet step's sealed result
+        assert '"$personal"' not in page
+
+    def test_a_type_without_personal_fields_never_reaches_a_key(
+        self, settings, start, drive, monkeypatch
+    ):
+        def no_key() -> None:
+            raise AssertionError("a key was read")
+
+        monkeypatch.setattr(personal, "_key_set", no_key)
+
+        run = drive(start("test_linear", {}))
+
+        assert run.state == RunState.SUCCEEDED
+
     def test_a_type_without_personal_fields_keeps_its_input_as_it_came(self):
         class Plain(BaseModel):
             title: str
@@ -257,6 +280,58 @@ class TestSealedAtRest:
         again = CLAIM.validate_input(open_claim.input)
 
         assert again == open_claim.input
+
+
+class TestRevisions:
+    def test_an_unchanged_personal_value_keeps_its_envelope_and_a_changed_one_is_sealed(
+        self, start_expense, carol, alice, drive
+    ):
+        from approvals.human_tasks import revisions
+
+        run = start_expense(bank_account=IBAN)
+        human_tasks.request_changes(
+            task_id=run.human_tasks.get().pk, user=carol, channel="inbox", reason="Split it."
+        )
+        run = drive(run)
+        sealed = run.input["bank_account"]
+        posted = {**personal.reveal(run.input), "amount": "95.00"}
+        posted.pop("requester")
+
+        revisions.resubmit_request(
+            task_id=revisions.open_revision(run).pk, user=alice, input=posted, channel="inbox"
+        )
+        run.refresh_from_db()
+        unchanged = run.input["bank_account"]
+        answered = run.human_tasks.get(kind="revision")
+
+        assert unchanged == sealed
+        assert answered.changes == {"amount": ["120.00", "95.00"]}
+        assert IBAN not in stored_text(run)
+
+    def test_a_changed_personal_value_is_kept_sealed_on_both_sides_of_the_change(
+        self, start_expense, carol, alice, drive
+    ):
+        from approvals.human_tasks import revisions
+
+        other = "FR1420041010050500013M02606"
+        run = start_expense(bank_account=IBAN)
+        human_tasks.request_changes(
+            task_id=run.human_tasks.get().pk, user=carol, channel="inbox", reason="Wrong account."
+        )
+        run = drive(run)
+        posted = {**personal.reveal(run.input), "bank_account": other}
+        posted.pop("requester")
+
+        revisions.resubmit_request(
+            task_id=revisions.open_revision(run).pk, user=alice, input=posted, channel="inbox"
+        )
+        run.refresh_from_db()
+        answered = run.human_tasks.get(kind="revision")
+
+        assert personal.reveal(answered.changes) == {"bank_account": [IBAN, other]}
+        assert IBAN not in stored_text(run)
+        assert other not in stored_text(run)
+        assert other in page_of(run, alice)
 
 
 class TestKeys:
