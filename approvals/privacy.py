@@ -159,10 +159,13 @@ def _erase_run(run_id: Any, erasure: Erasure, *, actor: Any, reason: str, now: d
             changed = []
             for column in columns:
                 value, count = personal.erase(getattr(row, column), found=found)
+                erasure.values += count
+                if store in _CARRYING_COMMENTS:
+                    value, said = _without_comments(value)
+                    count += said
                 if count:
                     setattr(row, column, value)
                     changed.append(column)
-                    erasure.values += count
             if changed:
                 type(row).objects.filter(pk=row.pk).update(
                     **{column: getattr(row, column) for column in changed}
@@ -208,6 +211,30 @@ def _sealed_stores(
         ),
         ("inbox", InboxEntry.objects.filter(task_id__in=task_ids), ("data",)),
     )
+
+
+# The engine's documents that carry a decision's or a resubmission's comment (the
+# signal's payload, and the step result and events that keep it).
+_CARRYING_COMMENTS = frozenset({"steps", "events", "signals"})
+
+
+def _without_comments(value: Any) -> tuple[Any, int]:
+    """`value` with every non-empty "comment" in it tombstoned, and how many."""
+    if isinstance(value, dict):
+        count = 0
+        items = {}
+        for name, item in value.items():
+            if name == "comment" and isinstance(item, str) and item not in ("", personal.TOMBSTONE):
+                items[name], found = personal.TOMBSTONE, 1
+            else:
+                items[name], found = _without_comments(item)
+            count += found
+        return (items, count) if count else (value, 0)
+    if isinstance(value, list):
+        pairs = [_without_comments(item) for item in value]
+        count = sum(found for _, found in pairs)
+        return ([item for item, _ in pairs], count) if count else (value, 0)
+    return value, 0
 
 
 def _copies(found: list[Any]) -> list[str]:

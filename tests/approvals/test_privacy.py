@@ -126,6 +126,7 @@ def finished_claim(open_claim, carol, alice, drive) -> WorkflowRun:
         user=carol,
         channel="inbox",
         values={"payee": PAYEE, "reference": "R-17"},
+        comment="Paid.",
     )
     return drive(open_claim)
 
@@ -450,7 +451,8 @@ class TestEraseByPerson:
             TOMBSTONE in str(signal.payload) for signal in Signal.objects.filter(run=finished_claim)
         )
         assert task.title == f"Claim of {TOMBSTONE}"
-        assert Comment.objects.get(task=task).body == TOMBSTONE
+        assert [comment.body for comment in Comment.objects.filter(task=task)] == [TOMBSTONE] * 2
+        assert task.comment == TOMBSTONE
         notices = Notification.objects.filter(task=task) | Notification.objects.filter(
             run=finished_claim
         )
@@ -470,6 +472,12 @@ class TestEraseByPerson:
                 for value in (EMAIL, IBAN, PAYEE):
                     assert value not in rows, (model.__name__, value)
         assert all(value not in stored_text(finished_claim) for value in (EMAIL, IBAN, PAYEE))
+        with connection.cursor() as cursor:
+            for model in (Signal, StepRun, StepEvent, HumanTask, Comment):
+                cursor.execute(f"SELECT t::text FROM {model._meta.db_table} AS t")
+                rows = " ".join(row[0] for row in cursor.fetchall())
+                assert "Receipt checked" not in rows, model.__name__  # comments, whole
+                assert "Paid." not in rows, model.__name__  # the decision's reason too
 
     def test_the_audit_chain_still_verifies_and_says_who_erased(self, finished_claim, olga):
         erase(person="alice", by="olga")
