@@ -11,7 +11,8 @@ the chain is untouched and still verifies; the erasure itself is one chained
 `personal_data_erased` entry per run.
 
 `rotate_data_keys` seals every envelope again under the newest of BATON_DATA_KEYS,
-so an older key can leave the set.
+so an older key can leave the set; `seal_plaintext` seals the values of marked fields
+that were stored in clear, before their type marked them.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from approvals.models import (
     WebhookDelivery,
 )
 from workflows import personal, registry
+from workflows.dsl import Approval
 from workflows.models import Signal, StepEvent, StepRun, WorkflowRun
 from workflows.states import FINAL_RUN_STATES
 
@@ -378,3 +380,126 @@ def rotate_data_keys(*, progress: Callable[[str], None] | None = None) -> dict[s
         if progress is not None:
             progress(f"{model.__name__}: {rotated} value(s) sealed again")
     return counts
+
+
+# ---------------------------------------------------------------------------
+# Sealing what was stored in clear
+# ---------------------------------------------------------------------------
+
+
+def seal_plaintext(*, progress: Callable[[str], None] | None = None) -> dict[str, int]:
+    """Seal the values of fields marked personal that are stored in clear: those of runs
+    started before their type marked the field (an upgrade, a newly marked field).
+    Return how many, by model; running it again seals nothing more.
+
+    Reaches the run's input, the inputs and form values its signals and step results
+    carry (a resubmission's `input` and `previous`, a decision's `values`), and its
+    tasks' form values and changes. Audit entries written before stay as they were
+    chained (SECURITY.md, "Personal data")."""
+    counts = {"WorkflowRun": 0, "Signal": 0, "StepRun": 0, "HumanTask": 0}
+    for definition in registry.all_definitions():
+        forms = {
+            node.name: node.personal_form
+            for node in definition.nodes
+            if isinstance(node, Approval) and node.personal_form
+        }
+        names = frozenset(definition.personal_input).union(*forms.values())
+        if not names:
+            continue
+        runs = WorkflowRun.objects.filter(
+            workflow_type=definition.name, workflow_version=definition.version
+        )
+        ids = list(runs.order_by("pk").values_list("pk", flat=True))
+        for start in range(0, len(ids), _BATCH):
+            with transaction.atomic():
+                batch = ids[start:][:_BATCH]
+                for model, rows, columns in (
+                    (WorkflowRun, WorkflowRun.objects.filter(pk__in=batch), ("input",)),
+                    (Signal, Signal.objects.filter(run_id__in=batch), ("payload",)),
+                    (StepRun, StepRun.objects.filter(run_id__in=batch), ("result",)),
+                    (
+                        HumanTask,
+                        HumanTask.objects.filter(run_id__in=batch),
+                        ("form_values", "changes"),
+                    ),
+                ):
+                    for row in rows.select_for_update():
+                        changed = {}
+                        for column in columns:
+                            value, count = _sealed_document(
+                                model, column, getattr(row, column), names
+                            )
+                            if count:
+                                changed[column] = value
+                                counts[model.__name__] += count
+                        if changed:
+                            model.objects.filter(pk=row.pk).update(**changed)
+    if progress is not None:
+        for name, count in counts.items():
+            progress(f"{name}: {count} value(s) stored in clear sealed")
+    return counts
+
+
+def _sealed_document(
+    model: type[models.Model], column: str, value: Any, names: frozenset[str]
+) -> tuple[Any, int]:
+    """`value` with its personal fields sealed where a document of this kind keeps them."""
+    if not isinstance(value, dict):
+        return value, 0
+    if column == "changes":  # {field: [old, new]}
+        return _sealed_pairs(value, names)
+    if model in (WorkflowRun, HumanTask):  # an input, a form's values
+        return _sealed_top(value, names)
+    # A signal's payload, or the step result that keeps it (under "payload").
+    payload = value.get("payload") if model is StepRun else value
+    if not isinstance(payload, dict):
+        return value, 0
+    total = 0
+    new_payload = dict(payload)
+    for key in ("input", "previous", "values"):
+        new_payload[key], count = _sealed_top(payload.get(key), names)
+        total += count
+        if payload.get(key) is None and key not in payload:
+            new_payload.pop(key)
+    decisions = payload.get("decisions")
+    if isinstance(decisions, list):
+        sealed_decisions = []
+        for decision in decisions:
+            if isinstance(decision, dict):
+                values, count = _sealed_top(decision.get("values"), names)
+                total += count
+                decision = {**decision, "values": values} if count else decision
+            sealed_decisions.append(decision)
+        new_payload["decisions"] = sealed_decisions
+    if "changes" in payload:
+        new_payload["changes"], count = _sealed_pairs(payload["changes"], names)
+        total += count
+    if not total:
+        return value, 0
+    return ({**value, "payload": new_payload} if model is StepRun else new_payload), total
+
+
+def _clear(value: Any) -> bool:
+    return value is not None and value != personal.TOMBSTONE and not personal.is_sealed(value)
+
+
+def _sealed_top(data: Any, names: frozenset[str]) -> tuple[Any, int]:
+    if not isinstance(data, dict):
+        return data, 0
+    clear = [name for name in names if _clear(data.get(name))]
+    if not clear:
+        return data, 0
+    return {**data, **{name: personal.seal(data[name]) for name in clear}}, len(clear)
+
+
+def _sealed_pairs(changes: Any, names: frozenset[str]) -> tuple[Any, int]:
+    if not isinstance(changes, dict):
+        return changes, 0
+    total = 0
+    sealed = dict(changes)
+    for name in names:
+        pair = changes.get(name)
+        if isinstance(pair, list):
+            sealed[name] = [personal.seal(item) if _clear(item) else item for item in pair]
+            total += sum(1 for item in pair if _clear(item))
+    return (sealed, total) if total else (changes, 0)

@@ -420,6 +420,35 @@ class TestRotation:
             personal.reveal(open_claim.input)
 
 
+class TestSealingWhatWasStoredInClear:
+    def test_values_stored_before_their_field_was_marked_are_sealed_once(self, finished_claim):
+        # As a run written before the type marked its fields: every copy in clear.
+        WorkflowRun.objects.filter(pk=finished_claim.pk).update(
+            input=personal.reveal(finished_claim.input)
+        )
+        for signal in Signal.objects.filter(run=finished_claim):
+            Signal.objects.filter(pk=signal.pk).update(payload=personal.reveal(signal.payload))
+        review = finished_claim.steps.get(node="review")
+        StepRun.objects.filter(pk=review.pk).update(result=personal.reveal(review.result))
+        task = finished_claim.human_tasks.get()
+        HumanTask.objects.filter(pk=task.pk).update(form_values=personal.reveal(task.form_values))
+        assert EMAIL in stored_text(finished_claim)
+        assert PAYEE in stored_text(finished_claim)
+
+        first = privacy.seal_plaintext()
+        second = privacy.seal_plaintext()
+
+        finished_claim.refresh_from_db()
+        assert all(value not in stored_text(finished_claim) for value in (EMAIL, IBAN, PAYEE))
+        assert personal.reveal(finished_claim.input)["email"] == EMAIL
+        assert personal.reveal(HumanTask.objects.get(pk=task.pk).form_values)["payee"] == PAYEE
+        assert first["WorkflowRun"] == 2
+        assert first["HumanTask"] == 1
+        assert first["Signal"] >= 1
+        assert first["StepRun"] >= 1
+        assert sum(second.values()) == 0
+
+
 def derived_key(settings: Any) -> str:
     """The key BATON_DATA_KEYS_DERIVED uses, as BATON_DATA_KEYS would name it."""
     digest = salted_hmac(
