@@ -69,10 +69,6 @@ class Erasure:
         if rows:
             self.rows[store] = self.rows.get(store, 0) + rows
 
-    @property
-    def changed(self) -> bool:
-        return bool(self.rows)
-
 
 def erase_personal_data(
     *, person: str | None = None, run_id: str | None = None, by: str, now: datetime
@@ -95,13 +91,30 @@ def erase_personal_data(
     else:
         runs = list(_requests_of(_person(person)))
     erasure = Erasure()
-    for run in runs:
-        if run.state not in FINAL_RUN_STATES:
-            erasure.live.append(str(run.pk))
-            continue
+    for run in _with_children(runs):
         with transaction.atomic():
             _erase_run(run.pk, erasure, actor=actor, reason=person or "", now=now)
     return erasure
+
+
+def _with_children(runs: list[WorkflowRun]) -> list[WorkflowRun]:
+    """`runs` and the child runs they started, however deep (their inputs came from the
+    parent's data), parents first."""
+    found = list(runs)
+    seen = {run.pk for run in runs}
+    parents = list(seen)
+    while parents:
+        children = [
+            child
+            for child in WorkflowRun.objects.filter(parent_run_id__in=parents).order_by(
+                "created_at"
+            )
+            if child.pk not in seen
+        ]
+        found.extend(children)
+        seen.update(child.pk for child in children)
+        parents = [child.pk for child in children]
+    return found
 
 
 def _operator(username: str) -> Any:
@@ -152,6 +165,9 @@ def _requester_fields() -> dict[str, str]:
 
 def _erase_run(run_id: Any, erasure: Erasure, *, actor: Any, reason: str, now: datetime) -> None:
     run = WorkflowRun.objects.select_for_update().get(pk=run_id)
+    if run.state not in FINAL_RUN_STATES:  # under the lock: no retry revives it meanwhile
+        erasure.live.append(str(run.pk))
+        return
     before = dict(erasure.rows)
     values_before = erasure.values
     found: list[Any] = []

@@ -609,6 +609,29 @@ class TestEraseByRun:
         assert LogEntry.objects.filter(additional_data__event=privacy.ERASED).count() == 1
 
 
+class TestChildRuns:
+    def test_a_run_is_erased_with_the_child_runs_it_started(self, workflow_env, olga):
+        parent = workflow_env.start("test_parent", {})
+        child = WorkflowRun.objects.get(parent_run=parent)
+        # The child was given a comment-carrying signal payload, as a decision would be.
+        Signal.objects.create(
+            run=child,
+            name="note",
+            signal_id="note-1",
+            received_at=timezone.now(),
+            payload={"comment": f"for {EMAIL}"},
+        )
+
+        said = erase(run=str(parent.pk), by="olga")
+
+        assert parent.state == RunState.SUCCEEDED
+        assert Signal.objects.get(run=child).payload == {"comment": TOMBSTONE}
+        assert "in 1 run(s)" in said
+        assert LogEntry.objects.get(additional_data__event=privacy.ERASED).object_pk == str(
+            child.pk
+        )
+
+
 class TestRefusals:
     def test_an_unknown_person_is_refused(self, olga):
         with pytest.raises(CommandError, match="there is no user 'nobody'"):
