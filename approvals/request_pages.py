@@ -386,7 +386,7 @@ class InputRow:
 
 def input_rows(run: WorkflowRun, definition: Workflow | None) -> list[InputRow]:
     """The run's input under the labels its start form uses."""
-    return data_rows(personal.reveal(run.input), definition.input_schema if definition else None)
+    return data_rows(personal.shown(run.input), definition.input_schema if definition else None)
 
 
 def data_rows(data: Mapping[str, Any], schema: Any) -> list[InputRow]:
@@ -459,7 +459,7 @@ def changes_of(task: HumanTask, definition: Workflow | None) -> list[Change]:
             old=_text(old) or "—",
             new=_text(new) or "—",
         )
-        for name, (old, new) in _in_order(personal.reveal(task.changes), schema)
+        for name, (old, new) in _in_order(personal.shown(task.changes), schema)
     ]
 
 
@@ -468,7 +468,7 @@ def decision_values(task: HumanTask, definition: Workflow | None) -> list[InputR
     if not task.form_values:
         return []
     node = definition.nodes_by_name.get(task.node) if definition else None
-    return data_rows(personal.reveal(task.form_values), getattr(node, "form", None))
+    return data_rows(personal.shown(task.form_values), getattr(node, "form", None))
 
 
 @dataclass(frozen=True)

@@ -433,8 +433,8 @@ def details(run: WorkflowRun) -> dict[str, Any]:
     return {
         **summary(run),
         # Personal values opened for whoever may see the run (erased: the tombstone).
-        "input": personal.reveal(run.input),
-        "result": personal.reveal(run.result),
+        "input": personal.shown(run.input),
+        "result": personal.shown(run.result),
         "error": run.error,
         "idempotency_key": run.idempotency_key,
         "parent_run_id": run.parent_run_id,

@@ -6,9 +6,10 @@ A workflow type marks input and form fields personal with pydantic's
 `{"$personal": "<Fernet token>"}`, so that every copy Baton keeps of the document (the
 run's input, a signal's payload, a decision's step result, a task's form values, a
 revision's changes) holds the envelope, never the plaintext: a copy nobody thought of
-leaks ciphertext, not the value. Readers open envelopes with `reveal` where they need
-the value (an activity's context, a condition, a title, a page); `erase` swaps them for
-the TOMBSTONE; `rotate` re-encrypts them under the newest key.
+leaks ciphertext, not the value. Readers open envelopes where they need the value:
+`reveal_fields` for an activity's context, a condition or a title, `shown` for a page
+or the API; `erase` swaps them for the TOMBSTONE; `rotate` re-encrypts them under the
+newest key.
 
 Keys are `BATON_DATA_KEYS` (MultiFernet: the first encrypts, each decrypts), or one
 derived from SECRET_KEY where `BATON_DATA_KEYS_DERIVED` allows it (demo, tests). A type
@@ -23,6 +24,7 @@ import contextlib
 import hashlib
 import hmac
 import json
+import logging
 from collections.abc import Iterable, Mapping
 from functools import cache
 from typing import Any
@@ -41,7 +43,10 @@ ENVELOPE = "$personal"
 DIGEST = "$personal_hmac"
 # What an erased personal value reads as, wherever it was kept.
 TOMBSTONE = "[erased]"
+# What a page shows for a sealed value none of the keys opens.
+UNREADABLE = "[unreadable: its key is not in BATON_DATA_KEYS]"
 _DERIVED_SALT = "baton.personal-data-key"
+logger = logging.getLogger("baton.personal")
 
 
 class UnreadablePersonalData(ImproperlyConfigured):
@@ -171,8 +176,24 @@ def reveal_fields(data: Any) -> Any:
     }
 
 
+def shown(value: Any) -> Any:
+    """Return `value` with every envelope in it opened, however deep, for a page or the API:
+    one that no key opens reads as UNREADABLE and is logged, so the page still answers
+    (an activity, which must not go on with a wrong value, uses `reveal` and fails)."""
+
+    def opened(envelope: dict[str, str]) -> Any:
+        try:
+            return open_envelope(envelope)
+        except UnreadablePersonalData as error:
+            logger.error("personal.unreadable", extra={"reason": str(error)})
+            return UNREADABLE
+
+    return _walk(value, opened)[0]
+
+
 def reveal(value: Any) -> Any:
-    """Return `value` with every envelope in it opened, however deep (for pages and the API)."""
+    """Return `value` with every envelope in it opened, however deep; raise
+    UnreadablePersonalData for one that no key opens."""
     if type(value) is dict:
         if ENVELOPE in value:
             return open_envelope(value)

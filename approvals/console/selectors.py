@@ -288,7 +288,7 @@ class StepView:
 
     @property
     def result_json(self) -> str:
-        return as_json(personal.reveal(self.step.result))
+        return as_json(personal.shown(self.step.result))
 
     @property
     def error_json(self) -> str:
@@ -313,11 +313,11 @@ class ConsoleRunPage:
 
     @property
     def input_json(self) -> str:
-        return as_json(personal.reveal(self.run.input))  # sealed values opened, as on every page
+        return as_json(personal.shown(self.run.input))  # sealed values opened, as on every page
 
     @property
     def result_json(self) -> str:
-        return as_json(personal.reveal(self.run.result))
+        return as_json(personal.shown(self.run.result))
 
     @property
     def error_json(self) -> str:

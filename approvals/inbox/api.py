@@ -198,9 +198,9 @@ def task_out(task: HumanTask) -> dict[str, Any]:
         "channel": task.channel,
         "comment": task.comment,
         "form_schema": task_forms.json_schema_of(form) if form else None,
-        "form_values": personal.reveal(task.form_values),
+        "form_values": personal.shown(task.form_values),
         "kind": task.kind,
-        "changes": personal.reveal(task.changes),
+        "changes": personal.shown(task.changes),
         "created_at": task.created_at,
     }
 

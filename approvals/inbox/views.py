@@ -262,7 +262,7 @@ def _task_context(
             (key, json.dumps(value, indent=2), True)
             if isinstance(value, dict | list)
             else (key, value, False)
-            for key, value in sorted(personal.reveal(run.input).items())
+            for key, value in sorted(personal.shown(run.input).items())
         ],
         "events": run.events.select_related("step").order_by("at", "id"),
         "diagram": draw(definition, steps),

@@ -134,7 +134,7 @@ def revise(request: HttpRequest, run_id: UUID) -> HttpResponse:
     field = definition.requester_field
     spec = start_forms.spec_for(definition.input_schema, leave_out=(field,) if field else ())
     if request.method == "GET":
-        filled = start_forms.filled(spec, personal.reveal(run.input))
+        filled = start_forms.filled(spec, personal.shown(run.input))
         return _revise_page(request, run, task, filled)
     if request.method != "POST":
         return HttpResponse(status=405, headers={"Allow": "GET, POST"})

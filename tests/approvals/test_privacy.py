@@ -411,6 +411,19 @@ class TestRotation:
         assert sum(first.values()) >= 4
         assert sum(second.values()) == 0
 
+    def test_a_page_whose_value_no_key_opens_still_answers_and_says_so(
+        self, settings, finished_claim, alice
+    ):
+        settings.BATON_DATA_KEYS = [Fernet.generate_key().decode()]
+        settings.BATON_DATA_KEYS_DERIVED = False
+
+        page = page_of(finished_claim, alice)
+        body = api_run(finished_claim, alice)
+
+        assert "[unreadable: its key is not in BATON_DATA_KEYS]" in page
+        assert body["input"]["email"] == personal.UNREADABLE
+        assert body["input"]["title"] == "Conference travel"
+
     def test_a_value_no_key_opens_is_refused_by_name_not_shown_wrong(self, settings, open_claim):
         settings.BATON_DATA_KEYS = [Fernet.generate_key().decode()]
         settings.BATON_DATA_KEYS_DERIVED = False
