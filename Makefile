@@ -98,7 +98,8 @@ test-loaded:
 # build/baton-client (a package to `pip install` or publish), with openapi-python-client.
 client: $(STAMP)
 	mkdir -p build
-	DJANGO_SECRET_KEY=client-generation $(BIN)/python manage.py export_openapi_schema \
+	DJANGO_SECRET_KEY=client-generation BATON_DATA_KEYS_DERIVED=true \
+		$(BIN)/python manage.py export_openapi_schema \
 		--api config.api.api --output build/openapi.json
 	$(BIN)/openapi-python-client generate --path build/openapi.json \
 		--config clients/python/openapi-python-client.yml --output-path build/baton-client --overwrite
