@@ -227,8 +227,8 @@ def delete_saved_filter(request: HttpRequest, filter_id: int) -> Status:
 
 class AwayIn(ApiIn):
     substitute: str = Field(min_length=1, max_length=150, description="a username")
-    starts_at: IsoDateTime
-    ends_at: IsoDateTime
+    starts_at: IsoDateTime = Field(description="ISO 8601; UTC if no offset")
+    ends_at: IsoDateTime = Field(description="ISO 8601; UTC if no offset")
     hand_over: bool = Field(
         False,
         description="also delegate every task I hold to the substitute now (I stay its "

@@ -117,6 +117,7 @@ DEVELOPER_ERRORS = frozenset(
         "DeliveryFailed",
         "EndpointDisabled",
         "ExportFileError",
+        "ErasureRefused",
         "ExportInvalid",
         "Http404",
         "ImportError",
