@@ -557,6 +557,11 @@ BATON_SWEEP_BATCH = int(env_float("BATON_SWEEP_BATCH", 1000))
 # for one message (then the next is sent, so no message holds a worker for long).
 # Parallel branches past the first still go out as messages. 0 sends every step.
 BATON_EAGER_STEPS = env_int("BATON_EAGER_STEPS", 10)
+# On PostgreSQL the hot path's compiled statements (a step's claim and record, a start)
+# run as functions the migrations install, planned once per server connection instead
+# of on every call (workflows/engine/functions.py); false sends the statements
+# themselves, for comparison. Correct behind PgBouncer either way.
+BATON_DB_FUNCTIONS = env_bool("BATON_DB_FUNCTIONS", True)
 
 # ---------------------------------------------------------------------------
 # Health and operations
