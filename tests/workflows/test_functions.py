@@ -72,7 +72,7 @@ class TestTheClaimsFunction:
         self, start, order_input
     ):
         step = start("order", order_input()).steps.get()
-        call = execute.claim_function().call_sql()
+        call = execute.claim_function().call_sql
         now = timezone.now()
 
         with connection.cursor() as cursor:
@@ -92,7 +92,7 @@ class TestTheClaimsFunction:
 
     def test_inside_a_transaction_it_leaves_the_commit_to_the_caller(self, start, order_input):
         step = start("order", order_input()).steps.get()
-        call = execute.claim_function().call_sql()
+        call = execute.claim_function().call_sql
 
         with connection.cursor() as cursor:
             cursor.execute(

@@ -217,7 +217,7 @@ def _claim_in_one_statement(step_id: int, *, now: datetime) -> Claim | None:
     }
     with connection.cursor() as cursor:
         if functions.used(connection):
-            cursor.execute(claim_function().call_sql(), [values[name] for name in _CLAIM_ARGUMENTS])
+            cursor.execute(claim_function().call_sql, [values[name] for name in _CLAIM_ARGUMENTS])
         else:
             cursor.execute(_ASYNC_COMMIT + _CLAIM if alone else _CLAIM, values)
             if alone:

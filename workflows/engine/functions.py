@@ -22,6 +22,7 @@ comparison); SQLite always does.
 from __future__ import annotations
 
 import enum
+import functools
 import hashlib
 from dataclasses import dataclass
 from typing import Any
@@ -43,7 +44,7 @@ class Function:
     # Statements run before the query (PL/pgSQL, each ending with ";").
     prelude: str = ""
 
-    @property
+    @functools.cached_property
     def name(self) -> str:
         text = "\n".join([", ".join(self.arguments), self.returns, self.prelude, self.body])
         return f"{self.prefix}_{hashlib.sha256(text.encode()).hexdigest()[:12]}"
@@ -59,6 +60,7 @@ class Function:
     def drop_sql(self) -> str:
         return f"DROP FUNCTION IF EXISTS {self.name}({', '.join(self.arguments)})"
 
+    @functools.cached_property
     def call_sql(self) -> str:
         """The call, each value cast to its argument's type (they are bound as literals)."""
         values = ", ".join(f"%s::{type_}" for type_ in self.arguments)

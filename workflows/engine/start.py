@@ -226,7 +226,7 @@ def _start_call(run: WorkflowRun, step: StepRun, event: StepEvent) -> tuple[str,
         for field in _inserted(model):
             value = field.pre_save(row, add=True)
             values.append(field.get_db_prep_save(value, connection=connection))
-    return start_function().call_sql(), values
+    return start_function().call_sql, values
 
 
 @functools.cache

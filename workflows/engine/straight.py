@@ -144,7 +144,7 @@ def record(
     claimed = claim_token is not None
     if functions.used(connection):
         values["claimed"] = claimed
-        sql = _call()
+        sql = function().call_sql
         bound = [values[name] for name, _model, _field in _ARGUMENTS] + [claimed]
     else:
         bound = [
@@ -445,8 +445,3 @@ def function() -> functions.Function:
         returns="o_next_step_id bigint, o_trace_context jsonb, o_scheduled_at timestamptz",
         body=body,
     )
-
-
-@functools.cache
-def _call() -> str:
-    return function().call_sql()
