@@ -60,20 +60,15 @@ def start_workflow(
         ), True
     work = UnitOfWork()
     with transaction.atomic():
-        run = WorkflowRun(
-            workflow_type=definition.name,
-            workflow_version=definition.version,
-            input=data,
+        run = _new_run(
+            definition,
+            data,
             idempotency_key=idempotency_key or "",
             correlation_id=correlation_id,
             started_by=started_by,
             parent_step=parent_step,
-            parent_run_id=parent_step.run_id if parent_step is not None else None,
-            trace_context=tracing.current_context(),
+            now=now,
         )
-        if definition.deadline is not None:
-            # Counted from the request, so a run that waited in `pending` has no longer.
-            run.deadline_at = due_times.due_at(duration=definition.deadline, start=now)
         runnable = _has_capacity(definition)
         if runnable:
             run.start(now=now)  # inserted as running: no second write of the row
@@ -96,6 +91,33 @@ def start_workflow(
             settle(run, work)
         work.finish(run)
     return run, True
+
+
+def _new_run(
+    definition: Workflow,
+    data: Any,
+    *,
+    idempotency_key: str,
+    correlation_id: str,
+    started_by: Any,
+    parent_step: StepRun | None,
+    now: datetime,
+) -> WorkflowRun:
+    run = WorkflowRun(
+        workflow_type=definition.name,
+        workflow_version=definition.version,
+        input=data,
+        idempotency_key=idempotency_key,
+        correlation_id=correlation_id,
+        started_by=started_by,
+        parent_step=parent_step,
+        parent_run_id=parent_step.run_id if parent_step is not None else None,
+        trace_context=tracing.current_context(),
+    )
+    if definition.deadline is not None:
+        # Counted from the request, so a run that waited in `pending` has no longer.
+        run.deadline_at = due_times.due_at(duration=definition.deadline, start=now)
+    return run
 
 
 def _run_for_key(workflow_type: str, idempotency_key: str | None) -> WorkflowRun | None:
@@ -169,16 +191,15 @@ def _start_in_one_statement(
     that writes nothing leaves nothing open, and the call commits on its own.
     """
     work = UnitOfWork()
-    run = WorkflowRun(
-        workflow_type=definition.name,
-        workflow_version=definition.version,
-        input=data,
+    run = _new_run(
+        definition,
+        data,
+        idempotency_key="",
         correlation_id=correlation_id,
         started_by=started_by,
-        trace_context=tracing.current_context(),
+        parent_step=None,
+        now=now,
     )
-    if definition.deadline is not None:
-        run.deadline_at = due_times.due_at(duration=definition.deadline, start=now)
     run.start(now=now)
     work.insert(run)
     work.event(run, None, EventKind.STARTED, now, detail={"version": definition.version})
@@ -193,10 +214,7 @@ def _start_in_one_statement(
     with transaction.atomic():
         work.tell_run_start_hooks()
         # psycopg sends BEGIN with the first statement, and no COMMIT if none was sent.
-        if (
-            in_callers_transaction
-            or connection.connection.info.transaction_status != TransactionStatus.IDLE
-        ):
+        if in_callers_transaction or _sent_anything():
             step.pk = _insert(call, values)
     if step.pk is None:
         step.pk = _insert(call, values)  # nothing was open: the call commits as it ends
