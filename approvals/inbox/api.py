@@ -55,9 +55,16 @@ class TaskOut(Schema):
     )
     form_values: dict[str, Any] = Field(description="what the decider entered in the form")
     kind: str = Field(
-        description="`approval` (a reviewer decides) or `revision` (the requester changes "
-        "and resubmits the request: POST /tasks/{id}/resubmit)"
+        description="`approval` (a reviewer decides: POST /tasks/{id}/decision), `revision` "
+        "(the requester changes and resubmits the request: POST /tasks/{id}/resubmit) or "
+        "`entry` (someone fills in `form_schema` and completes it: POST /tasks/{id}/complete, "
+        "keeping a draft meanwhile with PUT /tasks/{id}/draft)"
     )
+    draft: dict[str, Any] = Field(
+        default_factory=dict,
+        description="an `entry` task's form as last saved, not yet valid (empty once completed)",
+    )
+    draft_saved_at: datetime | None = Field(None, description="when the draft was last saved")
     changes: dict[str, Any] = Field(
         description="for a resubmitted revision, what changed in the input: {field: [old, new]}"
     )
@@ -94,6 +101,27 @@ class DecisionIn(VersionIn):
         "`form_schema` says; a rejection "
         "takes none",
     )
+
+
+class CompleteIn(VersionIn):
+    form: dict[str, Any] = Field(
+        description="the values of the task's form, as its `form_schema` says; all of them, "
+        "validated: a value that does not fit answers 422 naming it, and nothing is completed"
+    )
+    comment: str = Field("", max_length=COMMENT_MAX_LENGTH, description="an optional note")
+
+
+class DraftIn(ApiIn):
+    form: dict[str, Any] = Field(
+        description="the form's fields filled in so far, by name; not validated (only field "
+        "names the form has, at most 32 kB): it replaces the draft kept before"
+    )
+
+
+class DraftOut(Schema):
+    task_id: UUID
+    draft: dict[str, Any]
+    draft_saved_at: datetime
 
 
 class ResubmitIn(VersionIn):
@@ -200,6 +228,8 @@ def task_out(task: HumanTask) -> dict[str, Any]:
         "form_values": task.form_values,
         "kind": task.kind,
         "changes": task.changes,
+        "draft": task.draft,
+        "draft_saved_at": task.draft_saved_at,
         "created_at": task.created_at,
     }
 
@@ -353,6 +383,41 @@ def decide_task(request: HttpRequest, task_id: UUID, body: DecisionIn) -> dict:
             return human_tasks.reject_human_task(reason=body.comment, **kwargs)
 
     return _act(request, task_id, body.version, action)
+
+
+@router.post(
+    "/{task_id}/complete",
+    response={200: TaskOut, **ERRORS},
+    summary="Fill in and complete a data-entry task",
+)
+def complete_task(request: HttpRequest, task_id: UUID, body: CompleteIn) -> dict:
+    """Complete a task of kind "entry" (a `UserTask` node) with its form's values: who may
+    decide an approval may complete it (separation of duties applies), and its values
+    reach the run's data. Approving or rejecting such a task is refused (403)."""
+
+    def action(**kwargs: Any) -> HumanTask:
+        return human_tasks.complete_user_task(values=body.form, comment=body.comment, **kwargs)
+
+    return _act(request, task_id, body.version, action)
+
+
+@router.put(
+    "/{task_id}/draft",
+    response={200: DraftOut, **ERRORS},
+    summary="Keep a data-entry task's form as filled in so far",
+)
+def save_task_draft(request: HttpRequest, task_id: UUID, body: DraftIn) -> dict[str, Any]:
+    """Replace the draft of a task of kind "entry": who may complete it may keep one. The
+    task's state and version do not change."""
+    with refusals_as_problems():
+        task = human_tasks.save_draft(
+            task_id=task_id,
+            user=request.user,
+            channel=Channel.API,
+            values=body.form,
+            remote_addr=client_address(request),
+        )
+    return {"task_id": task.pk, "draft": task.draft, "draft_saved_at": task.draft_saved_at}
 
 
 @router.post(
