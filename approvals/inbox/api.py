@@ -22,7 +22,7 @@ from approvals.escalation import sla
 from approvals.human_tasks import revisions
 from approvals.inbox import decided, selectors
 from approvals.models import COMMENT_MAX_LENGTH, Comment, HumanTask
-from approvals.states import Channel, Priority, Sla
+from approvals.states import Channel, Outcome, Priority, Sla
 from workflows.api import ERRORS, ApiIn, ApiProblem, not_found
 from workflows.client_address import client_address
 
@@ -181,7 +181,11 @@ class InboxQuery(ApiIn):
     tab: Literal["mine", "queue", "delegated", "decided"] = Field(
         "mine",
         description="`decided`: the tasks the caller decided, newest decision first, with "
-        "each run's state now (the other filters do not apply to it)",
+        "each run's state now; it takes `type`, `outcome` and `q` (priority, SLA, run data "
+        "and sort describe live work, and are refused with it)",
+    )
+    outcome: Outcome | None = Field(
+        None, description="`tab=decided` only: the decisions with this outcome"
     )
     type: str | None = Field(None, max_length=100)
     priority: Priority | None = None
@@ -237,7 +241,14 @@ def task_out(task: HumanTask) -> dict[str, Any]:
 @router.get("", response={200: TaskPageOut, **ERRORS}, summary="The caller's inbox")
 def list_tasks(request: HttpRequest, query: Query[InboxQuery]) -> dict[str, Any]:
     if query.tab == decided.TAB:
-        return _decided_tasks(request, cursor=query.cursor or "")
+        return _decided_tasks(request, query)
+    if query.outcome:
+        raise ApiProblem(
+            422,
+            "Invalid request",
+            "`outcome` filters decisions made: use it with tab=decided.",
+            errors=[{"field": "outcome", "message": "applies to tab=decided only"}],
+        )
     try:
         where = run_data_filters.parse(query.where or "", workflow_type=query.type or "")
     except run_data_filters.BadFilter as error:
@@ -267,9 +278,37 @@ def list_tasks(request: HttpRequest, query: Query[InboxQuery]) -> dict[str, Any]
     }
 
 
-def _decided_tasks(request: HttpRequest, *, cursor: str) -> dict[str, Any]:
+def _decided_tasks(request: HttpRequest, query: InboxQuery) -> dict[str, Any]:
+    refused = [
+        name
+        for name, given in (
+            ("priority", query.priority is not None),
+            ("sla", bool(query.sla)),
+            ("where", bool(query.where)),
+            ("sort", query.sort != "due"),
+        )
+        if given
+    ]
+    if refused:
+        raise ApiProblem(
+            422,
+            "Invalid request",
+            "tab=decided takes `type`, `outcome` and `q`; "
+            f"{', '.join(refused)} describe live work and do not apply to decisions made.",
+            errors=[
+                {"field": name, "message": "does not apply to tab=decided"} for name in refused
+            ],
+        )
+    filters = decided.DecidedFilters(
+        workflow_type=query.type or "", outcome=query.outcome or "", search=query.q or ""
+    )
     try:
-        page = decided.decided_by(user=request.user, cursor=cursor, limit=decided.PAGE_SIZE)
+        page = decided.decided_by(
+            user=request.user,
+            cursor=query.cursor or "",
+            limit=decided.PAGE_SIZE,
+            filters=filters,
+        )
     except decided.BadCursor:
         raise ApiProblem(400, "Bad cursor", "The cursor is not one this API gave out.") from None
     return {

@@ -47,7 +47,7 @@ from approvals.inbox import decided, selectors
 from approvals.inbox import rows as inbox_rows
 from approvals.models import HumanTask
 from approvals.notify import links
-from approvals.states import Channel, Priority, Sla, TaskKind
+from approvals.states import Channel, Outcome, Priority, Sla, TaskKind
 from workflows import registry
 from workflows.cleaning import Refused, clean_datetime, clean_text
 from workflows.client_address import client_address
@@ -141,8 +141,13 @@ def _decided_tab(request: HttpRequest, *, now: datetime) -> HttpResponse:
     """The archive tab: the tasks the viewer decided, newest first, each with its outcome
     and what became of the request since (its run's state now). Read only: no actions."""
     filters = selectors.InboxFilters(tab=decided.TAB)
+    narrowed = decided.DecidedFilters.from_query(request.GET)
     context: dict[str, Any] = {
         "filters": filters,
+        "decided_filters": narrowed,
+        "outcomes": Outcome.choices,
+        "workflow_types": selectors.workflow_types(),
+        "problems": narrowed.problems,
         "archive": True,
         "query": _query_without(request.GET, "cursor"),
         "tab_query": _query_without(request.GET, "cursor", "tab"),
@@ -151,19 +156,23 @@ def _decided_tab(request: HttpRequest, *, now: datetime) -> HttpResponse:
     if target != "tab-counts":
         try:
             page = decided.decided_by(
-                user=request.user, cursor=request.GET.get("cursor", ""), limit=decided.PAGE_SIZE
+                user=request.user,
+                cursor=request.GET.get("cursor", ""),
+                limit=decided.PAGE_SIZE,
+                filters=narrowed,
             )
         except decided.BadCursor:
-            page = decided.decided_by(user=request.user, limit=decided.PAGE_SIZE)
+            page = decided.decided_by(user=request.user, limit=decided.PAGE_SIZE, filters=narrowed)
             context["notice"] = "That page link no longer works, so here is the first page."
         context.update(decided_page=page, tab_label=decided.LABEL)
+    status = 400 if narrowed.problems else 200
     if target == "decided-list":
-        return render(request, "approvals/inbox/inbox.html#decided-list", context)
+        return render(request, "approvals/inbox/inbox.html#decided-list", context, status=status)
     header = selectors.inbox_header(user=request.user, now=now)
     context.update(tabs=_tabs(header), manages_a_group=header.manages_a_group)
     if target == "tab-counts":
-        return render(request, "approvals/inbox/inbox.html#tab-counts", context)
-    return render(request, "approvals/inbox/inbox.html", context)
+        return render(request, "approvals/inbox/inbox.html#tab-counts", context, status=status)
+    return render(request, "approvals/inbox/inbox.html", context, status=status)
 
 
 def _count_label(count: int) -> str:
