@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from approvals.models import HumanTask
+from approvals.notify import links
 from approvals.states import TaskState
 
 pytestmark = pytest.mark.django_db
@@ -130,3 +132,17 @@ class TestCompleting:
         page = client.get(reverse("approvals:task", args=[entry_task.pk])).text
         assert "Completed</strong> by Bob" in page
         assert "DE89370400440532013000" in page
+
+
+class TestAnEmailedLink:
+    def test_it_sends_the_recipient_to_the_task_page_instead_of_deciding(
+        self, client, bob, entry_task
+    ):
+        _, token = links.create_link(task=entry_task, recipient=bob, now=timezone.now())
+        client.force_login(bob)
+
+        page = client.get(reverse("approvals:email_link", args=[token])).text
+
+        assert "fill in a form and complete it" in page
+        assert reverse("approvals:task", args=[entry_task.pk]) in page
+        assert "Confirm: approve" not in page
