@@ -58,6 +58,23 @@ class TestSnooze:
         assert response.status_code == 422
         assert "future" in response.json()["detail"]
 
+    def test_an_offset_the_database_cannot_store_is_read_in_utc(self, api_as, manager_task):
+        # Found by schemathesis: Python takes offsets up to 23:59, PostgreSQL up to 15:59.
+        response = api_as("carol").post(
+            f"/tasks/{manager_task.pk}/snooze", {"until": "4237-11-19T09:57:30.053+18:35"}
+        )
+
+        assert response.status_code == 200
+        assert response.json()["until"].startswith("4237-11-18T15:22:30.053")
+
+    def test_a_time_past_the_years_kept_is_422(self, api_as, manager_task):
+        response = api_as("carol").post(
+            f"/tasks/{manager_task.pk}/snooze", {"until": "9999-12-31T23:59:00-12:00"}
+        )
+
+        assert response.status_code == 422
+        assert "The time to snooze until must lie between" in response.json()["detail"]
+
 
 class TestBulkApprove:
     def test_approves_each_and_says_why_one_was_refused(self, api_as, start_expense):
