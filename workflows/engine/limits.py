@@ -168,9 +168,10 @@ def held_detail(node: Activity, *, reason: str, until: datetime | None) -> dict[
 def first_hold(run: WorkflowRun, step: StepRun) -> bool:
     """Whether this attempt of `step` has not yet said, on the timeline, that it is held.
 
-    Read through the events' (run, at) index; a step's run has few events. Two hold
-    decisions racing for one step (a claim and a sweep) may both write the line: a
-    repeated line, never a wrong one."""
+    Read through the events' (run, at) index; a step's run has few events. The claim
+    and the sweep both lock the step's run row first (the claim FOR NO KEY UPDATE, the
+    sweep FOR UPDATE), so two hold decisions for one step take turns, and the second
+    sees the line the first committed."""
     return not StepEvent.objects.filter(
         run_id=run.pk, step_id=step.pk, kind=EventKind.HELD, attempt=step.attempt
     ).exists()
