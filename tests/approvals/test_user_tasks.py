@@ -271,6 +271,19 @@ class TestTheStaticCheck:
         assert isinstance(node, Approval)
 
 
+class TestWhereItWaits:
+    def test_the_request_page_says_who_fills_in_the_form(self, workflow_env, bank_run):
+        from approvals import request_pages
+
+        run = workflow_env.refresh(bank_run)
+
+        (where,) = request_pages.positions(run, run.steps.all(), run.human_tasks.all())
+        assert (where.stage, where.waiting_for) == (
+            "collect bank details",
+            "the finance group to fill in its form",
+        )
+
+
 class TestThePicture:
     def test_it_draws_the_user_task_with_what_it_asks_for(self, workflow_env, bank_run):
         from workflows import registry
