@@ -49,6 +49,7 @@ from approvals.audit.hashing import (
     unkeyed_entry_hash,
 )
 from approvals.models import AuditCheckpoint
+from workflows import personal
 
 SYSTEM_USERNAME = "baton-system"
 _CHAIN_LOCK = 0x0BA70A
@@ -241,6 +242,25 @@ def record_attachment(
     )
 
 
+def record_erasure(
+    *, run: Any, actor: Any, now: datetime, comment: str, changes: dict[str, Any]
+) -> LogEntry:
+    """Append the entry saying that `run`'s personal data was erased (approvals.privacy):
+    how many values and rows, which files; never what they held. Call inside its
+    transaction."""
+    return _append(
+        run,
+        event="personal_data_erased",
+        actor=actor,
+        channel="admin",
+        now=now,
+        comment=comment,
+        remote_addr=None,
+        changes=changes,
+        object_repr=f"run {run.pk}",
+    )
+
+
 def _append(
     subject: Any,
     *,
@@ -253,6 +273,10 @@ def _append(
     changes: dict[str, Any],
     object_repr: str | None = None,
 ) -> LogEntry:
+    # A personal value (sealed by workflows.personal) is chained as its keyed digest, never
+    # as the value nor its ciphertext: erasing it later leaves this entry, and the chain,
+    # as they were.
+    changes = personal.digested(changes, key=chain_key())
     hold_chain_lock()  # one writer at a time extends the chain; released at commit
     previous = (
         LogEntry.objects.filter(additional_data__has_key="chain")

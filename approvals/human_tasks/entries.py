@@ -37,7 +37,7 @@ from approvals.human_tasks.errors import InvalidRequest, NotAllowed
 from approvals.models import Comment, HumanTask
 from approvals.notify import emails, notifications, webhooks
 from approvals.states import Outcome, TaskKind
-from workflows import engine, metrics, registry
+from workflows import engine, metrics, personal, registry
 from workflows.cleaning import Refused, refuse_unstorable
 from workflows.dsl import UserTask
 
@@ -186,4 +186,6 @@ def _clean_draft(node: UserTask, values: Mapping[str, Any]) -> dict[str, Any]:
         raise InvalidRequest(
             f"The draft is {size} bytes; a form's draft may hold at most {DRAFT_MAX_BYTES}."
         )
-    return draft
+    # Half-typed personal values are personal too: sealed at rest as the completed
+    # form's are, erased and re-keyed with them (approvals.privacy).
+    return personal.seal_fields(draft, node.personal_form)

@@ -24,7 +24,7 @@ from approvals.models import (
     Substitution,
 )
 from approvals.states import TaskState
-from workflows.cleaning import Refused, clean_datetime, clean_text
+from workflows.cleaning import Refused, clean_text
 
 User = get_user_model()
 
@@ -32,12 +32,6 @@ User = get_user_model()
 def snooze_human_task(*, task_id: UUID, user: Any, until: datetime) -> Snooze:
     """Hide a task from your lists until `until`; it comes back by itself."""
     visible_task(task_id=task_id, user=user)
-    try:
-        # In UTC, within the years the database stores: an offset past 15:59 (Python
-        # takes up to 23:59) or year 9999 once shifted would fail the write with a 500.
-        until = clean_datetime(until)
-    except Refused as error:
-        raise InvalidRequest(f"The time to snooze until {error}.") from None
     if until <= timezone.now():
         raise InvalidRequest("Snooze until a time in the future.")
     snooze, _ = Snooze.objects.update_or_create(

@@ -23,7 +23,8 @@ from approvals.human_tasks import revisions
 from approvals.inbox import decided, selectors
 from approvals.models import COMMENT_MAX_LENGTH, Comment, HumanTask
 from approvals.states import Channel, Outcome, Priority, Sla
-from workflows.api import ERRORS, ApiIn, ApiProblem, not_found
+from workflows import personal
+from workflows.api import ERRORS, ApiIn, ApiProblem, IsoDateTime, not_found
 from workflows.client_address import client_address
 
 router = Router(tags=["tasks"])
@@ -149,7 +150,9 @@ class CommentOut(Schema):
 
 
 class SnoozeIn(ApiIn):
-    until: datetime = Field(description="when the task comes back into your lists")
+    until: IsoDateTime = Field(
+        description="when the task comes back into your lists (ISO 8601; UTC if no offset)"
+    )
 
 
 class SnoozeOut(Schema):
@@ -229,10 +232,10 @@ def task_out(task: HumanTask) -> dict[str, Any]:
         "channel": task.channel,
         "comment": task.comment,
         "form_schema": task_forms.json_schema_of(form) if form else None,
-        "form_values": task.form_values,
+        "form_values": personal.shown(task.form_values),
         "kind": task.kind,
-        "changes": task.changes,
-        "draft": task.draft,
+        "changes": personal.shown(task.changes),
+        "draft": personal.shown(task.draft),
         "draft_saved_at": task.draft_saved_at,
         "created_at": task.created_at,
     }
@@ -456,7 +459,11 @@ def save_task_draft(request: HttpRequest, task_id: UUID, body: DraftIn) -> dict[
             values=body.form,
             remote_addr=client_address(request),
         )
-    return {"task_id": task.pk, "draft": task.draft, "draft_saved_at": task.draft_saved_at}
+    return {
+        "task_id": task.pk,
+        "draft": personal.shown(task.draft),
+        "draft_saved_at": task.draft_saved_at,
+    }
 
 
 @router.post(

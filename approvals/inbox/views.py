@@ -48,7 +48,7 @@ from approvals.inbox import rows as inbox_rows
 from approvals.models import HumanTask
 from approvals.notify import links
 from approvals.states import Channel, Outcome, Priority, Sla, TaskKind
-from workflows import registry
+from workflows import personal, registry
 from workflows.cleaning import Refused, clean_datetime, clean_text
 from workflows.client_address import client_address
 from workflows.diagram import draw
@@ -229,7 +229,7 @@ def human_task(request: HttpRequest, task_id: UUID) -> HttpResponse:
 def _live_form(task: HumanTask, node: Any, files: Any) -> start_forms.Form | None:
     """The task form to fill in: a data-entry task's draft, if one was kept, else blank."""
     if task.kind == TaskKind.ENTRY and task.draft:
-        return task_forms.filled(node, task.draft, files)
+        return task_forms.filled(node, personal.shown(task.draft), files)
     return task_forms.blank(node, files)
 
 
@@ -280,7 +280,7 @@ def _task_context(
             (key, json.dumps(value, indent=2), True)
             if isinstance(value, dict | list)
             else (key, value, False)
-            for key, value in sorted(run.input.items())
+            for key, value in sorted(personal.shown(run.input).items())
         ],
         "events": run.events.select_related("step").order_by("at", "id"),
         "diagram": draw(definition, steps),

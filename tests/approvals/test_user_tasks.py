@@ -24,6 +24,7 @@ from approvals.human_tasks import (
 )
 from approvals.human_tasks.errors import AlreadyDecided
 from approvals.states import Channel, Outcome, TaskKind, TaskState
+from workflows import personal, registry
 from workflows.diagram import draw
 from workflows.dsl import Approval, UserTask, Workflow, check_definition
 from workflows.models import Signal
@@ -238,6 +239,42 @@ class Form(pydantic.BaseModel):
     code: str
 
 
+class PrivateDetails(pydantic.BaseModel):
+    holder: str = pydantic.Field(min_length=1, json_schema_extra=personal.PERSONAL)
+    note: str = ""
+
+
+PRIVATE = Workflow(
+    name="test_private_entry",
+    version=1,
+    start="enter",
+    nodes=(UserTask("enter", title="Private details", groups=("finance",), form=PrivateDetails),),
+)
+
+
+class TestPersonalFieldsInADraft:
+    @pytest.fixture(autouse=True)
+    def private(self):
+        registry.register(PRIVATE)
+        yield
+        registry.unregister(PRIVATE)
+
+    def test_a_personal_field_is_sealed_at_rest_and_shown_to_who_may_see_it(
+        self, workflow_env, people, bob
+    ):
+        run = workflow_env.start("test_private_entry", {})
+
+        task = workflow_env.save_draft(
+            run, "enter", as_user=bob, values={"holder": "Ada Lovelace", "note": "n"}
+        )
+
+        task.refresh_from_db()
+        assert personal.is_sealed(task.draft["holder"])
+        assert task.draft["note"] == "n"
+        assert personal.shown(task.draft) == {"holder": "Ada Lovelace", "note": "n"}
+        assert "Ada Lovelace" not in str(task.draft)
+
+
 class TestTheStaticCheck:
     def check(self, node: UserTask) -> list[str]:
         return check_definition(Workflow(name="x", version=1, start=node.name, nodes=(node,)))
@@ -286,8 +323,6 @@ class TestWhereItWaits:
 
 class TestThePicture:
     def test_it_draws_the_user_task_with_what_it_asks_for(self, workflow_env, bank_run):
-        from workflows import registry
-
         definition = registry.get("test_bank_details")
 
         diagram = draw(definition, bank_run.steps.all())
