@@ -139,3 +139,27 @@ class TestPlan:
         sent = " ".join(query["sql"] for query in captured.captured_queries)
         assert "approvals_inboxentry" not in sent
         assert "workflows_workflowrun" not in sent
+
+
+class TestPeople:
+    def test_the_page_lists_the_fifty_most_overdue_people_and_counts_the_rest(
+        self, olga_client, make_task, now
+    ):
+        people = User.objects.bulk_create(
+            User(username=f"reviewer-{number:03d}") for number in range(55)
+        )
+        for number, person in enumerate(people):
+            late = now - timedelta(hours=1) if number >= 50 else now + timedelta(days=3)
+            make_task(state=TaskState.CLAIMED, assignee=person, due_at=late)
+        sla_snapshot.refresh(now=now)
+
+        response = olga_client.get("/console/sla/")
+
+        board = response.context["board"]
+        assert len(board.people_shown) == 50
+        assert {"reviewer-050", "reviewer-054"} <= {row.name for row in board.people_shown}
+        assert "reviewer-054" in response.text  # overdue: listed first
+        assert "reviewer-049" not in response.text  # on time, and last by name
+        hidden = len(board.by_assignee) - 50  # every holder is still counted
+        assert hidden >= 5
+        assert f"{hidden} more hold tasks" in response.text
