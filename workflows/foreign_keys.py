@@ -4,8 +4,8 @@ Django makes every foreign key `NO ACTION DEFERRABLE INITIALLY DEFERRED`: deleti
 referenced row queues a check that runs at commit, and a NO ACTION check is two
 queries per deleted row and key (is another row with the same key there now? does
 anything still point at it?). Retention deletes thousands of runs a second, each
-with its steps and tasks, and sixteen keys point at those three tables: the checks
-were most of a prune's time.
+with its steps and tasks, and eighteen keys point at those three tables: the
+checks were most of a prune's time.
 
 `ON DELETE RESTRICT` forbids the same deletes (integrity is unchanged: a row that is
 still pointed at cannot go), checked at once when each statement ends, with one
@@ -22,8 +22,8 @@ A RESTRICT key still checks new rows at commit (the key stays DEFERRABLE INITIAL
 DEFERRED for inserts and updates of the pointing row; PostgreSQL makes only the
 delete check immediate). A later migration that alters one of these fields makes
 Django recreate its key as NO ACTION again: slower to prune, never less safe;
-tests/workflows/test_foreign_keys.py checks every key into the three tables. PostgreSQL only;
-SQLite keeps Django's keys. Table and column names come from migrations, never
+tests/workflows/test_foreign_keys.py checks every key into the three tables.
+PostgreSQL only; SQLite keeps Django's keys. Table and column names come from migrations, never
 from input (hence `nosec B608`).
 """
 

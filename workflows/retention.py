@@ -14,15 +14,15 @@ Runs go in batches of thousands, one transaction each, locked with SKIP LOCKED
 so a run an operator is acting on is left for the next pass. A batch deletes
 set-wise: one statement per table (`DELETE ... WHERE run_id = ANY(batch)`),
 following the models' cascades, never one run at a time, and children first:
-the keys into runs, steps and tasks are ON DELETE RESTRICT (workflows.foreign_keys),
-one check per deleted row when its statement ends, which then finds nothing. Step events are
-partitioned by month on PostgreSQL (workflows.partitions): once no prunable run
-is left, every month wholly before the cutoff's is dropped whole, after the few
-events of runs that stay (a run that lived longer than the retention) were
-moved to the default partition; a batch deletes only its runs' events from the
-months that stay. On SQLite (the demo) Django's collector deletes each batch.
-Table and column names in the SQL come from the models'
-metadata, never from input (hence `nosec B608`).
+the keys into runs, steps and tasks are ON DELETE RESTRICT
+(workflows.foreign_keys), one check per deleted row when its statement ends,
+which then finds nothing. Step events are partitioned by month on PostgreSQL
+(workflows.partitions): once no prunable run is left, every month wholly
+before the cutoff's is dropped whole, after the few events of runs that stay
+(a run that lived longer than the retention) were moved to the default
+partition; a batch deletes only its runs' events from the months that stay.
+On SQLite (the demo) Django's collector deletes each batch. Table and column
+names in the SQL come from the models' metadata, never from input (hence `nosec B608`).
 """
 
 from __future__ import annotations
