@@ -35,13 +35,15 @@ $(DEMO_SECRET_KEY):
 	mv $@.new $@
 
 # Web, worker and beat together on SQLite and a file-system broker: nothing to install.
-# Production's settings (DEBUG off), with the demo's key, static files served from
+# Production's settings (DEBUG off), with the demo's key (personal data sealed under
+# a key derived from it), static files served from
 # their folders, so that no collectstatic is needed, plain-text log lines, and HTTPS
 # turned off, as the demo serves plain HTTP on 127.0.0.1: no redirect to HTTPS, no
 # HSTS, and cookies sent over HTTP (production's defaults are all on).
 demo: export DJANGO_SECRET_KEY_FILE = $(abspath $(DEMO_SECRET_KEY))
 demo: export BATON_STATIC_FROM_SOURCE = true
 demo: export BATON_LOG_FORMAT = text
+demo: export BATON_DATA_KEYS_DERIVED = true
 demo: export DJANGO_SECURE_SSL_REDIRECT = false
 demo: export DJANGO_SECURE_HSTS_SECONDS = 0
 demo: export DJANGO_SESSION_COOKIE_SECURE = false
@@ -96,7 +98,8 @@ test-loaded:
 # build/baton-client (a package to `pip install` or publish), with openapi-python-client.
 client: $(STAMP)
 	mkdir -p build
-	DJANGO_SECRET_KEY=client-generation $(BIN)/python manage.py export_openapi_schema \
+	DJANGO_SECRET_KEY=client-generation BATON_DATA_KEYS_DERIVED=true \
+		$(BIN)/python manage.py export_openapi_schema \
 		--api config.api.api --output build/openapi.json
 	$(BIN)/openapi-python-client generate --path build/openapi.json \
 		--config clients/python/openapi-python-client.yml --output-path build/baton-client --overwrite

@@ -32,6 +32,7 @@ from workflows.dsl import (
 )
 from workflows.examples import services
 from workflows.examples.fields import Amount, Currency, Email
+from workflows.personal import PERSONAL
 
 RETRY = RetryPolicy(max_attempts=4, initial_interval=timedelta(seconds=1))
 
@@ -51,6 +52,16 @@ class ExpenseInput(BaseModel):
     currency: Currency
     description: str = Field(
         default="", max_length=2000, description="anything your approvers should know"
+    )
+    # Personal: sealed at rest, shown only to who may see the request, and erased with
+    # `manage.py erase_personal_data` (SECURITY.md, "Personal data").
+    bank_account: str = Field(
+        default="",
+        max_length=34,
+        pattern=r"^([A-Z]{2}[0-9]{2}[A-Z0-9]{10,30})?$",
+        title="Bank account (IBAN)",
+        description="the IBAN to pay it to if not the one on file, e.g. DE89370400440532013000",
+        json_schema_extra=PERSONAL,
     )
 
     @field_validator("requester")

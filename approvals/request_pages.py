@@ -25,7 +25,7 @@ from django.db.models.fields.tuple_lookups import Tuple, TupleLessThan
 from approvals import permissions, start_forms
 from approvals.models import Comment, HumanTask
 from approvals.states import LIVE_TASK_STATES, TaskKind, TaskState, outcome_words
-from workflows import registry, starting
+from workflows import personal, registry, starting
 from workflows.cleaning import clean_datetime
 from workflows.diagram import Diagram, draw
 from workflows.dsl import ChildWorkflow, Join, Map, Sleep, WaitForSignal, Workflow
@@ -246,9 +246,10 @@ def headline(run: WorkflowRun) -> str:
     input, in its schema's order, that is not its requester (an expense's title, an
     order's id)."""
     definition = definition_of(run)
-    skip = definition.requester_field if definition else None
+    # Neither its requester nor a personal value heads it in lists.
+    skip = {definition.requester_field, *definition.personal_input} if definition else set()
     for name, value in in_schema_order(run.input, definition):
-        if name != skip and isinstance(value, str) and value.strip():
+        if name not in skip and isinstance(value, str) and value.strip():
             return value
     return ""
 
@@ -385,7 +386,7 @@ class InputRow:
 
 def input_rows(run: WorkflowRun, definition: Workflow | None) -> list[InputRow]:
     """The run's input under the labels its start form uses."""
-    return data_rows(run.input, definition.input_schema if definition else None)
+    return data_rows(personal.shown(run.input), definition.input_schema if definition else None)
 
 
 def data_rows(data: Mapping[str, Any], schema: Any) -> list[InputRow]:
@@ -458,7 +459,7 @@ def changes_of(task: HumanTask, definition: Workflow | None) -> list[Change]:
             old=_text(old) or "—",
             new=_text(new) or "—",
         )
-        for name, (old, new) in _in_order(task.changes, schema)
+        for name, (old, new) in _in_order(personal.shown(task.changes), schema)
     ]
 
 
@@ -467,7 +468,7 @@ def decision_values(task: HumanTask, definition: Workflow | None) -> list[InputR
     if not task.form_values:
         return []
     node = definition.nodes_by_name.get(task.node) if definition else None
-    return data_rows(task.form_values, getattr(node, "form", None))
+    return data_rows(personal.shown(task.form_values), getattr(node, "form", None))
 
 
 @dataclass(frozen=True)

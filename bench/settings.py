@@ -10,7 +10,8 @@ they all share what is changed here and nothing else:
   takes this run's messages (and the reverse);
 - static files served as in DEBUG, so DEBUG can be off without running collectstatic;
 - HTTPS off (no redirect, no HSTS, cookies over HTTP): gunicorn serves plain HTTP on
-  127.0.0.1, as in the tests.
+  127.0.0.1, as in the tests;
+- personal fields sealed under a key derived from the secret key, as in the demo.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import os
 from pathlib import Path
 
 from config.settings import *  # noqa: F403
-from config.settings import TEMPLATES
+from config.settings import BATON_DATA_KEYS, TEMPLATES
 
 ROOT_URLCONF = "bench.urls"
 TEMPLATES[0]["DIRS"] = [*TEMPLATES[0]["DIRS"], Path(__file__).resolve().parent / "templates"]
@@ -32,3 +33,6 @@ SECURE_SSL_REDIRECT = False
 SECURE_HSTS_SECONDS = 0
 SESSION_COOKIE_SECURE = False
 CSRF_COOKIE_SECURE = False
+# The shipped types' personal fields, sealed under a key derived from the bench's
+# secret key unless keys are given.
+BATON_DATA_KEYS_DERIVED = not BATON_DATA_KEYS

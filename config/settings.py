@@ -683,6 +683,16 @@ AXES_RESET_ON_SUCCESS = False
 # are written to the audit log.
 AXES_DISABLE_ACCESS_LOG = True
 
+# Keys that encrypt the values of personal fields at rest (workflows.personal): Fernet
+# keys (`Fernet.generate_key()`, see SECURITY.md), comma-separated, the first
+# encrypting, every one decrypting, so a new key goes first and an old one stays until
+# `manage.py rotate_data_keys` re-encrypted what it sealed. Required once a registered
+# type marks a field personal (workflows.E010), unless BATON_DATA_KEYS_DERIVED=true
+# derives one from DJANGO_SECRET_KEY: the demo and the tests only, as a leaked secret
+# key would then open every sealed value.
+BATON_DATA_KEYS = env_list("BATON_DATA_KEYS", [])
+BATON_DATA_KEYS_DERIVED = env_bool("BATON_DATA_KEYS_DERIVED", False)
+
 # The audit chain's HMAC key (approvals.audit). Keep it apart from the database
 # and from DJANGO_SECRET_KEY; unset, a key is derived from DJANGO_SECRET_KEY and
 # `manage.py check --deploy` warns (approvals.W001).

@@ -20,7 +20,16 @@ from ninja import Field, Header, Query, Router, Schema, Status
 from pydantic import BeforeValidator, ConfigDict, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from workflows import business_keys, engine, openapi, queries, registry, replica, starting
+from workflows import (
+    business_keys,
+    engine,
+    openapi,
+    personal,
+    queries,
+    registry,
+    replica,
+    starting,
+)
 from workflows.business_keys import (
     CORRELATION_ID,
     AmbiguousKey,
@@ -423,8 +432,9 @@ def details(run: WorkflowRun) -> dict[str, Any]:
     steps = list(run.steps.order_by("id"))
     return {
         **summary(run),
-        "input": run.input,
-        "result": run.result,
+        # Personal values opened for whoever may see the run (erased: the tombstone).
+        "input": personal.shown(run.input),
+        "result": personal.shown(run.result),
         "error": run.error,
         "idempotency_key": run.idempotency_key,
         "parent_run_id": run.parent_run_id,

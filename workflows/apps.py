@@ -22,6 +22,7 @@ class WorkflowsConfig(AppConfig):
         for module in settings.BATON_WORKFLOW_MODULES:
             import_module(module)
         checks.register(check_workflow_definitions, "workflows")
+        checks.register(check_data_keys, checks.Tags.security, "workflows")
         # Reads the database, so Django runs it only when told which databases to check.
         checks.register(check_live_versions, checks.Tags.database, "workflows")
         # Traces, if the OTEL_* variables ask for them (see workflows.tracing).
@@ -41,6 +42,34 @@ def make_partitions_after_migrate(*, using: str = "default", **kwargs: Any) -> N
 
     if using == "default" and connections[using].vendor == "postgresql":
         partitions.make_partitions(now=timezone.now())
+
+
+MISSING_DATA_KEYS = "workflows.E010"
+
+
+def check_data_keys(**kwargs: Any) -> list[checks.CheckMessage]:
+    """Refuse to run with personal fields and no key to seal them with (workflows.personal),
+    and with keys that are not Fernet keys: every start of such a type would fail."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from workflows import personal, registry
+
+    marking = [
+        str(workflow) for workflow in registry.all_definitions() if workflow.has_personal_data
+    ]
+    if not marking:
+        return []
+    try:
+        personal.keys()
+    except ImproperlyConfigured as error:
+        return [
+            checks.Error(
+                str(error),
+                hint=f"Types that mark fields personal: {', '.join(marking)}.",
+                id=MISSING_DATA_KEYS,
+            )
+        ]
+    return []
 
 
 def check_workflow_definitions(**kwargs: Any) -> list[checks.CheckMessage]:

@@ -21,7 +21,7 @@ from uuid import UUID
 
 import pydantic
 
-from workflows import queues
+from workflows import personal, queues
 from workflows.activity import ActivityContext
 from workflows.calendars import BusinessTime, Duration
 from workflows.cleaning import Refused, refuse_unstorable
@@ -74,6 +74,11 @@ class RunData:
     input: Mapping[str, Any]
     results: Mapping[str, Any]
 
+    def __post_init__(self) -> None:
+        # Conditions, titles and assignees read personal fields as their values, not
+        # their sealed envelopes (nothing to open, nothing copied, for other types).
+        object.__setattr__(self, "input", personal.reveal_fields(self.input))
+
     def form_values(self, node: str) -> dict[str, Any]:
         """Return what the decider of approval `node` entered in its form ({} if nothing).
 
@@ -81,7 +86,7 @@ class RunData:
         each decision in `results[node]["payload"]["decisions"]` carries its own.
         """
         result = self.results.get(node) or {}
-        return dict((result.get("payload") or {}).get("values") or {})
+        return dict(personal.reveal_fields((result.get("payload") or {}).get("values") or {}))
 
 
 # ---------------------------------------------------------------------------
@@ -450,16 +455,24 @@ class Approval(WaitForSignal):
             field.is_required() for field in self.form.model_fields.values()
         )
 
+    @property
+    def personal_form(self) -> tuple[str, ...]:
+        """The form's fields marked personal (`Field(json_schema_extra=PERSONAL)`)."""
+        return personal.personal_fields(self.form)
+
     def validate_form(self, values: Any) -> dict[str, Any]:
-        """Return the form's values as its schema reads them, or raise InvalidForm naming
-        each problem (an approval without a form takes no values)."""
+        """Return the form's values as its schema reads them, personal ones sealed, or raise
+        InvalidForm naming each problem (an approval without a form takes no values)."""
         if self.form is None:
             if values:
                 raise InvalidForm(
                     [{"field": "form", "message": "this decision has no form: send no values"}]
                 )
             return {}
-        return _validated(self.form, values, InvalidForm)
+        data = _validated(self.form, personal.reveal_fields(values), InvalidForm)
+        return personal.seal_fields(
+            data, self.personal_form, previous=values if isinstance(values, dict) else None
+        )
 
 
 @dataclass(frozen=True)
@@ -710,10 +723,33 @@ class Workflow:
         """Map each join to the number of branches that lead into it."""
         return {node.join: len(node.branches) for node in self.nodes if isinstance(node, Parallel)}
 
-    def validate_input(self, data: Any) -> dict[str, Any]:
-        """Return the input as the schema reads it, or raise InvalidInput naming each problem."""
+    @cached_property
+    def personal_input(self) -> tuple[str, ...]:
+        """The input's fields marked personal (`Field(json_schema_extra=PERSONAL)`)."""
+        return personal.personal_fields(self.input_schema)
+
+    @cached_property
+    def has_personal_data(self) -> bool:
+        """Whether runs of this type hold personal values: input or form fields marked so."""
+        return bool(self.personal_input) or any(
+            isinstance(node, Approval) and node.personal_form for node in self.nodes
+        )
+
+    def validate_input(self, data: Any, *, previous: Any = None) -> dict[str, Any]:
+        """Return the input as the schema reads it, its personal fields sealed, or raise
+        InvalidInput naming each problem.
+
+        `data` may be a stored input (its envelopes are opened to validate it); a value
+        unchanged from `previous` (by default `data` itself) keeps its envelope.
+        """
         if self.input_schema is not None:
-            return _validated(self.input_schema, data, InvalidInput)
+            if not self.personal_input:
+                return _validated(self.input_schema, data, InvalidInput)
+            validated = _validated(self.input_schema, personal.reveal_fields(data), InvalidInput)
+            before = previous if previous is not None else data
+            if not isinstance(before, dict):
+                before = None
+            return personal.seal_fields(validated, self.personal_input, previous=before)
         if not isinstance(data, dict):
             raise InvalidInput([{"field": "input", "message": "must be a JSON object"}])
         try:
@@ -811,6 +847,7 @@ def check_definition(workflow: Workflow) -> list[str]:
             if name not in schema.model_fields
         )
 
+    problems.extend(_personal_problems(workflow))
     problems.extend(_deadline_problems(workflow))
     problems.extend(_query_problems(workflow))
     problems.extend(_update_problems(workflow))
@@ -1065,6 +1102,22 @@ def _reminder_problems(node: Approval) -> list[str]:
     if node.deadline is None:
         return [f"{node.name}: remind_before needs a deadline to remind of."]
     return []
+
+
+def _personal_problems(workflow: Workflow) -> list[str]:
+    """A personal field is sealed at rest, so nothing can match it in the database: it
+    cannot be searchable, nor name the requester (separation of duties matches that)."""
+    problems = [
+        f"searchable field {name!r} is marked personal: a sealed value cannot be searched"
+        for name in workflow.searchable
+        if name in workflow.personal_input
+    ]
+    if workflow.requester_field in workflow.personal_input:
+        problems.append(
+            f"requester_field {workflow.requester_field!r} is marked personal: it names an "
+            "account, which separation of duties matches in the database"
+        )
+    return problems
 
 
 def _form_problems(node: Approval) -> list[str]:

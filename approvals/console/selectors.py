@@ -27,7 +27,7 @@ from django.db.models.fields.tuple_lookups import Tuple, TupleLessThan
 from approvals import request_pages
 from approvals.console import services
 from approvals.request_pages import RequestPage
-from workflows import registry, replica
+from workflows import personal, registry, replica
 from workflows.cleaning import Refused, clean_text
 from workflows.models import Signal, StepEvent, StepRun, WorkflowRun
 from workflows.states import EventKind, RunState
@@ -288,7 +288,7 @@ class StepView:
 
     @property
     def result_json(self) -> str:
-        return as_json(self.step.result)
+        return as_json(personal.shown(self.step.result))
 
     @property
     def error_json(self) -> str:
@@ -313,11 +313,11 @@ class ConsoleRunPage:
 
     @property
     def input_json(self) -> str:
-        return as_json(self.run.input)
+        return as_json(personal.shown(self.run.input))  # sealed values opened, as on every page
 
     @property
     def result_json(self) -> str:
-        return as_json(self.run.result)
+        return as_json(personal.shown(self.run.result))
 
     @property
     def error_json(self) -> str:

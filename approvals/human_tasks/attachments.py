@@ -12,6 +12,7 @@ request. Each one's SHA-256 is written to the audit chain as it is attached, so 
 from __future__ import annotations
 
 import hashlib
+import json
 import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -212,7 +213,7 @@ def keep(
 def for_download(*, attachment_id: UUID, user: Any) -> Attachment:
     """The attachment, if `user` may see its request; RequestNotFound otherwise."""
     attachment = Attachment.objects.filter(pk=attachment_id).first()
-    if attachment is None:
+    if attachment is None or not attachment.file:  # none, or erased (approvals.privacy)
         raise RequestNotFound()
     visible_request(run_id=attachment.run_id, user=user)
     return attachment
@@ -270,10 +271,15 @@ def verify_attachments() -> Iterator[Mismatch]:
     """Each attachment whose stored file, or row, no longer has the SHA-256 the audit
     chain holds for it (the chain itself is checked by audit.verify_audit_chain)."""
     audited = _audited_hashes()
+    erased = _erased()
     for attachment in Attachment.objects.order_by("created_at", "id").iterator():
         held = audited.get(str(attachment.pk))
         if held is None:
             yield Mismatch(attachment, "has no audit entry holding its SHA-256")
+            continue
+        if not attachment.file:
+            if str(attachment.pk) not in erased:
+                yield Mismatch(attachment, "has lost its file, and no erasure says why")
             continue
         if attachment.sha256 != held:
             yield Mismatch(attachment, "has a SHA-256 in its row that the audit chain does not")
@@ -293,6 +299,19 @@ def _audited_hashes() -> dict[str, str]:
         additional_data__event="attached",
     ).values_list("object_pk", "changes")
     return {object_pk: _new_value(changes, "sha256") for object_pk, changes in entries}
+
+
+def _erased() -> set[str]:
+    """The attachments whose files a chained `personal_data_erased` entry removed."""
+    entries = LogEntry.objects.filter(
+        additional_data__event="personal_data_erased", additional_data__has_key="chain"
+    ).values_list("changes", flat=True)
+    erased = set()
+    for changes in entries:
+        if isinstance(changes, str):  # auditlog may keep its changes as text
+            changes = json.loads(changes)
+        erased.update(str(pk) for pk in (changes or {}).get("attachments", []))
+    return erased
 
 
 def _new_value(changes: Any, field: str) -> str:

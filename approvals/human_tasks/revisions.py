@@ -289,7 +289,7 @@ def _validated(
             )
         data[field] = current.get(field)
     try:
-        return definition.validate_input(data)
+        return definition.validate_input(data, previous=current)
     except InvalidInput as invalid:
         raise InvalidResubmission(invalid.errors) from None
 

@@ -23,7 +23,8 @@ from approvals.human_tasks import revisions
 from approvals.inbox import decided, selectors
 from approvals.models import COMMENT_MAX_LENGTH, Comment, HumanTask
 from approvals.states import Channel, Priority, Sla
-from workflows.api import ERRORS, ApiIn, ApiProblem, not_found
+from workflows import personal
+from workflows.api import ERRORS, ApiIn, ApiProblem, IsoDateTime, not_found
 from workflows.client_address import client_address
 
 router = Router(tags=["tasks"])
@@ -121,7 +122,9 @@ class CommentOut(Schema):
 
 
 class SnoozeIn(ApiIn):
-    until: datetime = Field(description="when the task comes back into your lists")
+    until: IsoDateTime = Field(
+        description="when the task comes back into your lists (ISO 8601; UTC if no offset)"
+    )
 
 
 class SnoozeOut(Schema):
@@ -197,9 +200,9 @@ def task_out(task: HumanTask) -> dict[str, Any]:
         "channel": task.channel,
         "comment": task.comment,
         "form_schema": task_forms.json_schema_of(form) if form else None,
-        "form_values": task.form_values,
+        "form_values": personal.shown(task.form_values),
         "kind": task.kind,
-        "changes": task.changes,
+        "changes": personal.shown(task.changes),
         "created_at": task.created_at,
     }
 

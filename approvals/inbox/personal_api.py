@@ -21,7 +21,7 @@ from approvals.inbox.api import refusals_as_problems
 from approvals.models import Notification, SavedFilter, Substitution
 from approvals.notify import notifications
 from approvals.states import Channel, EmailMode
-from workflows.api import ERRORS, ApiIn, not_found
+from workflows.api import ERRORS, ApiIn, IsoDateTime, not_found
 
 router = Router(tags=["me"])
 
@@ -178,8 +178,8 @@ def delete_saved_filter(request: HttpRequest, filter_id: int) -> Status:
 
 class AwayIn(ApiIn):
     substitute: str = Field(min_length=1, max_length=150, description="a username")
-    starts_at: datetime
-    ends_at: datetime
+    starts_at: IsoDateTime = Field(description="ISO 8601; UTC if no offset")
+    ends_at: IsoDateTime = Field(description="ISO 8601; UTC if no offset")
     hand_over: bool = Field(
         False,
         description="also delegate every task I hold to the substitute now (I stay its "

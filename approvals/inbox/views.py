@@ -47,7 +47,7 @@ from approvals.inbox import rows as inbox_rows
 from approvals.models import HumanTask
 from approvals.notify import links
 from approvals.states import Channel, Priority, Sla, TaskKind
-from workflows import registry
+from workflows import personal, registry
 from workflows.cleaning import Refused, clean_datetime, clean_text
 from workflows.client_address import client_address
 from workflows.diagram import draw
@@ -262,7 +262,7 @@ def _task_context(
             (key, json.dumps(value, indent=2), True)
             if isinstance(value, dict | list)
             else (key, value, False)
-            for key, value in sorted(run.input.items())
+            for key, value in sorted(personal.shown(run.input).items())
         ],
         "events": run.events.select_related("step").order_by("at", "id"),
         "diagram": draw(definition, steps),

@@ -27,7 +27,7 @@ from approvals.human_tasks import InvalidRequest, TaskError, attachments, revisi
 from approvals.request_pages import RequestFilters, RequestNotFound
 from approvals.requests import services, start
 from approvals.states import Channel
-from workflows import registry, starting
+from workflows import personal, registry, starting
 from workflows.client_address import client_address
 
 
@@ -134,7 +134,8 @@ def revise(request: HttpRequest, run_id: UUID) -> HttpResponse:
     field = definition.requester_field
     spec = start_forms.spec_for(definition.input_schema, leave_out=(field,) if field else ())
     if request.method == "GET":
-        return _revise_page(request, run, task, start_forms.filled(spec, run.input))
+        filled = start_forms.filled(spec, personal.shown(run.input))
+        return _revise_page(request, run, task, filled)
     if request.method != "POST":
         return HttpResponse(status=405, headers={"Allow": "GET, POST"})
 

@@ -3,7 +3,7 @@ approve several tasks at once, read notifications, keep saved filters, be away."
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.utils import timezone
 
@@ -57,6 +57,26 @@ class TestSnooze:
 
         assert response.status_code == 422
         assert "future" in response.json()["detail"]
+
+    def test_an_offset_postgresql_cannot_take_is_read_into_utc(self, api_as, manager_task):
+        response = api_as("carol").post(
+            f"/tasks/{manager_task.pk}/snooze", {"until": "2708-06-06T02:42:50.6+16:15"}
+        )
+
+        assert response.status_code == 200
+        assert Snooze.objects.get(task=manager_task).until == datetime(
+            2708, 6, 5, 10, 27, 50, 600000, tzinfo=UTC
+        )
+
+    def test_a_time_without_an_offset_is_read_as_utc(self, api_as, manager_task):
+        until = (timezone.now() + timedelta(hours=2)).replace(microsecond=0)
+
+        response = api_as("carol").post(
+            f"/tasks/{manager_task.pk}/snooze", {"until": until.replace(tzinfo=None).isoformat()}
+        )
+
+        assert response.status_code == 200
+        assert Snooze.objects.get(task=manager_task).until == until
 
 
 class TestBulkApprove:
@@ -187,3 +207,17 @@ class TestOutOfOffice:
         assert "end after it starts" in response.json()["detail"]
         manager_task.refresh_from_db()
         assert manager_task.assignee.username == "carol"
+
+    def test_a_year_python_cannot_hold_is_422_and_no_substitute_is_set(self, api_as):
+        response = api_as("carol").post(
+            "/me/away",
+            {
+                "substitute": "bob",
+                "starts_at": "2026-12-01T09:00:00Z",
+                "ends_at": "9999-12-31T23:00:00-05:00",
+            },
+        )
+
+        assert response.status_code == 422
+        assert "must lie between" in str(response.json())
+        assert api_as("carol").get("/me/away").json()["substitutions"] == []

@@ -19,13 +19,16 @@ pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 GENERATOR = Path(sys.executable).parent / "openapi-python-client"
+# httpx's own 5 s is a quiet machine's figure: a loaded one builds the schema slower.
+REQUEST_TIMEOUT = 60.0
 
 
 @pytest.fixture
 def baton_client(live_server, tmp_path):
     """The client package, generated from what the live server documents now."""
     schema = tmp_path / "openapi.json"
-    schema.write_bytes(httpx.get(f"{live_server.url}/api/v1/openapi.json").content)
+    response = httpx.get(f"{live_server.url}/api/v1/openapi.json", timeout=REQUEST_TIMEOUT)
+    schema.write_bytes(response.content)
     generated = subprocess.run(
         [
             str(GENERATOR),
@@ -54,7 +57,9 @@ def baton_client(live_server, tmp_path):
 
 def client_for(baton_client, live_server, user):
     _, secret = issue_token(user=user)
-    return baton_client.AuthenticatedClient(base_url=live_server.url, token=secret)
+    return baton_client.AuthenticatedClient(
+        base_url=live_server.url, token=secret, timeout=httpx.Timeout(REQUEST_TIMEOUT)
+    )
 
 
 def test_a_whole_request_through_the_typed_client(

@@ -148,7 +148,13 @@ class TestSpecFor:
     def test_fields_the_server_fills_in_are_left_out(self):
         form = start_forms.spec_for(EXPENSE.input_schema, leave_out=("requester",))
 
-        assert [item.name for item in form.fields] == ["title", "amount", "currency", "description"]
+        assert [item.name for item in form.fields] == [
+            "title",
+            "amount",
+            "currency",
+            "description",
+            "bank_account",
+        ]
 
 
 class TestRead:

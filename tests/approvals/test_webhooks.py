@@ -14,6 +14,7 @@ from approvals.models import WebhookDelivery, WebhookEndpoint
 from approvals.notify import webhooks
 from approvals.notify.webhook_delivery import DELIVERY_TYPE
 from approvals.states import WebhookEvent
+from bench.measure import Counts, counting
 from workflows import engine
 from workflows.models import WorkflowRun
 
@@ -256,3 +257,44 @@ class TestSubscriptionsRemembered:
 
         assert unheard == []
         assert [delivery.endpoint for delivery in heard] == [endpoint]
+
+
+@pytest.mark.django_db(transaction=True)
+class TestWhatWebhooksCostAStep:
+    """A step's statements and commits, counted as the engine's own cost tests count them,
+    with no endpoint and with one subscribed to every event: steps emit no event, so
+    webhooks cost a step nothing; a run's start and end pay for the deliveries they make."""
+
+    def _middle_step(self, start, order_input) -> Counts:
+        run = start("order", order_input())
+        engine.execute_step(step_id=run.steps.get().pk)
+        middle = run.steps.get(node="reserve_inventory").pk
+        with counting() as counts:
+            engine.execute_step(step_id=middle)
+        return counts
+
+    def test_a_step_costs_the_same_with_an_endpoint_subscribed_to_everything(
+        self, start, order_input, register
+    ):
+        alone = self._middle_step(start, order_input)
+        register()
+        webhooks.emit(event_type=WebhookEvent.TASK_OPENED, data={}, now=timezone.now())
+
+        heard = self._middle_step(start, order_input)
+
+        assert (heard.statements, heard.commits) == (alone.statements, alone.commits)
+
+    def test_a_start_heard_by_an_endpoint_makes_its_delivery_in_the_same_commit(
+        self, start, order_input, register
+    ):
+        with counting() as alone:
+            start("order", order_input())
+        register(event_types=["run.started"])
+        webhooks.emit(event_type=WebhookEvent.TASK_OPENED, data={}, now=timezone.now())
+
+        with counting() as heard:
+            start("order", order_input())
+
+        assert heard.commits == alone.commits
+        assert heard.statements > alone.statements
+        assert WebhookDelivery.objects.count() == 1

@@ -17,6 +17,7 @@ import pytest
 from django.conf import settings
 
 from bench.report import CATALOGUE
+from tests.e2e.conftest import scaled
 
 pytestmark = pytest.mark.e2e
 
@@ -57,12 +58,12 @@ def tiny_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess[str], dict]:
         env=env,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=scaled(600),
     )
     return run, json.loads(out.read_text()) if out.exists() else {}
 
 
-@pytest.mark.timeout(660)
+@pytest.mark.timeout(scaled(660))
 class TestTinyBenchmarkRun:
     def test_every_group_runs_to_its_end(self, tiny_run):
         run, _ = tiny_run

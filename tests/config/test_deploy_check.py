@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cryptography.fernet import Fernet
 
 ROOT = Path(__file__).resolve().parents[2]
 # ${NAME}, ${NAME:-default} and ${NAME:?error}, as compose reads them.
@@ -59,6 +60,7 @@ def production() -> dict[str, str]:
         {
             "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
             "BATON_AUDIT_KEY": secrets.token_urlsafe(50),
+            "BATON_DATA_KEYS": Fernet.generate_key().decode(),
         }
     )
 
@@ -83,6 +85,24 @@ class TestDeployCheck:
     def test_compose_refuses_to_start_without_an_audit_key(self):
         with pytest.raises(AssertionError, match="BATON_AUDIT_KEY: set BATON_AUDIT_KEY"):
             compose_environment({"DJANGO_SECRET_KEY": secrets.token_urlsafe(50)})
+
+    def test_compose_refuses_to_start_without_keys_for_personal_data(self):
+        with pytest.raises(AssertionError, match="BATON_DATA_KEYS: set BATON_DATA_KEYS"):
+            compose_environment(
+                {
+                    "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+                    "BATON_AUDIT_KEY": secrets.token_urlsafe(50),
+                }
+            )
+
+    def test_no_keys_for_personal_data_is_an_error(self, production, tmp_path):
+        environment = {k: v for k, v in production.items() if k != "BATON_DATA_KEYS"}
+
+        result = deploy_check(environment, tmp_path)
+
+        assert result.returncode != 0
+        assert "workflows.E010" in result.stderr
+        assert "BATON_DATA_KEYS is not set" in result.stderr
 
     def test_an_audit_key_derived_from_the_secret_key_is_reported(self, production, tmp_path):
         environment = {k: v for k, v in production.items() if k != "BATON_AUDIT_KEY"}
@@ -114,6 +134,7 @@ class TestDeployCheck:
             "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
             "DJANGO_ALLOWED_HOSTS": "baton.example.com",
             "BATON_AUDIT_KEY": secrets.token_urlsafe(50),
+            "BATON_DATA_KEYS": Fernet.generate_key().decode(),
         }
 
         result = deploy_check(environment, tmp_path)
@@ -125,6 +146,7 @@ class TestDeployCheck:
         environment = {
             "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
             "DJANGO_ALLOWED_HOSTS": "baton.example.com",
+            "BATON_DATA_KEYS": Fernet.generate_key().decode(),
         }
 
         result = deploy_check(environment, tmp_path)

@@ -56,8 +56,11 @@ class TestDeliveriesSurviveFailures:
         # Five attempts in all: two 500s, the killed one (whose answer was never
         # recorded in the log) and two that succeeded.
         assert sum(delivery.attempts for delivery in deliveries.values()) == 4
+        # Each step attempt is one the log recorded, or one the kill cut short: the held
+        # one, and the other delivery's too when the kill caught it between its claim and
+        # its request (how the two interleave is the machine's timing, not a promise).
         steps = [step for d in deliveries.values() for step in d.run.steps.all()]
-        assert sum(step.attempt for step in steps) == 5
+        assert 5 <= sum(step.attempt for step in steps) <= 6
         wait_until(
             lambda: all(
                 d.run.state == RunState.SUCCEEDED

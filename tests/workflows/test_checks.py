@@ -51,6 +51,8 @@ def environment(database: str, port: int | None = None) -> dict[str, str]:
         "PATH": os.environ["PATH"],
         "DJANGO_SETTINGS_MODULE": "config.settings",
         "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+        # The shipped types mark personal fields: sealed under a key derived from the above.
+        "BATON_DATA_KEYS_DERIVED": "true",
         "DATABASE_URL": "postgres://{USER}@{HOST}:{port}/{database}".format(
             **settings, port=port or settings["PORT"], database=database
         ),

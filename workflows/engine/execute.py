@@ -17,7 +17,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from workflows import metrics, queues, tracing
+from workflows import metrics, personal, queues, tracing
 from workflows.activity import ActivityCancelled, ActivityContext, LeaseLost
 from workflows.dsl import Activity, Workflow
 from workflows.engine import advance, limits, prepared, straight, undo
@@ -300,7 +300,8 @@ def _attempt(
         node=step.node,
         attempt=step.attempt,
         idempotency_key=step.idempotency_key,
-        input=run.input,
+        # Personal fields as their values (a type without them: the stored dict itself).
+        input=personal.reveal_fields(run.input),
         results=results,
         correlation_id=run.correlation_id,
         round=step.round,

@@ -107,7 +107,7 @@ def update_run(
         answer = {"result": _storable(name, result)}
         if new_input is not None:
             try:
-                run.input = definition.validate_input(new_input)
+                run.input = definition.validate_input(new_input, previous=run.input)
             except InvalidInput as error:
                 raise InvalidUpdate(
                     f"Update {name!r} would leave the run's input invalid.", errors=error.errors

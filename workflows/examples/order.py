@@ -7,11 +7,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from workflows import registry
+from workflows import personal, registry
 from workflows.activity import ActivityContext, NonRetryableError
 from workflows.dsl import ANYONE, Activity, NoCompensation, RetryPolicy, Timeouts, Workflow
 from workflows.examples import services
 from workflows.examples.fields import Amount, Currency, Email
+from workflows.personal import PERSONAL
 
 Behaviour = Literal["flaky", "outage", "fail", "decline", "slow"]
 SimulatedService = Literal[
@@ -34,7 +35,8 @@ class OrderInput(BaseModel):
     order_id: str = Field(
         min_length=1, max_length=100, description="the shop's reference for it, e.g. A-1001"
     )
-    customer_email: Email
+    # Personal: sealed at rest, and erased with `manage.py erase_personal_data`.
+    customer_email: Email = Field(json_schema_extra=PERSONAL)
     items: list[OrderItem] = Field(min_length=1, max_length=100)
     amount: Amount
     currency: Currency
@@ -120,13 +122,15 @@ def cancel_shipment(context: ActivityContext) -> dict[str, Any]:
 
 
 def notify_customer(context: ActivityContext) -> dict[str, Any]:
-    return services.call(
+    effect = services.call(
         service="notifications",
         action="notify",
         context=context,
         behaviour=_behaviour(context, "notification"),
         data={"to": context.input["customer_email"], "template": "order_shipped"},
     )
+    # The address is personal: the step's result keeps it sealed, as the input does.
+    return {**effect, "to": personal.seal(effect["to"])}
 
 
 SERVICE_RETRY = RetryPolicy(
@@ -145,7 +149,8 @@ ORDER = Workflow(
     input_schema=OrderInput,
     # Orders come from the shop's systems, and from anyone taking one by phone.
     starters=ANYONE,
-    searchable=("order_id", "customer_email"),
+    # Not the customer's email: it is personal, sealed at rest, so no index can match it.
+    searchable=("order_id",),
     start="validate",
     nodes=(
         Activity("validate", run=validate_order, next="reserve_inventory", mutating=False),
