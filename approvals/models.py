@@ -655,3 +655,15 @@ class Attachment(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class SlaSnapshot(models.Model):
+    """The SLA dashboard's numbers for operators as beat last computed them
+    (approvals.console.sla_snapshot): the page reads one row, whatever the open work."""
+
+    scope = models.CharField(max_length=40, primary_key=True)
+    computed_at = models.DateTimeField()
+    data = models.JSONField()
+
+    def __str__(self) -> str:
+        return f"SLA snapshot {self.scope} at {self.computed_at:%Y-%m-%d %H:%M:%S}"
