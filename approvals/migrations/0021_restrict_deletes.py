@@ -35,7 +35,7 @@ def defer(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("approvals", "0019_run_data_on_tasks"),
+        ("approvals", "0020_task_drafts"),
         ("workflows", "0018_restrict_deletes"),
     ]
 

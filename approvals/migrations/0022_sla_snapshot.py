@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("approvals", "0020_restrict_deletes"),
+        ("approvals", "0021_restrict_deletes"),
     ]
 
     operations = [
