@@ -145,6 +145,7 @@ def _decisions(run_ids: Iterable[UUID]) -> dict[UUID, tuple[StageDecision, ...]]
 # What a refused person was trying to do, as the end of "so you cannot ... it".
 ACTING = {
     "claim": "claim",
+    "complete": "complete",
     "decide": "decide",
     "delegate": "choose who decides",
     "reassign": "choose who decides",

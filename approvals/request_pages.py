@@ -25,10 +25,10 @@ from django.db.models.fields.tuple_lookups import Tuple, TupleLessThan
 from approvals import permissions, start_forms
 from approvals.models import Comment, HumanTask
 from approvals.states import LIVE_TASK_STATES, TaskKind, TaskState, outcome_words
-from workflows import personal, registry, starting
+from workflows import personal, queues, registry, starting
 from workflows.cleaning import clean_datetime
-from workflows.diagram import Diagram, draw
-from workflows.dsl import ChildWorkflow, Join, Map, Sleep, WaitForSignal, Workflow
+from workflows.diagram import Diagram, draw, limits_note
+from workflows.dsl import Activity, ChildWorkflow, Join, Map, Sleep, WaitForSignal, Workflow
 from workflows.models import StepEvent, StepRun, WorkflowRun
 from workflows.registry import UnknownWorkflow
 from workflows.states import FINAL_RUN_STATES, LIVE_RUN_STATES, LIVE_STEP_STATES, RunState, StepKind
@@ -87,6 +87,8 @@ def _waiting_for(task: HumanTask) -> str:
     people = _people(task)
     if task.kind == TaskKind.REVISION:
         return f"changes by {people} (sent back for changes)"
+    if task.kind == TaskKind.ENTRY:
+        return f"{people} to fill in its form"
     if task.owner_id:
         return f"a decision by {people} (delegated by {_name(task.owner)})"
     return f"a decision by {people}"
@@ -164,6 +166,13 @@ def _step_position(step: StepRun, definition: Workflow | None) -> Position:
         )
     if step.state == "running":
         return Position(stage, "a worker to finish it", since=step.started_at)
+    if isinstance(node, Activity | Map) and queues.is_limited(node):
+        # It may be held back by its limits: say which (the timeline says when it was).
+        return Position(
+            stage,
+            f"a worker to pick it up, within its limits ({limits_note(node)})",
+            since=step.scheduled_at,
+        )
     return Position(stage, "a worker to pick it up", since=step.scheduled_at)
 
 

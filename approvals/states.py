@@ -22,6 +22,8 @@ class Outcome(models.TextChoices):
     # The requester answered a revision task with the input changed
     # (see approvals.human_tasks.revisions).
     RESUBMITTED = "resubmitted"
+    # Someone filled in a data-entry task's form and completed it (dsl.UserTask).
+    COMPLETED = "completed"
 
 
 def outcome_words(outcome: str) -> str:
@@ -30,10 +32,12 @@ def outcome_words(outcome: str) -> str:
 
 
 class TaskKind(models.TextChoices):
-    """Whose work a human task is: a reviewer's decision, or the requester's revision."""
+    """Whose work a human task is: a reviewer's decision, the requester's revision, or
+    a form someone fills in and completes (dsl.UserTask)."""
 
     APPROVAL = "approval"
     REVISION = "revision"
+    ENTRY = "entry", "data entry"
 
 
 class Channel(models.TextChoices):

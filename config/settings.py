@@ -730,6 +730,16 @@ CELERY_BEAT_SCHEDULE["baton-audit-checkpoint"] = {
     # A checkpoint that waited past the next one's time is superseded by it.
     "options": {"expires": BATON_AUDIT_CHECKPOINT_MINUTES * 60},
 }
+# The operators' SLA dashboard is counted by beat this often and read back as one
+# row (approvals.console.sla_snapshot); a snapshot twice this old is ignored and
+# the page counts live.
+BATON_SLA_SNAPSHOT_SECONDS = env_float("BATON_SLA_SNAPSHOT_SECONDS", 60)
+CELERY_BEAT_SCHEDULE["baton-refresh-sla-snapshot"] = {
+    "task": "baton.refresh_sla_snapshot",
+    "schedule": BATON_SLA_SNAPSHOT_SECONDS,
+    # A count that waited past the next one's time is superseded by it.
+    "options": {"expires": BATON_SLA_SNAPSHOT_SECONDS},
+}
 
 # ---------------------------------------------------------------------------
 # Single sign-on: OpenID Connect (mozilla-django-oidc; see approvals.sso and README)

@@ -13,7 +13,7 @@ from approvals import task_forms
 from approvals.models import (
     HumanTask,
 )
-from workflows.dsl import Approval
+from workflows.dsl import Approval, UserTask
 
 User = get_user_model()
 
@@ -54,6 +54,12 @@ class InvalidForm(InvalidRequest):
         self.errors = errors
         if node.form is None:
             super().__init__("This decision has no form: send no form values.")
+        elif isinstance(node, UserTask):
+            words = task_forms.in_words(node.form, errors)
+            super().__init__(
+                f"Fill in the form to complete it: {words} Nothing was completed; "
+                "what you typed is kept."
+            )
         else:
             words = task_forms.in_words(node.form, errors)
             super().__init__(f"Fill in the form to approve: {words} Nothing was decided.")

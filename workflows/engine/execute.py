@@ -298,8 +298,17 @@ def _claim_with_orm(step_id: int, *, now: datetime | None) -> Claim | None:
             )
             now = admission.at
             if not admission.admitted:
-                # Left scheduled: the sweep sends it again once its limits allow.
+                # Left scheduled: the sweep sends it again once its limits allow. The
+                # timeline says why, the first time this attempt is held.
                 StepRun.objects.filter(pk=step.pk).update(due_at=admission.retry_at)
+                limits.record_held(
+                    run=run,
+                    step=step,
+                    node=node,
+                    reason=admission.reason,
+                    until=admission.retry_at,
+                    now=admission.at or timezone.now(),
+                )
                 logger.debug(
                     "step.claim_deferred",
                     extra=log_fields(run, step, {"limit": admission.reason}),
