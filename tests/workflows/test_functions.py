@@ -24,7 +24,7 @@ from workflows.states import StepState
 
 pytestmark = pytest.mark.django_db
 
-_MIGRATION = importlib.import_module("workflows.migrations.0018_engine_functions")
+_MIGRATION = importlib.import_module("workflows.migrations.0019_engine_functions")
 
 
 def _compiled() -> dict[str, functions.Function]:

@@ -36,6 +36,6 @@ def uninstall(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("workflows", "0017_partition_step_events")]
+    dependencies = [("workflows", "0018_restrict_deletes")]
 
     operations = [migrations.RunPython(install, uninstall)]
