@@ -157,7 +157,7 @@ def _stage(decision: StageDecision) -> str:
 
 
 def refusal_for_actor(conflict: DutyConflict, *, workflow_type: str, action: str) -> str:
-    """Say why the person acting may not claim, decide or hand on this task (each case a
+    """Say why the person acting may not claim, decide, complete or hand on this task (each case a
     sentence of its own, so each language orders its words)."""
     words = {"kind": _kind(workflow_type)}
     if conflict.kind == Conflict.REQUESTER:
@@ -165,6 +165,8 @@ def refusal_for_actor(conflict: DutyConflict, *, workflow_type: str, action: str
             return _("You requested this %(kind)s, so you cannot claim it.") % words
         if action == "decide":
             return _("You requested this %(kind)s, so you cannot decide it.") % words
+        if action == "complete":
+            return _("You requested this %(kind)s, so you cannot complete it.") % words
         return _("You requested this %(kind)s, so you cannot choose who decides it.") % words
     assert conflict.earlier is not None
     return _(

@@ -1,5 +1,8 @@
 """The shipped workflow types that stop for people: `expense` and `vendor_onboarding`, and
-`background_check`, the child workflow vendor onboarding runs once per director."""
+`background_check`, the child workflow vendor onboarding runs once per director.
+
+Vendor onboarding also shows a data-entry task (`UserTask`): once the vendor is
+approved, finance types its bank details, which the new vendor account is opened with."""
 
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from workflows.dsl import (
     RetryPolicy,
     Revise,
     RunData,
+    UserTask,
     Workflow,
 )
 from workflows.examples import services
@@ -368,13 +372,36 @@ def _check_input(data: RunData, director: dict[str, Any]) -> dict[str, Any]:
     return {"vendor_name": data.input["vendor_name"], "director": director}
 
 
+class VendorBankDetails(BaseModel):
+    """What finance types in before the vendor's account is opened: where it is paid."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    account_holder: str = Field(
+        min_length=1, max_length=120, description="the name on the vendor's bank account"
+    )
+    iban: str = Field(
+        min_length=15,
+        max_length=34,
+        pattern=r"^[A-Z]{2}[0-9]{2}[A-Z0-9]{11,30}$",
+        description="capitals and digits without spaces, e.g. DE89370400440532013000",
+    )
+    bic: str = Field(
+        default="",
+        max_length=11,
+        pattern=r"^([A-Z]{6}[A-Z0-9]{2}([A-Z0-9]{3})?)?$",
+        description="the bank's BIC, if the IBAN's country needs one",
+    )
+
+
 def create_vendor_account(context: ActivityContext) -> dict[str, Any]:
+    bank = RunData(input=context.input, results=context.results).form_values("collect_bank_details")
     return services.call(
         service="vendors",
         action="create_account",
         context=context,
         behaviour=None,
-        data={"vendor": context.input["vendor_name"]},
+        data={"vendor": context.input["vendor_name"], "iban": bank.get("iban")},
     )
 
 
@@ -406,6 +433,10 @@ def _vendor_title(review: str):
     return title
 
 
+def _bank_details_title(data: RunData) -> str:
+    return f"Bank details: vendor {data.input['vendor_name']}"
+
+
 def _sign_off_title(data: RunData) -> str:
     legal = data.form_values("legal_review")
     flagged = [
@@ -426,7 +457,8 @@ VENDOR_ONBOARDING = Workflow(
     description=(
         "A background check per director (three at a time), then legal and security review "
         "in parallel; both must approve the new vendor, and security signs off once more "
-        "when legal rates the risk high or a director's check was flagged."
+        "when legal rates the risk high or a director's check was flagged. Finance then "
+        "types the vendor's bank details, and its account is opened with them."
     ),
     input_schema=VendorInput,
     starters=("procurement",),
@@ -469,15 +501,24 @@ VENDOR_ONBOARDING = Workflow(
             "high_risk",
             condition=_high_risk,
             if_true="security_sign_off",
-            if_false="create_account",
+            if_false="collect_bank_details",
         ),
         Approval(
             "security_sign_off",
             title=_sign_off_title,
             groups=("security",),
             priority=3,
-            on_approve="create_account",
+            on_approve="collect_bank_details",
             on_reject="notify_rejected",
+        ),
+        # Data entry, not a decision: finance fills in the vendor's bank details (a draft
+        # kept as they type), and the account is opened with them.
+        UserTask(
+            "collect_bank_details",
+            title=_bank_details_title,
+            groups=("finance",),
+            form=VendorBankDetails,
+            next="create_account",
         ),
         Activity(
             "create_account",

@@ -46,7 +46,8 @@ class HumanTask(fsm.ConcurrentTransitionMixin, models.Model):
     run = models.ForeignKey(WorkflowRun, on_delete=models.CASCADE, related_name="human_tasks")
     step = models.ForeignKey(StepRun, on_delete=models.CASCADE, related_name="human_tasks")
     node = models.CharField(max_length=100)
-    # A reviewer's approval, or a revision its requesters answer (approvals.human_tasks.revisions).
+    # A reviewer's approval, a revision its requesters answer (approvals.human_tasks.revisions),
+    # or a form to fill in and complete (approvals.human_tasks.entries).
     kind = models.CharField(max_length=20, choices=TaskKind.choices, default=TaskKind.APPROVAL)
     workflow_type = models.CharField(max_length=100)
     title = models.CharField(max_length=200)
@@ -86,6 +87,14 @@ class HumanTask(fsm.ConcurrentTransitionMixin, models.Model):
     form_values = models.JSONField(default=dict, blank=True)
     # What a resubmission changed in the run's input: {field: [old, new]} (revisions only).
     changes = models.JSONField(default=dict, blank=True)
+    # A data-entry task's form as last typed, not yet valid (approvals.human_tasks.entries):
+    # the field values so far, kept so a reload or another device finds them. Emptied
+    # when the task is completed (the values then live in `form_values`).
+    draft = models.JSONField(default=dict, blank=True)
+    draft_saved_at = models.DateTimeField(null=True, blank=True)
+    draft_saved_by = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     version = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField()
     claimed_at = models.DateTimeField(null=True, blank=True)
@@ -664,3 +673,15 @@ class Attachment(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class SlaSnapshot(models.Model):
+    """The SLA dashboard's numbers for operators as beat last computed them
+    (approvals.console.sla_snapshot): the page reads one row, whatever the open work."""
+
+    scope = models.CharField(max_length=40, primary_key=True)
+    computed_at = models.DateTimeField()
+    data = models.JSONField()
+
+    def __str__(self) -> str:
+        return f"SLA snapshot {self.scope} at {self.computed_at:%Y-%m-%d %H:%M:%S}"

@@ -32,6 +32,7 @@ from django.db.models import Q, TextField
 from django.db.models.functions import Cast
 
 from approvals import audit
+from approvals.audit.hashing import ERASED_COMMENT
 from approvals.models import (
     Attachment,
     Comment,
@@ -225,7 +226,7 @@ def _sealed_stores(
         (
             "tasks",
             HumanTask.objects.filter(pk__in=task_ids),
-            ("form_values", "changes", "search_data"),
+            ("form_values", "changes", "search_data", "draft"),
         ),
         ("inbox", InboxEntry.objects.filter(task_id__in=task_ids), ("data",)),
     )
@@ -291,6 +292,7 @@ def _erase_text(run_id: Any, task_ids: list[Any], copies: list[str], erasure: Er
         .exclude(comment=personal.TOMBSTONE)
         .update(comment=personal.TOMBSTONE),
     )
+    _erase_audit_comments(run_id, task_ids, erasure)
     if not copies:
         return
     task_types = ContentType.objects.get_for_model(HumanTask)
@@ -312,6 +314,25 @@ def _erase_text(run_id: Any, task_ids: list[Any], copies: list[str], erasure: Er
         ),
     ):
         _scrub_column(store, rows, column, copies, erasure)
+
+
+def _erase_audit_comments(run_id: Any, task_ids: list[Any], erasure: Erasure) -> None:
+    """Tombstone the words of the run's and its tasks' audit comments; the chain covers
+    their keyed digest (approvals.audit.hashing.chained_comment), so it still verifies.
+    Entries written before comments were digested keep theirs (see SECURITY.md)."""
+    subjects = Q(
+        content_type=ContentType.objects.get_for_model(HumanTask),
+        object_pk__in=[str(pk) for pk in task_ids],
+    ) | Q(content_type=ContentType.objects.get_for_model(WorkflowRun), object_pk=str(run_id))
+    entries = (
+        LogEntry.objects.filter(subjects, additional_data__has_key="comment_digest")
+        .exclude(additional_data__comment=ERASED_COMMENT)
+        .exclude(additional_data__event="personal_data_erased")
+    )
+    for entry in entries.only("pk", "additional_data"):
+        data = {**entry.additional_data, "comment": ERASED_COMMENT}
+        LogEntry.objects.filter(pk=entry.pk).update(additional_data=data)
+        erasure.count("audit_comments")
 
 
 def _deliveries_of(run_id: Any) -> Q:
@@ -359,7 +380,7 @@ _ROTATED: tuple[tuple[type[models.Model], tuple[str, ...]], ...] = (
     (StepRun, ("result", "item_value", "last_error")),
     (StepEvent, ("detail",)),
     (Signal, ("payload", "answer")),
-    (HumanTask, ("form_values", "changes", "search_data")),
+    (HumanTask, ("form_values", "changes", "search_data", "draft")),
     (InboxEntry, ("data",)),
 )
 _BATCH = 500
@@ -436,7 +457,7 @@ def seal_plaintext(*, progress: Callable[[str], None] | None = None) -> dict[str
                     (
                         HumanTask,
                         HumanTask.objects.filter(run_id__in=batch),
-                        ("form_values", "changes"),
+                        ("form_values", "changes", "draft"),
                     ),
                 ):
                     for row in rows.select_for_update():

@@ -28,10 +28,10 @@ from django.utils.translation import gettext as _
 from approvals import permissions, start_forms
 from approvals.models import Comment, HumanTask
 from approvals.states import LIVE_TASK_STATES, TaskKind, TaskState, outcome_words
-from workflows import personal, registry, starting
+from workflows import personal, queues, registry, starting
 from workflows.cleaning import clean_datetime
-from workflows.diagram import Diagram, draw
-from workflows.dsl import ChildWorkflow, Join, Map, Sleep, WaitForSignal, Workflow
+from workflows.diagram import Diagram, draw, limits_note
+from workflows.dsl import Activity, ChildWorkflow, Join, Map, Sleep, WaitForSignal, Workflow
 from workflows.models import StepEvent, StepRun, WorkflowRun
 from workflows.registry import UnknownWorkflow
 from workflows.states import FINAL_RUN_STATES, LIVE_RUN_STATES, LIVE_STEP_STATES, RunState, StepKind
@@ -94,6 +94,8 @@ def _waiting_for(task: HumanTask) -> str:
     people = _people(task)
     if task.kind == TaskKind.REVISION:
         return _("changes by %(people)s (sent back for changes)") % {"people": people}
+    if task.kind == TaskKind.ENTRY:
+        return _("%(people)s to fill in its form") % {"people": people}
     if task.owner_id:
         return _("a decision by %(people)s (delegated by %(owner)s)") % {
             "people": people,
@@ -182,6 +184,14 @@ def _step_position(step: StepRun, definition: Workflow | None) -> Position:
         )
     if step.state == "running":
         return Position(stage, _("a worker to finish it"), since=step.started_at)
+    if isinstance(node, Activity | Map) and queues.is_limited(node):
+        # It may be held back by its limits: say which (the timeline says when it was).
+        return Position(
+            stage,
+            _("a worker to pick it up, within its limits (%(limits)s)")
+            % {"limits": limits_note(node)},
+            since=step.scheduled_at,
+        )
     return Position(stage, _("a worker to pick it up"), since=step.scheduled_at)
 
 

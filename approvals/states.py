@@ -24,6 +24,8 @@ class Outcome(models.TextChoices):
     # The requester answered a revision task with the input changed
     # (see approvals.human_tasks.revisions).
     RESUBMITTED = "resubmitted", _("Resubmitted")
+    # Someone filled in a data-entry task's form and completed it (dsl.UserTask).
+    COMPLETED = "completed", _("Completed")
 
 
 def outcome_words(outcome: str) -> str:
@@ -33,15 +35,18 @@ def outcome_words(outcome: str) -> str:
         Outcome.REJECTED: gettext("rejected"),
         Outcome.CHANGES_REQUESTED: gettext("sent back"),
         Outcome.RESUBMITTED: gettext("resubmitted"),
+        Outcome.COMPLETED: gettext("completed"),
     }
     return words.get(outcome, outcome)
 
 
 class TaskKind(models.TextChoices):
-    """Whose work a human task is: a reviewer's decision, or the requester's revision."""
+    """Whose work a human task is: a reviewer's decision, the requester's revision, or
+    a form someone fills in and completes (dsl.UserTask)."""
 
     APPROVAL = "approval", _("Approval")
     REVISION = "revision", _("Revision")
+    ENTRY = "entry", _("data entry")
 
 
 class Channel(models.TextChoices):

@@ -20,7 +20,7 @@ from django.template.defaultfilters import filesizeformat
 
 from approvals import start_forms
 from workflows import openapi, registry
-from workflows.dsl import ATTACHMENT_FORMAT, Approval, Workflow
+from workflows.dsl import ATTACHMENT_FORMAT, Approval, UserTask, Workflow
 
 PREFIX = "form-"
 
@@ -70,6 +70,14 @@ def attachment_fields(form: type[pydantic.BaseModel]) -> list[str]:
 def blank(node: Approval | None, files: Sequence[Any] = ()) -> start_forms.Form | None:
     spec = spec_of(node, files)
     return start_forms.blank(spec) if spec else None
+
+
+def filled(
+    node: Approval | None, values: Mapping[str, Any], files: Sequence[Any] = ()
+) -> start_forms.Form | None:
+    """The form showing `values` (a data-entry task's draft) in its boxes."""
+    spec = spec_of(node, files)
+    return start_forms.filled(spec, values) if spec else None
 
 
 def read(
@@ -122,40 +130,57 @@ def drawing_problems(workflow: Workflow) -> list[str]:
         try:
             spec = start_forms.spec_for(node.form)
         except Exception as error:  # the static check names what makes the schema fail
-            problems.append(f"the form of approval {node.name!r} cannot be drawn: {error}")
+            problems.append(f"the form of {_kind(node)} {node.name!r} cannot be drawn: {error}")
             continue
         lists = [item.name for item in spec.fields if isinstance(item, start_forms.ListSpec)]
         missing = [*spec.cannot_fill, *spec.left_out, *lists]
         if missing:
             problems.append(
-                f"the form of approval {node.name!r} has fields a task page cannot show: "
+                f"the form of {_kind(node)} {node.name!r} has fields a task page cannot show: "
                 f"{', '.join(missing)} (use text, numbers, dates, choices or a mapping)"
             )
     return problems
 
 
+def _kind(node: Approval) -> str:
+    return "user task" if isinstance(node, UserTask) else "approval"
+
+
 def document_task_forms(schema: dict[str, Any]) -> dict[str, Any]:
-    """Document, in the OpenAPI document `schema`, the form of every approval of every
-    registered workflow type: one component each, and the decision's `form` as any one
-    of them (or no values, for an approval without a form)."""
+    """Document, in the OpenAPI document `schema`, the form of every approval and user task
+    of every registered workflow type: one component each, the decision's `form` as any
+    one of the approvals' (or no values, for an approval without a form), and a
+    completion's `form` as any one of the user tasks'."""
     components = schema.setdefault("components", {}).setdefault("schemas", {})
     decision = components.get("DecisionIn", {}).get("properties", {})
+    completion = components.get("CompleteIn", {}).get("properties", {})
     choices: list[dict[str, Any]] = []
+    entry_choices: list[dict[str, Any]] = []
     by_type: dict[str, dict[str, dict[str, str]]] = {}
     for workflow in sorted(registry.all_definitions(), key=lambda w: (w.name, w.version)):
         for node in workflow.nodes:
             if not isinstance(node, Approval) or node.form is None:
                 continue
+            kind = "user task" if isinstance(node, UserTask) else "approval"
             reference = openapi.add_model(
                 components,
                 f"TaskForm_{workflow.name}_v{workflow.version}_{node.name}",
                 node.form,
                 title=f"{workflow.name} v{workflow.version}: {node.name}",
-                about=f"The form of approval {node.name!r} in workflow type {workflow.name!r} "
+                about=f"The form of {kind} {node.name!r} in workflow type {workflow.name!r} "
                 f"(version {workflow.version}).",
             )
+            if isinstance(node, UserTask):
+                entry_choices.append(reference)
+                continue
             choices.append(reference)
             by_type.setdefault(workflow.name, {})[node.name] = reference
+    if "form" in completion and entry_choices:
+        completion["form"] = {
+            "title": "Form",
+            "description": completion["form"].get("description", ""),
+            "anyOf": entry_choices,
+        }
     if "form" in decision:
         nothing = {"type": "object", "maxProperties": 0, "title": "No values"}
         listed = "; ".join(

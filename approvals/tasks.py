@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from approvals import audit
 from approvals.audit import retention
+from approvals.console import sla_snapshot
 from approvals.notify import notifications
 
 
@@ -37,3 +38,9 @@ def prune_audit() -> None:
 def send_digests() -> None:
     """Email the daily digests (beat, once a day at BATON_DIGEST_HOUR UTC)."""
     notifications.send_digests(now=timezone.now())
+
+
+@shared_task(name="baton.refresh_sla_snapshot", ignore_result=True)
+def refresh_sla_snapshot() -> None:
+    """Count the operators' SLA dashboard (beat, every BATON_SLA_SNAPSHOT_SECONDS)."""
+    sla_snapshot.refresh(now=timezone.now())

@@ -3,7 +3,8 @@ decides a run's human tasks through the same use cases as the inbox and the requ
 
 Enable it in a conftest.py with `pytest_plugins = ["approvals.testing"]` (instead of
 `workflows.testing`): the `workflow_env` fixture then offers `task`, `approve`, `reject`,
-`request_changes` and `resubmit` besides the engine's own actions, and its clock also
+`request_changes`, `resubmit`, and `save_draft` and `complete` for data-entry tasks
+(`dsl.UserTask`) besides the engine's own actions, and its clock also
 stops at every task's escalation and deadline. A refused decision raises the use case's
 own error, `TaskError` (exported here), saying why, as the inbox would show it.
 """
@@ -16,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from approvals.human_tasks import TaskError, decide, revisions
+from approvals.human_tasks import TaskError, decide, entries, revisions
 from approvals.models import HumanTask
 from approvals.states import LIVE_TASK_STATES, Channel
 from workflows import testing
@@ -127,6 +128,43 @@ class HumanTaskEnvironment(testing.WorkflowEnvironment):
                 input=input,
                 comment=comment,
                 channel=channel or Channel.INBOX,
+                now=self.now,
+            )
+        self.settle()
+        return self.refresh(run)
+
+    def save_draft(
+        self, run: WorkflowRun, node: str, *, as_user: Any, values: dict[str, Any]
+    ) -> Any:
+        """Keep `values` as the draft of user task `node`, as its page does while typed;
+        return the task (its `draft` holds them)."""
+
+        task = self.task(run, node, for_user=as_user)
+        return entries.save_draft(
+            task_id=task.pk, user=as_user, channel=Channel.INBOX, values=values, now=self.now
+        )
+
+    def complete(
+        self,
+        run: WorkflowRun,
+        node: str,
+        *,
+        as_user: Any,
+        values: dict[str, Any],
+        comment: str = "",
+        channel: str = "",
+    ) -> WorkflowRun:
+        """Fill in and complete the data-entry task of `UserTask` node `node` as `as_user`,
+        through the same service as the inbox; values that do not fit raise InvalidForm."""
+
+        task = self.task(run, node, for_user=as_user)
+        with as_if_committed():
+            entries.complete_user_task(
+                task_id=task.pk,
+                user=as_user,
+                channel=channel or Channel.INBOX,
+                values=values,
+                comment=comment,
                 now=self.now,
             )
         self.settle()

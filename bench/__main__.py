@@ -32,7 +32,7 @@ DEFAULT_BROKER = "redis://127.0.0.1:6379/14"
 SHIPPED_MODULES = "workflows.examples.order,approvals.examples"
 # Bump when the seeder changes what it makes, so kept seeded databases are rebuilt.
 SEED_VERSION = 2
-SCALE_SEED_VERSION = 1
+SCALE_SEED_VERSION = 2
 
 
 T = TypeVar("T")
@@ -159,7 +159,7 @@ class Driver:
         if not self.args.reseed and {key: marker.get(key) for key in wanted} == wanted:
             say(f"reusing {name}")
             return {"name": name, **marker}
-        say(f"seeding {name}: {runs:,} finished runs over 3 years, by COPY")
+        say(f"seeding {name}: {runs:,} finished runs over 3 years, made in the database")
         started = time.monotonic()
         self.server.drop(name)
         self.server.create(name, template=template)

@@ -11,7 +11,8 @@ PostgreSQL's statistics (which other sessions on the server would disturb):
   transaction that commits;
 - a commit is a statement run in autocommit mode (its own transaction), or an
   outermost `transaction.atomic` block that commits, seen by wrapping the
-  connection's `commit` for the duration of the count.
+  connection's `commit` for the duration of the count; a block in which no
+  statement ran sends no BEGIN or COMMIT, and counts for nothing.
 """
 
 from __future__ import annotations
@@ -54,8 +55,11 @@ def counting() -> Iterator[Counts]:
         return execute(sql, params, many, context)
 
     def count_commit() -> None:
-        counts.commits += 1
-        counts.transactions += 1
+        # A transaction in which nothing was sent sends no COMMIT either (psycopg sends
+        # BEGIN with the first statement): it is not counted.
+        if _sent_anything():
+            counts.commits += 1
+            counts.transactions += 1
         original_commit()
 
     connection.commit = count_commit  # type: ignore[method-assign]
@@ -64,6 +68,14 @@ def counting() -> Iterator[Counts]:
             yield counts
     finally:
         del connection.commit
+
+
+def _sent_anything() -> bool:
+    if connection.vendor != "postgresql" or connection.connection is None:
+        return True
+    from psycopg.pq import TransactionStatus
+
+    return connection.connection.info.transaction_status != TransactionStatus.IDLE
 
 
 def now_ns() -> int:

@@ -415,10 +415,17 @@ CATALOGUE: dict[str, Spec] = dict(
         _spec(
             "scale_sla_p95_ms",
             "scale",
-            "SLA dashboard p95 (operator), years of history",
+            "SLA dashboard p95 (operator, from beat's snapshot), years of history",
             "ms",
             "small database",
             Target(1.2, on="ratio"),
+        ),
+        _spec(
+            "scale_sla_refresh_ms",
+            "scale",
+            "SLA snapshot count (beat, once a minute), years of history",
+            "ms",
+            "small database",
         ),
         _spec(
             "scale_api_by_key_p95_ms",

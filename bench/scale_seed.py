@@ -1,16 +1,20 @@
-"""Seed a company's worth of history by COPY, in the shape the engine writes it.
+"""Seed a company's worth of history in the database, in the shape the engine writes it.
 
 Two finished runs are made through the real code (a 3-step run of no-op
 activities, and a one-approval run that a reviewer approved: its step, events,
 signal, human task with its candidates, and its audit entries), and their rows
-are read back as the engine wrote them. `runs` copies of them, alternately, are
-then streamed into each table with `COPY ... FROM STDIN`: every copy gets a run
-id, step ids and a task id of its own (the template's ids are replaced wherever
-they appear, in keys and in text), a business key (`correlation_id`
-`order-<n>`), and every timestamp moved by the same amount, so the copies start
-evenly over three years, oldest first. Rows whose primary key is an identity
-column (events, signals, candidates, audit entries) get theirs from the
-database.
+are kept aside as the engine wrote them. `runs` copies of them, alternately, are
+then made by the server itself, one `INSERT ... SELECT ... generate_series` per
+table and chunk (no row crosses the wire): every copy gets a run id, step ids
+and a task id of its own (the template's ids are replaced wherever they appear,
+in keys and in text), a business key (`correlation_id` `order-<n>`), and every
+timestamp moved by the same amount, so the copies start evenly over three
+years, oldest first. Rows whose primary key is an identity column (events,
+signals, candidates, audit entries) get theirs from the database. While the
+tables fill, their secondary indexes are dropped (built once at the end) and,
+where the role may, the foreign-key checks of the inserts are skipped
+(`session_replication_role`): the copies point only at their own rows and the
+templates'. 10,000,000 runs take about 20 minutes here (see README, "Scaling").
 
 Beside the history, live work is cloned by `bench.seed`'s INSERT ... SELECT from
 templates the real code made: the benchmark reviewer's 2,000 open tasks (1,600
@@ -30,14 +34,14 @@ size overflows a `timedelta`.
 from __future__ import annotations
 
 import json
-import uuid
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from auditlog.models import LogEntry
 from django.contrib.auth.models import User
-from django.db import connection, models, transaction
+from django.db import DatabaseError, connection, models, transaction
 from django.utils import timezone
 
 from approvals import human_tasks
@@ -52,8 +56,7 @@ SPAN_US = YEARS * 365 * 86_400 * 1_000_000
 REVIEWER_CLAIMED = 1_600
 REVIEWER_QUEUE = 400
 REVIEWERS = 500
-CHUNK = 20_000
-TIMESTAMPTZ = 1184
+CHUNK = 250_000
 
 
 def business_key(number: int) -> str:
@@ -94,47 +97,60 @@ def finished_templates(people: dict[str, Any]) -> list[WorkflowRun]:
 
 
 class Template:
-    """A finished run's rows, as the engine wrote them, ready to be copied."""
+    """A finished run's rows, as the engine wrote them, ready to be copied.
 
-    def __init__(self, run: WorkflowRun) -> None:
+    The rows are kept in temporary tables of their own (`seed_template_<n>`), so
+    each copy reads a handful of rows, never the growing table they came from
+    (whose indexes are dropped while it is filled).
+    """
+
+    def __init__(self, run: WorkflowRun, *, number: int) -> None:
         self.run_id = str(run.pk)
         self.created_at = run.created_at
+        self.number = number
         self.step_ids = list(
             StepRun.objects.filter(run=run).order_by("id").values_list("pk", flat=True)
         )
         tasks = HumanTask.objects.filter(run=run).values_list("pk", flat=True)
         self.task_ids = [str(pk) for pk in tasks]
-        self.tables: list[tuple[type[models.Model] | str, list[str], list[list[Any]]]] = []
-        self._read(WorkflowRun, "id = %s", [self.run_id])
-        self._read(StepRun, "run_id = %s", [self.run_id])
-        self._read(StepEvent, "run_id = %s", [self.run_id])
-        self._read(Signal, "run_id = %s", [self.run_id])
+        # (model, columns copied, temporary table, the template's rows as text)
+        self.tables: list[tuple[type[models.Model], list[str], str, list[list[str | None]]]] = []
+        self._read(WorkflowRun, "id", self.run_id)
+        self._read(StepRun, "run_id", self.run_id)
+        self._read(StepEvent, "run_id", self.run_id)
+        self._read(Signal, "run_id", self.run_id)
         if self.task_ids:
-            self._read(HumanTask, "run_id = %s", [self.run_id])
+            self._read(HumanTask, "run_id", self.run_id)
             for field in HumanTask._meta.many_to_many:
                 through = field.remote_field.through
-                self._read(through, f"{field.m2m_column_name()} = ANY(%s::uuid[])", [self.task_ids])
-            self._read(LogEntry, "object_pk = ANY(%s)", [self.task_ids])
+                self._read(through, field.m2m_column_name(), self.task_ids)
+            self._read(LogEntry, "object_pk", self.task_ids)
 
-    def _read(self, model: type[models.Model], where: str, params: list[Any]) -> None:
+    def _read(self, model: type[models.Model], column: str, value: Any) -> None:
         table = model._meta.db_table
         identity = model is not StepRun and model is not WorkflowRun and model is not HumanTask
+        copy = f"seed_template_{self.number}_{len(self.tables)}"
+        values = value if isinstance(value, list) else [value]
         with connection.cursor() as cursor:
-            cursor.execute(f'SELECT * FROM "{table}" WHERE {where} ORDER BY 1', params)
-            description = cursor.description
+            cursor.execute(
+                f'CREATE TEMPORARY TABLE "{copy}" AS SELECT * FROM "{table}" '  # nosec B608
+                f'WHERE "{column}"::text = ANY(%s)',
+                [[str(one) for one in values]],
+            )
+            cursor.execute(f'SELECT * FROM "{copy}"')  # nosec B608
+            names = [column.name for column in cursor.description]
             rows = cursor.fetchall()
-        columns = [column.name for column in description]
-        kinds = [column.type_code for column in description]
         keep = [
             index
-            for index, name in enumerate(columns)
+            for index, name in enumerate(names)
             if not (identity and name == model._meta.pk.column)
         ]
         self.tables.append(
             (
                 model,
-                [columns[index] for index in keep],
-                [[(kinds[index], row[index]) for index in keep] for row in rows],
+                [names[index] for index in keep],
+                copy,
+                [[None if row[i] is None else _text(row[i]) for i in keep] for row in rows],
             )
         )
 
@@ -147,26 +163,55 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def copy_rows(
+def _types(table: str) -> dict[str, str]:
+    """Each column of `table` with its SQL type, for casting a replaced text back."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+            "WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped",
+            [table],
+        )
+        return dict(cursor.fetchall())
+
+
+# Copy g's run id and task ids, as the COPY seed made them: (1 << 120) | g, and
+# (2 << 120) | (g << 8) | index, written as UUIDs.
+RUN_ID = "('01' || lpad(to_hex(g), 30, '0'))::uuid"
+TASK_ID = "('02' || lpad(to_hex(g * 256 + {index}), 30, '0'))::uuid"
+
+
+def insert_copies(
     template: Template,
-    numbers: list[int],
     *,
+    first: int,
+    last: int,
+    parity: int,
     runs: int,
     end: datetime,
     step_base: int,
     spacing: int,
 ) -> int:
-    """COPY the template once per number in `numbers`; return the rows written.
+    """Copy the template once per g in first..last with g % 2 == parity, in the database.
 
-    Copy n's steps take the ids from `step_base + 1 + (n - 1) * spacing` on.
+    One `INSERT ... SELECT` per table over `generate_series`: copy g's timestamps
+    move to `started_at(g)`, its step ids start at `step_base + 1 + (g - 1) *
+    spacing`, the run's and tasks' ids are replaced wherever they appear (keys,
+    text, JSON), and the run's business key is `order-<g>`. Return the rows written.
     """
+    start = end - timedelta(microseconds=SPAN_US)
+    shift = (
+        f"(%(start)s::timestamptz - %(created)s::timestamptz + "
+        f"(div((g - 1)::numeric * {SPAN_US}, %(runs)s))::float8 * interval '1 microsecond')"
+    )
+    replace = [(template.run_id, f"{RUN_ID}::text")] + [
+        (task_id, f"{TASK_ID.format(index=index)}::text")
+        for index, task_id in enumerate(template.task_ids)
+    ]
     written = 0
-    steps = spacing
     with connection.cursor() as cursor:
-        raw = cursor.cursor  # psycopg's own cursor, for COPY
-        for model, columns, rows in template.tables:
+        for model, columns, copy, rows in template.tables:
             table = model._meta.db_table
-            names = ", ".join(f'"{name}"' for name in columns)
+            types = _types(table)
             step_columns = {
                 field.column
                 for field in model._meta.concrete_fields
@@ -174,35 +219,114 @@ def copy_rows(
             }
             if model is StepRun:
                 step_columns.add("id")
-            with raw.copy(f'COPY "{table}" ({names}) FROM STDIN') as copy:
-                for number in numbers:
-                    shift = started_at(number, runs=runs, end=end) - template.created_at
-                    run_id = str(uuid.UUID(int=(1 << 120) | number))
-                    replace = {template.run_id: run_id}
-                    for index, task_id in enumerate(template.task_ids):
-                        replace[task_id] = str(uuid.UUID(int=(2 << 120) | (number << 8) | index))
-                    first_step = step_base + 1 + (number - 1) * steps
-                    step_of = {old: first_step + n for n, old in enumerate(template.step_ids)}
-                    for row in rows:
-                        out = []
-                        for column, (kind, value) in zip(columns, row, strict=True):
-                            if value is None:
-                                out.append(None)
-                            elif kind == TIMESTAMPTZ:
-                                out.append((value + shift).isoformat())
-                            elif column in step_columns:
-                                out.append(str(step_of.get(value, value)))
-                            elif model is WorkflowRun and column == "correlation_id":
-                                out.append(business_key(number))
-                            else:
-                                text = _text(value)
-                                for old, new in replace.items():
-                                    if old in text:
-                                        text = text.replace(old, new)
-                                out.append(text)
-                        copy.write_row(out)
-                        written += 1
+            values = []
+            for position, column in enumerate(columns):
+                quoted = f't."{column}"'
+                texts = [row[position] for row in rows if row[position] is not None]
+                if types[column] == "timestamp with time zone":
+                    values.append(f"{quoted} + {shift}")
+                elif column in step_columns:
+                    cases = " ".join(
+                        f"WHEN {old} THEN %(step_base)s + 1 + (g - 1) * %(spacing)s + {n}"
+                        for n, old in enumerate(template.step_ids)
+                    )
+                    values.append(f"CASE {quoted} {cases} ELSE {quoted} END")
+                elif model is WorkflowRun and column == "correlation_id":
+                    values.append("'order-' || g")
+                elif any(old in text for text in texts for old, _ in replace):
+                    expression = f"{quoted}::text"
+                    for old, new in replace:
+                        if any(old in text for text in texts):
+                            expression = f"replace({expression}, '{old}', {new})"
+                    values.append(f"({expression})::{types[column]}")
+                else:
+                    values.append(quoted)
+            names = ", ".join(f'"{name}"' for name in columns)
+            cursor.execute(
+                f'INSERT INTO "{table}" ({names}) SELECT {", ".join(values)} '  # nosec B608
+                f'FROM "{copy}" t CROSS JOIN generate_series(%(first)s::bigint, %(last)s) g '
+                "WHERE mod(g, 2) = %(parity)s",
+                {
+                    "start": start,
+                    "created": template.created_at,
+                    "runs": runs,
+                    "step_base": step_base,
+                    "spacing": spacing,
+                    "first": first,
+                    "last": last,
+                    "parity": parity,
+                },
+            )
+            written += cursor.rowcount
     return written
+
+
+# The tables the seed fills by the million, whose secondary indexes are built after.
+FILLED = (
+    WorkflowRun,
+    StepRun,
+    StepEvent,
+    Signal,
+    HumanTask,
+    LogEntry,
+    HumanTask.candidate_users.through,
+    HumanTask.candidate_groups.through,
+)
+
+
+def drop_indexes() -> list[str]:
+    """Drop the filled tables' secondary indexes; return the statements that make them again.
+
+    Building an index once over the loaded rows (sorted, in parallel) is many times
+    cheaper than keeping it up to date row by row. Indexes behind a constraint
+    (primary keys, unique constraints) stay; a partitioned table's index goes with
+    its partitions' and comes back on every partition.
+    """
+    tables = [model._meta.db_table for model in FILLED]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT i.indexrelid::regclass::text, pg_get_indexdef(i.indexrelid) FROM pg_index i "
+            "WHERE i.indrelid = ANY(%s::regclass[]) AND NOT i.indisprimary "
+            "AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid)",
+            [tables],
+        )
+        found = cursor.fetchall()
+        for name, _ in found:
+            cursor.execute(f"DROP INDEX {name}")  # nosec B608
+    return [definition for _, definition in found]
+
+
+def make_indexes(definitions: list[str]) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SET maintenance_work_mem = '512MB'")
+        cursor.execute("SET max_parallel_maintenance_workers = 2")
+        for definition in definitions:
+            cursor.execute(definition)
+
+
+def compress_wal() -> None:
+    """Compress the full pages this session writes to the WAL, where the role may: a seed
+    writes gigabytes, and after each checkpoint every page it touches goes whole."""
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SET wal_compression = on")
+    except DatabaseError:
+        pass
+
+
+def without_key_checks(cursor: Any) -> None:
+    """Skip the foreign-key checks of this transaction's inserts, where allowed.
+
+    Every row copied points at rows of its own copy or at the templates', by
+    construction; checking each of tens of millions one by one is most of a naive
+    seed's time. `session_replication_role = replica` needs a superuser (the tests'
+    server has one); without it the checks run, only slower.
+    """
+    try:
+        with transaction.atomic():
+            cursor.execute("SET LOCAL session_replication_role = replica")
+    except DatabaseError:
+        pass
 
 
 # ---------------------------------------------------------------------------
@@ -230,6 +354,12 @@ OPERATOR = "bench-operator"
 
 def seed_scale(*, runs: int, log: Callable[[str], Any] = print) -> dict[str, Any]:
     """Fill an empty, migrated database with `runs` finished runs of history and live work."""
+    began = time.monotonic()
+
+    def say(text: str) -> None:
+        log(f"{text} [{time.monotonic() - began:.0f} s]")
+
+    compress_wal()
     now = timezone.now()
     end = now - timedelta(days=1)
     people = seed.ensure_people()
@@ -240,25 +370,36 @@ def seed_scale(*, runs: int, log: Callable[[str], Any] = print) -> dict[str, Any
         while month <= partitions.month_of(now):
             partitions.ensure_month(partitioned, month)
             month = partitions.add_months(month, 1)
-    finished = [Template(run) for run in finished_templates(people)]
-    # Copies alternate between the templates: odd numbers the first, even the second.
+    finished = [
+        Template(run, number=number) for number, run in enumerate(finished_templates(people))
+    ]
+    # Copies alternate between the templates: even numbers the first, odd the second.
     steps_each = [len(template.step_ids) for template in finished]
     spacing = max(steps_each)
     step_base = seed.reserve_ids(StepRun, count=runs * spacing + 10)
+    indexes = drop_indexes()
     rows = 0
     for first in range(1, runs + 1, CHUNK):
         last = min(runs, first + CHUNK - 1)
-        with transaction.atomic():
-            for index, template in enumerate(finished):
-                numbers = [n for n in range(first, last + 1) if n % len(finished) == index]
-                rows += copy_rows(
-                    template, numbers, runs=runs, end=end, step_base=step_base, spacing=spacing
+        with transaction.atomic(), connection.cursor() as cursor:
+            without_key_checks(cursor)
+            for parity, template in enumerate(finished):
+                rows += insert_copies(
+                    template,
+                    first=first,
+                    last=last,
+                    parity=parity,
+                    runs=runs,
+                    end=end,
+                    step_base=step_base,
+                    spacing=spacing,
                 )
-        log(f"  finished runs: {last:,} of {runs:,} ({rows:,} rows)")
+        say(f"  finished runs: {last:,} of {runs:,} ({rows:,} rows)")
     open_tasks = runs // 10
     reviewers = make_reviewers(REVIEWERS)
     base = seed.reserve_ids(StepRun, count=open_tasks + REVIEWER_CLAIMED + REVIEWER_QUEUE + 10)
-    with transaction.atomic():
+    with transaction.atomic(), connection.cursor() as cursor:
+        without_key_checks(cursor)
         seed.clone_tasks(
             templates=templates,
             kind="mine",
@@ -279,7 +420,8 @@ def seed_scale(*, runs: int, log: Callable[[str], Any] = print) -> dict[str, Any
         base += REVIEWER_QUEUE
     person = f"(%(people)s::bigint[])[1 + mod(g, {len(reviewers)})]"
     for first, last in _batches(open_tasks):
-        with transaction.atomic():
+        with transaction.atomic(), connection.cursor() as cursor:
+            without_key_checks(cursor)
             seed.clone_tasks(
                 templates=templates,
                 kind="other_claimed",
@@ -290,12 +432,13 @@ def seed_scale(*, runs: int, log: Callable[[str], Any] = print) -> dict[str, Any
                 person=person,
                 params={"people": reviewers},
             )
-        log(f"  other reviewers' open tasks: {last:,} of {open_tasks:,}")
+        say(f"  other reviewers' open tasks: {last:,} of {open_tasks:,}")
     base += open_tasks
     sleepers = runs // 10
     sleep_base = seed.reserve_ids(StepRun, count=sleepers + 10)
     for first, last in _batches(sleepers):
-        with transaction.atomic():
+        with transaction.atomic(), connection.cursor() as cursor:
+            without_key_checks(cursor)
             seed.clone_runs(
                 run_id=templates["sleep_run"],
                 step_id=templates["sleep_step"],
@@ -305,9 +448,12 @@ def seed_scale(*, runs: int, log: Callable[[str], Any] = print) -> dict[str, Any
                 step_base=sleep_base,
                 step_overrides={"due_at": f"{seed.FAR_FUTURE} + g * interval '1 second'"},
             )
-    log(f"  waiting runs: {sleepers:,}")
+    say(f"  waiting runs: {sleepers:,}")
+    make_indexes(indexes)
+    say(f"  indexes: {len(indexes)} built")
     with connection.cursor() as cursor:
         cursor.execute("VACUUM (ANALYZE)")  # what autovacuum would have done by now
+    say("  vacuumed")
     return {
         "people": people,
         "templates": templates,

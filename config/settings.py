@@ -568,6 +568,11 @@ BATON_SWEEP_BATCH = int(env_float("BATON_SWEEP_BATCH", 1000))
 # for one message (then the next is sent, so no message holds a worker for long).
 # Parallel branches past the first still go out as messages. 0 sends every step.
 BATON_EAGER_STEPS = env_int("BATON_EAGER_STEPS", 10)
+# On PostgreSQL the hot path's compiled statements (a step's claim and record, a start)
+# run as functions the migrations install, planned once per server connection instead
+# of on every call (workflows/engine/functions.py); false sends the statements
+# themselves, for comparison. Correct behind PgBouncer either way.
+BATON_DB_FUNCTIONS = env_bool("BATON_DB_FUNCTIONS", True)
 
 # ---------------------------------------------------------------------------
 # Health and operations
@@ -735,6 +740,16 @@ CELERY_BEAT_SCHEDULE["baton-audit-checkpoint"] = {
     "schedule": BATON_AUDIT_CHECKPOINT_MINUTES * 60,
     # A checkpoint that waited past the next one's time is superseded by it.
     "options": {"expires": BATON_AUDIT_CHECKPOINT_MINUTES * 60},
+}
+# The operators' SLA dashboard is counted by beat this often and read back as one
+# row (approvals.console.sla_snapshot); a snapshot twice this old is ignored and
+# the page counts live.
+BATON_SLA_SNAPSHOT_SECONDS = env_float("BATON_SLA_SNAPSHOT_SECONDS", 60)
+CELERY_BEAT_SCHEDULE["baton-refresh-sla-snapshot"] = {
+    "task": "baton.refresh_sla_snapshot",
+    "schedule": BATON_SLA_SNAPSHOT_SECONDS,
+    # A count that waited past the next one's time is superseded by it.
+    "options": {"expires": BATON_SLA_SNAPSHOT_SECONDS},
 }
 
 # ---------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from workflows.dsl import Activity, Map, Node, Workflow, forward_successors
+from workflows.dsl import Activity, Map, Node, UserTask, Workflow, forward_successors
 from workflows.models import StepRun
 from workflows.states import LIVE_STEP_STATES, StepKind, StepState
 
@@ -107,7 +107,7 @@ def draw(definition: Workflow, steps: Iterable[StepRun]) -> Diagram:
                 y=MARGIN + row * (BOX_HEIGHT + GAP_Y),
                 state=str(state),
                 current=state in LIVE_STEP_STATES or state == UNDOING,
-                note=limits_note(definition.node(name)),
+                note=node_note(definition.node(name)),
             )
     arrows = [
         _arrow(boxes[node.name], boxes[successor], label, dashed=bool(label))
@@ -124,6 +124,15 @@ def draw(definition: Workflow, steps: Iterable[StepRun]) -> Diagram:
     tallest = max((len(names) for names in columns.values()), default=1)
     height = MARGIN * 2 + tallest * (BOX_HEIGHT + GAP_Y) - GAP_Y
     return Diagram(boxes=list(boxes.values()), arrows=arrows, width=width, height=height)
+
+
+def node_note(node: Node) -> str:
+    """The small line under a box's name: an activity's queue and limits, or what a user
+    task asks a person to fill in ("fill in: BankDetails"); "" for other nodes."""
+    if isinstance(node, UserTask):
+        form = getattr(node.form, "__name__", "a form")
+        return f"fill in: {form}"
+    return limits_note(node)
 
 
 def limits_note(node: Node) -> str:

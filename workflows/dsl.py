@@ -475,6 +475,39 @@ class Approval(WaitForSignal):
         )
 
 
+# What a data-entry task past its final deadline does: fail the run (its saga undoes
+# what was done) or keep waiting after one more escalation. Nobody may "reject" it.
+UserTaskDeadlineChoice = Literal["fail", "keep_waiting"]
+
+
+@dataclass(frozen=True)
+class UserTask(Approval):
+    """A person fills in a form and completes it: data entry, not a decision.
+
+    It opens a human task as an approval does (the same `assignees`, `groups`,
+    `priority`, `escalations`, `deadline` and `remind_before`, the same separation
+    of duties, delegation, claim and reassignment), but its task is completed, never
+    approved or rejected: its one signal is `<node>.completed`, and the run goes on
+    to `next`. `form` (a pydantic model) is required; what is entered is validated
+    on completion and reaches the run's data as an approval's form values do
+    (`RunData.form_values(node)`). While it is filled in, a draft is kept on the task.
+    """
+
+    next: str | None = None
+    on_deadline: UserTaskDeadlineChoice = "fail"  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "signals", {f"{self.name}.completed": self.next})
+
+    @property
+    def completed_signal(self) -> str:
+        return f"{self.name}.completed"
+
+    @property
+    def may_request_changes(self) -> bool:
+        return False
+
+
 @dataclass(frozen=True)
 class Revise(WaitForSignal):
     """Send the request back to whoever asked for it, to change its input and resubmit.
@@ -805,6 +838,8 @@ def check_definition(workflow: Workflow) -> list[str]:
             problems.extend(queues.problems(node, kind="activity", local=node.local))
         if isinstance(node, Parallel):
             problems.extend(_parallel_problems(workflow, node))
+        if isinstance(node, UserTask):
+            problems.extend(_user_task_problems(node))
         if isinstance(node, Approval) and node.form is not None:
             problems.extend(_form_problems(node))
         if isinstance(node, Approval) and node.remind_before is not None:
@@ -1123,13 +1158,46 @@ def _personal_problems(workflow: Workflow) -> list[str]:
 def _form_problems(node: Approval) -> list[str]:
     """A form must be a pydantic model whose JSON Schema can be drawn and documented."""
     form = node.form
+    kind = "user task" if isinstance(node, UserTask) else "approval"
     if not (isinstance(form, type) and issubclass(form, pydantic.BaseModel)):
-        return [f"approval {node.name!r} has a form that is not a pydantic model: {form!r}"]
+        return [f"{kind} {node.name!r} has a form that is not a pydantic model: {form!r}"]
     try:
         form.model_json_schema()
     except pydantic.PydanticUserError as error:  # e.g. a field type with no JSON Schema
-        return [f"approval {node.name!r} has a form without a JSON Schema: {error}"]
+        return [f"{kind} {node.name!r} has a form without a JSON Schema: {error}"]
     return []
+
+
+def _user_task_problems(node: UserTask) -> list[str]:
+    """A user task is filled in by one person and completed: it needs a form, and takes
+    none of an approval's decisions."""
+    problems = []
+    if node.form is None:
+        problems.append(
+            f"user task {node.name!r} has no form: give the pydantic model it fills in "
+            "(an approval is the node for a decision without values)"
+        )
+    if node.required != 1:
+        problems.append(
+            f"user task {node.name!r} has required={node.required!r}: one person completes it"
+        )
+    decisions = {
+        "on_approve": node.on_approve,
+        "on_reject": node.on_reject,
+        "on_changes_requested": node.on_changes_requested,
+    }
+    problems.extend(
+        f"user task {node.name!r} has {name}={target!r}: it is completed, never approved, "
+        "rejected or sent back; say where it goes with next="
+        for name, target in decisions.items()
+        if target is not None
+    )
+    if node.on_deadline not in ("fail", "keep_waiting"):
+        problems.append(
+            f"user task {node.name!r} has on_deadline={node.on_deadline!r}: choose 'fail' "
+            "or 'keep_waiting' (nobody rejects a data-entry task)"
+        )
+    return problems
 
 
 def _starters_problems(starters: object) -> list[str]:

@@ -13,14 +13,16 @@ of it separately, under checkpoints).
 Runs go in batches of thousands, one transaction each, locked with SKIP LOCKED
 so a run an operator is acting on is left for the next pass. A batch deletes
 set-wise: one statement per table (`DELETE ... WHERE run_id = ANY(batch)`),
-following the models' cascades, never one run at a time. Step events are
-partitioned by month on PostgreSQL (workflows.partitions): once no prunable run
-is left, every month wholly before the cutoff's is dropped whole, after the few
-events of runs that stay (a run that lived longer than the retention) were
-moved to the default partition; a batch deletes only its runs' events from the
-months that stay. On SQLite (the demo) Django's collector deletes each batch.
-Table and column names in the SQL come from the models'
-metadata, never from input (hence `nosec B608`).
+following the models' cascades, never one run at a time, and children first:
+the keys into runs, steps and tasks are ON DELETE RESTRICT
+(workflows.foreign_keys), one check per deleted row when its statement ends,
+which then finds nothing. Step events are partitioned by month on PostgreSQL
+(workflows.partitions): once no prunable run is left, every month wholly
+before the cutoff's is dropped whole, after the few events of runs that stay
+(a run that lived longer than the retention) were moved to the default
+partition; a batch deletes only its runs' events from the months that stay.
+On SQLite (the demo) Django's collector deletes each batch. Table and column
+names in the SQL come from the models' metadata, never from input (hence `nosec B608`).
 """
 
 from __future__ import annotations
@@ -187,33 +189,27 @@ def _delete_set(
 ) -> None:
     """Delete the rows of `model` whose primary key is in `pks`, and what cascades from them.
 
-    One DELETE per table, by the key that points at the rows deleted before it,
-    with RETURNING where other rows point at it in turn (Django's keys are
-    checked at commit, so the order within the transaction is free). Follows
-    on_delete as Django's collector would (CASCADE, SET_NULL, DO_NOTHING;
-    PROTECT and RESTRICT refuse), without signals, which none of these models
-    has. SET_NULL updates run last, so a row deleted in the same batch (a
-    signal consumed by a step of the run) is not updated first.
+    One statement per table and kind of row, the rows that point before the rows
+    they point at (children first): the keys into runs, steps and tasks are
+    `ON DELETE RESTRICT` (workflows.foreign_keys), checked when each statement
+    ends, and a check then finds its children already gone. A table whose rows
+    others point at is first read for its keys (`SELECT`), its children deleted by
+    them, then it is deleted by its primary key; a table nothing points at is
+    deleted by the key it points with. Follows on_delete as Django's collector
+    would (CASCADE, SET_NULL, DO_NOTHING; PROTECT and RESTRICT refuse), without
+    signals, which none of these models has; SET_NULL updates run before the rows
+    they point at go.
     """
-    later: list[tuple[str, str, list[Any]]] = []
-    _delete_where(model, model._meta.pk.column, pks, deleted, events_from, later)
     with connection.cursor() as cursor:
-        for table, column, values in later:
-            cursor.execute(
-                f'UPDATE "{table}" SET "{column}" = NULL WHERE "{column}" = ANY(%s)',  # nosec B608
-                [values],
-            )
+        _delete_where(
+            cursor, model, model._meta.pk.column, pks, deleted=deleted, events_from=events_from
+        )
 
 
-def _delete_where(
-    model: type[models.Model],
-    column: str,
-    values: list[Any],
-    deleted: dict[str, int],
-    events_from: Any,
-    later: list[tuple[str, str, list[Any]]],
-) -> None:
-    table, key = model._meta.db_table, model._meta.pk.column
+def _relations(model: type[models.Model]) -> list[Any]:
+    """The relations a delete of `model` follows: leaves first (their rows go by the
+    key they point with, in one statement), so a SET_NULL on a row deleted by
+    its run anyway (a signal consumed by a step of the run) finds nothing to update."""
     relations = [
         relation
         for relation in get_candidate_relations_to_delete(model._meta)
@@ -221,36 +217,68 @@ def _delete_where(
         # A step's events are its run's: deleted once, by run.
         and not (relation.related_model is StepEvent and relation.field.name != "run")
     ]
-    with connection.cursor() as cursor:
-        if relations:
-            cursor.execute(
-                f'DELETE FROM "{table}" WHERE "{column}" = ANY(%s) RETURNING "{key}"',  # nosec B608
-                [values],
-            )
-            gone = [row[0] for row in cursor.fetchall()]
-        else:
-            cursor.execute(f'DELETE FROM "{table}" WHERE "{column}" = ANY(%s)', [values])  # nosec B608
-            gone = []
+    return sorted(
+        relations,
+        key=lambda relation: (
+            relation.field.remote_field.on_delete is models.SET_NULL,
+            bool(get_candidate_relations_to_delete(relation.related_model._meta)),
+        ),
+    )
+
+
+def _delete_where(
+    cursor: Any,
+    model: type[models.Model],
+    column: str,
+    values: list[Any],
+    *,
+    deleted: dict[str, int],
+    events_from: Any,
+) -> None:
+    if model is StepEvent:
+        _delete_events(cursor, column, values, deleted=deleted, events_from=events_from)
+        return
+    table, key = model._meta.db_table, model._meta.pk.column
+    relations = _relations(model)
+    if not relations:
+        cursor.execute(f'DELETE FROM "{table}" WHERE "{column}" = ANY(%s)', [values])  # nosec B608
         deleted[model._meta.label] = deleted.get(model._meta.label, 0) + cursor.rowcount
-        for relation in relations if gone else []:
-            related, field = relation.related_model, relation.field
-            on_delete = field.remote_field.on_delete
-            if related is StepEvent:
-                _delete_events(cursor, field.column, gone, deleted=deleted, events_from=events_from)
-            elif on_delete is models.SET_NULL:
-                later.append((related._meta.db_table, field.column, gone))
-            elif on_delete is models.CASCADE:
-                _delete_where(related, field.column, gone, deleted, events_from, later)
-            else:
-                cursor.execute(
-                    f'SELECT 1 FROM "{related._meta.db_table}" WHERE "{field.column}" = ANY(%s) '  # nosec B608
-                    "LIMIT 1",
-                    [gone],
+        return
+    if column == key:
+        keys = values
+    else:
+        cursor.execute(
+            f'SELECT "{key}" FROM "{table}" WHERE "{column}" = ANY(%s)',  # nosec B608
+            [values],
+        )
+        keys = [row[0] for row in cursor.fetchall()]
+    if not keys:
+        return
+    for relation in relations:
+        related, field = relation.related_model, relation.field
+        on_delete = field.remote_field.on_delete
+        if on_delete is models.SET_NULL:
+            cursor.execute(
+                f'UPDATE "{related._meta.db_table}" SET "{field.column}" = NULL '  # nosec B608
+                f'WHERE "{field.column}" = ANY(%s)',
+                [keys],
+            )
+        elif on_delete is models.CASCADE:
+            _delete_where(
+                cursor, related, field.column, keys, deleted=deleted, events_from=events_from
+            )
+        else:
+            cursor.execute(
+                f'SELECT 1 FROM "{related._meta.db_table}" WHERE "{field.column}" = ANY(%s) '  # nosec B608
+                "LIMIT 1",
+                [keys],
+            )
+            if cursor.fetchone():
+                raise ProtectedError(
+                    f"{related._meta.label} rows protect the runs being pruned.", set()
                 )
-                if cursor.fetchone():
-                    raise ProtectedError(
-                        f"{related._meta.label} rows protect the runs being pruned.", set()
-                    )
+    cursor.execute(f'DELETE FROM "{table}" WHERE "{key}" = ANY(%s)', [keys])  # nosec B608
+    deleted[model._meta.label] = deleted.get(model._meta.label, 0) + cursor.rowcount
 
 
 def _delete_events(

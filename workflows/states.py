@@ -62,6 +62,9 @@ class EventKind(models.TextChoices):
     CAUGHT = "caught"
     # The run's deadline passed while it was live (Workflow.deadline).
     DEADLINE_PASSED = "deadline_passed"
+    # A step waits for its activity's rate limit or concurrency (workflows.engine.limits):
+    # written once per attempt, the first time its limits hold it back.
+    HELD = "held"
 
 
 LIVE_RUN_STATES = (

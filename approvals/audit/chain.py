@@ -42,8 +42,10 @@ from django.utils.crypto import salted_hmac
 
 from approvals.audit.hashing import (
     GENESIS,
+    chained_comment,
     checkpoint_payload,
     checkpoint_signature,
+    comment_digest,
     entry_content,
     entry_hash,
     unkeyed_entry_hash,
@@ -277,6 +279,9 @@ def _append(
     # as the value nor its ciphertext: erasing it later leaves this entry, and the chain,
     # as they were.
     changes = personal.digested(changes, key=chain_key())
+    # A comment too (a decision's reason, a note): its words are kept beside the entry,
+    # where erasure may tombstone them, and the chain covers their keyed digest.
+    digest = comment_digest(comment, key=chain_key()) if comment else None
     hold_chain_lock()  # one writer at a time extends the chain; released at commit
     previous = (
         LogEntry.objects.filter(additional_data__has_key="chain")
@@ -291,7 +296,7 @@ def _append(
         event=event,
         actor=actor.pk if actor else None,
         channel=channel,
-        comment=comment,
+        comment=digest if digest else comment,
         remote_addr=remote_addr,
         changes=changes,
         timestamp=now.isoformat(),
@@ -309,6 +314,7 @@ def _append(
             "event": event,
             "channel": channel,
             "comment": comment,
+            **({"comment_digest": digest} if digest else {}),
             "chain": {
                 "previous": previous_hash,
                 "hash": entry_hash(previous_hash, content, key=chain_key()),
@@ -318,7 +324,7 @@ def _append(
     )
 
 
-def _content_of(entry: LogEntry) -> dict[str, Any]:
+def _content_of(entry: LogEntry, *, key: bytes) -> dict[str, Any]:
     data = entry.additional_data or {}
     return entry_content(
         content_type=entry.content_type_id,
@@ -326,7 +332,7 @@ def _content_of(entry: LogEntry) -> dict[str, Any]:
         event=data.get("event"),
         actor=entry.actor_id,
         channel=data.get("channel"),
-        comment=data.get("comment"),
+        comment=chained_comment(data.get("comment"), data.get("comment_digest"), key=key),
         remote_addr=entry.remote_addr,
         changes=entry.changes or {},
         timestamp=entry.timestamp.isoformat(),
@@ -492,7 +498,7 @@ def _verified_head(*, key: bytes, upto: int | None = None) -> tuple[int, int, st
         entries = entries.filter(pk__gt=newest.entry_id)
         previous, count, last_id = newest.head, newest.entries, newest.entry_id
     for entry in entries.iterator(chunk_size=1000):
-        expected = entry_hash(previous, _content_of(entry), key=key)
+        expected = entry_hash(previous, _content_of(entry, key=key), key=key)
         if not _fits(entry, previous, expected):
             raise AuditChainBroken(_misfit(entry, newest))
         previous, count, last_id = expected, count + 1, entry.pk
@@ -561,7 +567,7 @@ def verify_audit_chain(*, checkpoints: Iterable[Checkpoint] | None = None) -> Ch
         seen[base.entry_id] = (base.head, base.entries)
     wanted = {anchor.entry_id for anchor in anchors}
     for entry in _chained_entries().iterator(chunk_size=1000):
-        expected = entry_hash(previous, _content_of(entry), key=key)
+        expected = entry_hash(previous, _content_of(entry, key=key), key=key)
         if not _fits(entry, previous, expected):
             holding = _newest_holding([a for a in anchors if a.entry_id < entry.pk], seen)
             return ChainReport(count, checked, holding, entry, _misfit(entry, holding))
@@ -716,7 +722,7 @@ def rekey_unkeyed_chain(*, log_entries: Any, now: datetime) -> int:
     entries = log_entries.objects.filter(additional_data__has_key="chain").order_by("id")
     for entry in entries.iterator(chunk_size=1000):
         chain = entry.additional_data["chain"]
-        content = _content_of(entry)
+        content = _content_of(entry, key=key)
         if chain.get("previous") != stored_previous or chain.get("hash") not in (
             unkeyed_entry_hash(stored_previous, content),
             entry_hash(stored_previous, content, key=key),

@@ -255,6 +255,7 @@ def _fields(row: dict[str, Any]) -> dict[str, Any]:
         "actor_username": row["actor__username"],
         "channel": data.get("channel"),
         "comment": data.get("comment"),
+        "comment_digest": data.get("comment_digest"),
         "remote_addr": row["remote_addr"],
         "changes": row["changes"] or {},
         "previous": chain.get("previous"),

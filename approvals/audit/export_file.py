@@ -30,7 +30,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from approvals.audit.hashing import entry_content
+from approvals.audit.hashing import chained_comment, entry_content
 
 VERSION = 1
 FORMATS = ("csv", "ndjson")
@@ -49,6 +49,7 @@ ENTRY_FIELDS = (
     "actor_username",
     "channel",
     "comment",
+    "comment_digest",
     "remote_addr",
     "changes",
     "previous",
@@ -56,7 +57,7 @@ ENTRY_FIELDS = (
 )
 CSV_COLUMNS = ("record", *ENTRY_FIELDS, "details", "seal")
 _INTEGERS = {"id", "content_type"}
-_NULLABLE = {"actor", "workflow_type", "actor_username", "remote_addr"}
+_NULLABLE = {"actor", "workflow_type", "actor_username", "remote_addr", "comment_digest"}
 # A spreadsheet runs a cell that starts with one of these as a formula (CSV injection):
 # such a cell is written with a leading apostrophe, as is a cell that starts with one.
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "'")
@@ -66,15 +67,16 @@ class ExportFileError(ValueError):
     """A record cannot be read; the message says where and why."""
 
 
-def entry_content_of(record: dict[str, Any]) -> dict[str, Any]:
-    """Return what an entry record's chain hash covers, from its fields."""
+def entry_content_of(record: dict[str, Any], *, key: bytes) -> dict[str, Any]:
+    """Return what an entry record's chain hash covers, from its fields (a record exported
+    before comments were digested has no `comment_digest`)."""
     return entry_content(
         content_type=record["content_type"],
         object_pk=record["object_pk"],
         event=record["event"],
         actor=record["actor"],
         channel=record["channel"],
-        comment=record["comment"],
+        comment=chained_comment(record["comment"], record.get("comment_digest"), key=key),
         remote_addr=record["remote_addr"],
         changes=record["changes"],
         timestamp=record["timestamp"],

@@ -16,6 +16,8 @@ from typing import Any
 
 # The `previous` hash of the chain's first entry.
 GENESIS = "0" * 64
+# What an erased comment reads (workflows.personal.TOMBSTONE's words).
+ERASED_COMMENT = "[erased]"
 
 
 def entry_content(
@@ -43,6 +45,28 @@ def entry_content(
         "changes": changes,
         "timestamp": timestamp,
     }
+
+
+def comment_digest(comment: str, *, key: bytes) -> str:
+    """Return what the chain covers of a comment: its HMAC-SHA256 under `key`, so the words
+    themselves can be erased later (approvals.privacy) and the chain still verifies."""
+    digest = hmac.new(key, b"baton.audit-comment\n" + comment.encode(), hashlib.sha256)
+    return "hmac-sha256:" + digest.hexdigest()
+
+
+def chained_comment(comment: str | None, digest: str | None, *, key: bytes) -> str | None:
+    """Return the comment as an entry's hash covers it.
+
+    An entry written before comments were digested carries none and covers its words.
+    Otherwise the digest stands for words that still match it, or that were erased; words
+    rewritten any other way are covered as they now read, so the entry no longer fits."""
+    if digest is None:
+        return comment
+    if comment == ERASED_COMMENT or (
+        comment is not None and hmac.compare_digest(comment_digest(comment, key=key), digest)
+    ):
+        return digest
+    return comment
 
 
 def canonical(previous_hash: str, content: dict[str, Any]) -> bytes:

@@ -256,7 +256,7 @@ def _check_complete(report: ExportReport) -> None:
 
 def _hash_fits(fields: dict[str, Any], *, key: bytes) -> bool:
     try:
-        expected = entry_hash(str(fields["previous"]), entry_content_of(fields), key=key)
+        expected = entry_hash(str(fields["previous"]), entry_content_of(fields, key=key), key=key)
     except (KeyError, TypeError):
         return False
     return hmac.compare_digest(str(fields.get("hash")), expected)

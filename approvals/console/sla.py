@@ -37,6 +37,9 @@ from workflows.states import RunState
 # Days of decision times, today included: whole UTC days, as the trends count them.
 LATENCY_DAYS = 7
 OVERDUE_LIST_SIZE = 10
+# People listed under "Held by each person", most overdue first: a company has
+# thousands of reviewers, and a page of thousands of rows helps no one.
+PEOPLE_SHOWN = 50
 # Days in the trends (decisions, runs finished, failures, cycle times), today included.
 TREND_DAYS = 14
 # A run that ended in one of these failed, whatever was undone after.
@@ -159,6 +162,15 @@ class Dashboard:
     @property
     def shows_runs(self) -> bool:
         return self.group_ids is None
+
+    @property
+    def people_shown(self) -> list[SlaCounts]:
+        """The people with the most overdue tasks (then by name), `PEOPLE_SHOWN` at most."""
+        return self.by_assignee[:PEOPLE_SHOWN]
+
+    @property
+    def people_not_shown(self) -> int:
+        return max(0, len(self.by_assignee) - PEOPLE_SHOWN)
 
     @property
     def first_day(self) -> date:

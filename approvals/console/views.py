@@ -27,8 +27,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from approvals import audit, request_pages
 from approvals.act import Act
 from approvals.console import selectors as console_selectors
-from approvals.console import services, task_selectors
-from approvals.console import sla as sla_selectors
+from approvals.console import services, sla_snapshot, task_selectors
 from approvals.console.selectors import RunFilters
 from approvals.console.sla_charts import sla_charts
 from approvals.models import WebhookDelivery, WebhookEndpoint
@@ -100,7 +99,7 @@ def sla(request: HttpRequest) -> HttpResponse:
     group_ids, refusal = services.task_overview_scope(request.user, page=_("The SLA dashboard"))
     if refusal:
         return _problem(request, refusal, status=403)
-    board = sla_selectors.dashboard(now=timezone.now(), group_ids=group_ids)
+    board = sla_snapshot.dashboard(now=timezone.now(), group_ids=group_ids)
     context = {"board": board, "charts": sla_charts(board)}
     return render(request, "approvals/console/sla.html", context)
 

@@ -28,6 +28,7 @@ from approvals.human_tasks.decide import (
     release_human_task,
     request_changes,
 )
+from approvals.human_tasks.entries import complete_user_task, save_draft
 from approvals.human_tasks.errors import (
     AlreadyDecided,
     ConflictOfDuty,
@@ -79,6 +80,7 @@ __all__ = [
     "claim_human_task",
     "close_tasks_for_step",
     "comment_on_human_task",
+    "complete_user_task",
     "decide_by_link",
     "delegate_human_task",
     "delete_filter",
@@ -96,6 +98,7 @@ __all__ = [
     "remind_human_task",
     "request_changes",
     "reviewer_for",
+    "save_draft",
     "save_filter",
     "set_substitution",
     "snooze_human_task",

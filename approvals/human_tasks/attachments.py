@@ -27,7 +27,7 @@ from django.conf import settings
 from django.contrib.contenttypes.models import ContentType
 from django.core.files.storage import default_storage
 from django.core.files.uploadedfile import UploadedFile
-from django.db import transaction
+from django.db import connection, transaction
 from django.http import FileResponse
 from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
@@ -259,11 +259,17 @@ def of_request(run_id: UUID) -> list[Attachment]:
 def forget_files_of(run_ids: list[Any]) -> None:
     """Remove the stored files of these runs' attachments once the transaction deleting
     their rows commits (retention's prune hook): never a file whose row stays."""
-    names = list(
-        Attachment.objects.filter(run_id__in=run_ids)
-        .exclude(file="")
-        .values_list("file", flat=True)
-    )
+    if connection.vendor == "postgresql":
+        # One array parameter, not one per run: a batch is 10,000 runs.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT file FROM approvals_attachment WHERE run_id = ANY(%s) AND file <> ''",
+                [list(run_ids)],
+            )
+            names = [row[0] for row in cursor.fetchall()]
+    else:
+        attached = Attachment.objects.filter(run_id__in=run_ids).exclude(file="")
+        names = list(attached.values_list("file", flat=True))
     if names:
         transaction.on_commit(lambda: _delete_files(names))
 

@@ -46,7 +46,7 @@ from approvals.models import (
     HumanTask,
 )
 from approvals.notify import emails, links, notifications, webhooks
-from approvals.states import Channel, Outcome
+from approvals.states import Channel, Outcome, TaskKind
 from workflows import engine, metrics, registry, tracing
 from workflows.dsl import Approval, Workflow
 from workflows.dsl import InvalidForm as InvalidFormValues
@@ -177,6 +177,13 @@ def _decide(
         "You are not a reviewer of this task.",
         action="decide",
     )
+    if task.kind == TaskKind.ENTRY:
+        raise NotAllowed(
+            _(
+                "This task asks for its form to be filled in and completed; it is not approved,"
+                " rejected or sent back."
+            )
+        )
     if outcome == Outcome.REJECTED and not comment:
         raise InvalidRequest(_("Say why you reject it: a reason is required."))
     if outcome == Outcome.CHANGES_REQUESTED:
@@ -192,7 +199,7 @@ def _decide(
     _refuse_second_share(task, request.user)
     # Only an approval fills in the form: a rejection or a request for changes needs
     # its reason, nothing more.
-    form_values = _form_values(task, values) if outcome == Outcome.APPROVED else {}
+    form_values = validated_form_values(task, values) if outcome == Outcome.APPROVED else {}
     task.complete(
         outcome=outcome,
         by=request.user,
@@ -225,7 +232,7 @@ def _decide(
     return task
 
 
-def _form_values(task: HumanTask, values: Mapping[str, Any] | None) -> dict[str, Any]:
+def validated_form_values(task: HumanTask, values: Mapping[str, Any] | None) -> dict[str, Any]:
     """Return the approval's form values as its form reads them; refuse, naming each
     field, values that do not fit (nothing is decided then: the caller's transaction
     rolls back)."""

@@ -15,7 +15,7 @@ from approvals.models import (
     HumanTask,
 )
 from approvals.states import outcome_words
-from workflows.dsl import Approval
+from workflows.dsl import Approval, UserTask
 
 User = get_user_model()
 
@@ -56,6 +56,15 @@ class InvalidForm(InvalidRequest):
         self.errors = errors
         if node.form is None:
             super().__init__(_("This decision has no form: send no form values."))
+        elif isinstance(node, UserTask):
+            words = task_forms.in_words(node.form, errors)
+            super().__init__(
+                _(
+                    "Fill in the form to complete it: %(problems)s Nothing was completed;"
+                    " what you typed is kept."
+                )
+                % {"problems": words}
+            )
         else:
             words = task_forms.in_words(node.form, errors)
             super().__init__(

@@ -21,7 +21,7 @@ from approvals.models import (
 from approvals.notify import notifications, webhooks
 from approvals.states import LIVE_TASK_STATES, Channel, Outcome, TaskKind, TaskState
 from workflows import due_times, engine
-from workflows.dsl import Approval, Node, RunData
+from workflows.dsl import Approval, Node, RunData, UserTask
 from workflows.models import StepRun, WorkflowRun
 
 User = get_user_model()
@@ -120,6 +120,7 @@ def _open_task(
         run=run,
         step=step,
         node=node.name,
+        kind=TaskKind.ENTRY if isinstance(node, UserTask) else TaskKind.APPROVAL,
         workflow_type=run.workflow_type,
         title=" ".join(node.title_for(data).split())[:200],
         search_data=run_data_filters.searchable_values(

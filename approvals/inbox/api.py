@@ -23,7 +23,7 @@ from approvals.escalation import sla
 from approvals.human_tasks import revisions
 from approvals.inbox import decided, selectors
 from approvals.models import COMMENT_MAX_LENGTH, Comment, HumanTask
-from approvals.states import Channel, Priority, Sla
+from approvals.states import Channel, Outcome, Priority, Sla
 from workflows import personal
 from workflows.api import ERRORS, ApiIn, ApiProblem, IsoDateTime, not_found
 from workflows.client_address import client_address
@@ -57,9 +57,16 @@ class TaskOut(Schema):
     )
     form_values: dict[str, Any] = Field(description="what the decider entered in the form")
     kind: str = Field(
-        description="`approval` (a reviewer decides) or `revision` (the requester changes "
-        "and resubmits the request: POST /tasks/{id}/resubmit)"
+        description="`approval` (a reviewer decides: POST /tasks/{id}/decision), `revision` "
+        "(the requester changes and resubmits the request: POST /tasks/{id}/resubmit) or "
+        "`entry` (someone fills in `form_schema` and completes it: POST /tasks/{id}/complete, "
+        "keeping a draft meanwhile with PUT /tasks/{id}/draft)"
     )
+    draft: dict[str, Any] = Field(
+        default_factory=dict,
+        description="an `entry` task's form as last saved, not yet valid (empty once completed)",
+    )
+    draft_saved_at: datetime | None = Field(None, description="when the draft was last saved")
     changes: dict[str, Any] = Field(
         description="for a resubmitted revision, what changed in the input: {field: [old, new]}"
     )
@@ -96,6 +103,27 @@ class DecisionIn(VersionIn):
         "`form_schema` says; a rejection "
         "takes none",
     )
+
+
+class CompleteIn(VersionIn):
+    form: dict[str, Any] = Field(
+        description="the values of the task's form, as its `form_schema` says; all of them, "
+        "validated: a value that does not fit answers 422 naming it, and nothing is completed"
+    )
+    comment: str = Field("", max_length=COMMENT_MAX_LENGTH, description="an optional note")
+
+
+class DraftIn(ApiIn):
+    form: dict[str, Any] = Field(
+        description="the form's fields filled in so far, by name; not validated (only field "
+        "names the form has, at most 32 kB): it replaces the draft kept before"
+    )
+
+
+class DraftOut(Schema):
+    task_id: UUID
+    draft: dict[str, Any]
+    draft_saved_at: datetime
 
 
 class ResubmitIn(VersionIn):
@@ -157,7 +185,11 @@ class InboxQuery(ApiIn):
     tab: Literal["mine", "queue", "delegated", "decided"] = Field(
         "mine",
         description="`decided`: the tasks the caller decided, newest decision first, with "
-        "each run's state now (the other filters do not apply to it)",
+        "each run's state now; it takes `type`, `outcome` and `q` (priority, SLA, run data "
+        "and sort describe live work, and are refused with it)",
+    )
+    outcome: Outcome | None = Field(
+        None, description="`tab=decided` only: the decisions with this outcome"
     )
     type: str | None = Field(None, max_length=100)
     priority: Priority | None = None
@@ -204,6 +236,8 @@ def task_out(task: HumanTask) -> dict[str, Any]:
         "form_values": personal.shown(task.form_values),
         "kind": task.kind,
         "changes": personal.shown(task.changes),
+        "draft": personal.shown(task.draft),
+        "draft_saved_at": task.draft_saved_at,
         "created_at": task.created_at,
     }
 
@@ -211,7 +245,14 @@ def task_out(task: HumanTask) -> dict[str, Any]:
 @router.get("", response={200: TaskPageOut, **ERRORS}, summary="The caller's inbox")
 def list_tasks(request: HttpRequest, query: Query[InboxQuery]) -> dict[str, Any]:
     if query.tab == decided.TAB:
-        return _decided_tasks(request, cursor=query.cursor or "")
+        return _decided_tasks(request, query)
+    if query.outcome:
+        raise ApiProblem(
+            422,
+            _("Invalid request"),
+            _("`outcome` filters decisions made: use it with tab=decided."),
+            errors=[{"field": "outcome", "message": _("applies to tab=decided only")}],
+        )
     try:
         where = run_data_filters.parse(query.where or "", workflow_type=query.type or "")
     except run_data_filters.BadFilter as error:
@@ -243,9 +284,40 @@ def list_tasks(request: HttpRequest, query: Query[InboxQuery]) -> dict[str, Any]
     }
 
 
-def _decided_tasks(request: HttpRequest, *, cursor: str) -> dict[str, Any]:
+def _decided_tasks(request: HttpRequest, query: InboxQuery) -> dict[str, Any]:
+    refused = [
+        name
+        for name, given in (
+            ("priority", query.priority is not None),
+            ("sla", bool(query.sla)),
+            ("where", bool(query.where)),
+            ("sort", query.sort != "due"),
+        )
+        if given
+    ]
+    if refused:
+        raise ApiProblem(
+            422,
+            _("Invalid request"),
+            _(
+                "tab=decided takes `type`, `outcome` and `q`; %(names)s describe live work and"
+                " do not apply to decisions made."
+            )
+            % {"names": ", ".join(refused)},
+            errors=[
+                {"field": name, "message": _("does not apply to tab=decided")} for name in refused
+            ],
+        )
+    filters = decided.DecidedFilters(
+        workflow_type=query.type or "", outcome=query.outcome or "", search=query.q or ""
+    )
     try:
-        page = decided.decided_by(user=request.user, cursor=cursor, limit=decided.PAGE_SIZE)
+        page = decided.decided_by(
+            user=request.user,
+            cursor=query.cursor or "",
+            limit=decided.PAGE_SIZE,
+            filters=filters,
+        )
     except decided.BadCursor:
         raise ApiProblem(
             400, _("Bad cursor"), _("The cursor is not one this API gave out.")
@@ -375,6 +447,45 @@ def decide_task(request: HttpRequest, task_id: UUID, body: DecisionIn) -> dict:
             return human_tasks.reject_human_task(reason=body.comment, **kwargs)
 
     return _act(request, task_id, body.version, action)
+
+
+@router.post(
+    "/{task_id}/complete",
+    response={200: TaskOut, **ERRORS},
+    summary="Fill in and complete a data-entry task",
+)
+def complete_task(request: HttpRequest, task_id: UUID, body: CompleteIn) -> dict:
+    """Complete a task of kind "entry" (a `UserTask` node) with its form's values: who may
+    decide an approval may complete it (separation of duties applies), and its values
+    reach the run's data. Approving or rejecting such a task is refused (403)."""
+
+    def action(**kwargs: Any) -> HumanTask:
+        return human_tasks.complete_user_task(values=body.form, comment=body.comment, **kwargs)
+
+    return _act(request, task_id, body.version, action)
+
+
+@router.put(
+    "/{task_id}/draft",
+    response={200: DraftOut, **ERRORS},
+    summary="Keep a data-entry task's form as filled in so far",
+)
+def save_task_draft(request: HttpRequest, task_id: UUID, body: DraftIn) -> dict[str, Any]:
+    """Replace the draft of a task of kind "entry": who may complete it may keep one. The
+    task's state and version do not change."""
+    with refusals_as_problems():
+        task = human_tasks.save_draft(
+            task_id=task_id,
+            user=request.user,
+            channel=Channel.API,
+            values=body.form,
+            remote_addr=client_address(request),
+        )
+    return {
+        "task_id": task.pk,
+        "draft": personal.shown(task.draft),
+        "draft_saved_at": task.draft_saved_at,
+    }
 
 
 @router.post(

@@ -114,15 +114,18 @@ class InboxRow:
     # drawn afresh spent most of its time in the template's conditions and lookups.
     @functools.cached_property
     def actions(self) -> str:
-        """Which actions the row offers: "decide", "revision" (the requester's), "barred",
-        "watch" (someone else decides it), or "" once it is finished."""
+        """Which actions the row offers: "decide", "complete" (a data-entry task the viewer
+        fills in), "revision" (the requester's), "barred", "watch" (someone else decides
+        it), or "" once it is finished."""
         if not self.is_live:
             return ""
         if self.kind == TaskKind.REVISION:
             return "revision"
         if self.barred:
             return "barred"
-        return "decide" if self.decides else "watch"
+        if not self.decides:
+            return "watch"
+        return "complete" if self.kind == TaskKind.ENTRY else "decide"
 
     @functools.cached_property
     def selectable(self) -> bool:

@@ -104,7 +104,7 @@ class InboxFilters:
             where_text=where_text if where else "",
             priority=int(priority) if priority in {str(p) for p in Priority.values} else None,
             sla=query.get("sla") if query.get("sla") in Sla.values else "",
-            search=text("q", "The search", 200),
+            search=text("q", _("The search"), 200),
             sort=query.get("sort") if query.get("sort") in SORTS else "due",
             cursor=query.get("cursor", ""),
             problems=tuple(problems),

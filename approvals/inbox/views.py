@@ -7,6 +7,7 @@ come back in plain words, inline, with the status the API would answer.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from dataclasses import replace
@@ -46,7 +47,7 @@ from approvals.inbox import decided, selectors
 from approvals.inbox import rows as inbox_rows
 from approvals.models import HumanTask
 from approvals.notify import links
-from approvals.states import Channel, Priority, Sla, TaskKind
+from approvals.states import Channel, Outcome, Priority, Sla, TaskKind
 from workflows import personal, registry
 from workflows.cleaning import Refused, clean_datetime, clean_text
 from workflows.client_address import client_address
@@ -93,7 +94,9 @@ def inbox(request: HttpRequest) -> HttpResponse:
             # A stale or mangled "next page" link: start again rather than refuse.
             filters = replace(filters, cursor="")
             page = selectors.inbox(user=request.user, filters=filters, now=now)
-            context["notice"] = "That page link no longer works, so here is the first page."
+            context["notice"] = gettext(
+                "That page link no longer works, so here is the first page."
+            )
         barred = human_tasks.barred_on_page(tasks=page.tasks, user=request.user)
         decides = selectors.decides_in_tab(filters.tab)
         rows = inbox_rows.rows_for(
@@ -140,8 +143,13 @@ def _decided_tab(request: HttpRequest, *, now: datetime) -> HttpResponse:
     """The archive tab: the tasks the viewer decided, newest first, each with its outcome
     and what became of the request since (its run's state now). Read only: no actions."""
     filters = selectors.InboxFilters(tab=decided.TAB)
+    narrowed = decided.DecidedFilters.from_query(request.GET)
     context: dict[str, Any] = {
         "filters": filters,
+        "decided_filters": narrowed,
+        "outcomes": Outcome.choices,
+        "workflow_types": selectors.workflow_types(),
+        "problems": narrowed.problems,
         "archive": True,
         "query": _query_without(request.GET, "cursor"),
         "tab_query": _query_without(request.GET, "cursor", "tab"),
@@ -150,19 +158,25 @@ def _decided_tab(request: HttpRequest, *, now: datetime) -> HttpResponse:
     if target != "tab-counts":
         try:
             page = decided.decided_by(
-                user=request.user, cursor=request.GET.get("cursor", ""), limit=decided.PAGE_SIZE
+                user=request.user,
+                cursor=request.GET.get("cursor", ""),
+                limit=decided.PAGE_SIZE,
+                filters=narrowed,
             )
         except decided.BadCursor:
-            page = decided.decided_by(user=request.user, limit=decided.PAGE_SIZE)
-            context["notice"] = "That page link no longer works, so here is the first page."
+            page = decided.decided_by(user=request.user, limit=decided.PAGE_SIZE, filters=narrowed)
+            context["notice"] = gettext(
+                "That page link no longer works, so here is the first page."
+            )
         context.update(decided_page=page, tab_label=decided.LABEL)
+    status = 400 if narrowed.problems else 200
     if target == "decided-list":
-        return render(request, "approvals/inbox/inbox.html#decided-list", context)
+        return render(request, "approvals/inbox/inbox.html#decided-list", context, status=status)
     header = selectors.inbox_header(user=request.user, now=now)
     context.update(tabs=_tabs(header), manages_a_group=header.manages_a_group)
     if target == "tab-counts":
-        return render(request, "approvals/inbox/inbox.html#tab-counts", context)
-    return render(request, "approvals/inbox/inbox.html", context)
+        return render(request, "approvals/inbox/inbox.html#tab-counts", context, status=status)
+    return render(request, "approvals/inbox/inbox.html", context, status=status)
 
 
 def _count_label(count: int) -> str:
@@ -216,6 +230,13 @@ def human_task(request: HttpRequest, task_id: UUID) -> HttpResponse:
     return render(request, "approvals/inbox/human_task.html", _task_context(request, task))
 
 
+def _live_form(task: HumanTask, node: Any, files: Any) -> start_forms.Form | None:
+    """The task form to fill in: a data-entry task's draft, if one was kept, else blank."""
+    if task.kind == TaskKind.ENTRY and task.draft:
+        return task_forms.filled(node, personal.shown(task.draft), files)
+    return task_forms.blank(node, files)
+
+
 def _task_context(
     request: HttpRequest,
     task: HumanTask,
@@ -243,7 +264,8 @@ def _task_context(
             may_decide and node and node.may_request_changes and not changes_refusal
         ),
         "changes_refusal": changes_refusal,
-        "task_form": form or (task_forms.blank(node, files) if task.is_live else None),
+        "task_form": form or (_live_form(task, node, files) if task.is_live else None),
+        "is_entry": task.kind == TaskKind.ENTRY,
         "task_form_required": bool(node and node.form_is_required),
         "decided_values": request_pages.decision_values(task, definition),
         "task": task,
@@ -423,6 +445,87 @@ def _form_refused(
     if request.htmx:
         template += "#decision-panel"
     return render(request, template, context, status=422)
+
+
+@login_required
+@require_POST
+def complete(request: HttpRequest, task_id: UUID) -> HttpResponse:
+    """Complete a data-entry task with its form. Values that do not fit come back beside
+    their boxes (422), everything typed kept, here and as the task's draft, so a reload
+    shows them too; nothing is completed."""
+    comment = request.POST.get("comment", "")
+    try:
+        task = human_tasks.visible_task(task_id=task_id, user=request.user)
+    except human_tasks.TaskNotFound as error:
+        return _after_action(request, task_id, error=str(error), status=error.status)
+    values, form = task_forms.read(
+        task_forms.approval_of(task), request.POST, attachments.of_request(task.run_id)
+    )
+    try:
+        if form is not None and form.has_errors:  # text workflows.cleaning refused
+            raise human_tasks.InvalidRequest(
+                gettext(
+                    "Correct the fields marked in the form to complete it. Nothing was completed."
+                )
+            )
+        human_tasks.complete_user_task(
+            task_id=task_id, comment=comment, values=values, **_common(request)
+        )
+    except human_tasks.InvalidRequest as refused:
+        if form is None:
+            return _after_action(request, task_id, error=str(refused), status=refused.status)
+        if isinstance(refused, human_tasks.InvalidForm):
+            form = task_forms.with_errors(form, refused.errors)
+        _keep_draft(request, task_id, values)
+        return _form_refused(request, task, form, str(refused), comment)
+    except human_tasks.TaskError as error:
+        return _after_action(request, task_id, error=str(error), status=error.status)
+    return _after_action(request, task_id, done=gettext("Completed."))
+
+
+def _keep_draft(request: HttpRequest, task_id: UUID, values: dict[str, Any]) -> None:
+    """Keep what a refused completion posted as the draft; a draft that cannot be kept
+    changes nothing (the form on the page still holds it)."""
+    with contextlib.suppress(human_tasks.TaskError):
+        human_tasks.save_draft(task_id=task_id, values=values, **_draft_common(request))
+
+
+def _draft_common(request: HttpRequest) -> dict[str, Any]:
+    common = _common(request)
+    common.pop("expected_version")
+    return common
+
+
+@login_required
+@require_POST
+def save_draft(request: HttpRequest, task_id: UUID) -> HttpResponse:
+    """Keep the data-entry form as typed so far (htmx posts it, debounced, as it is typed).
+
+    Answers the small "draft saved" status line (or why not) for htmx; without htmx,
+    back to the task's page. Saving changes nothing else: no state, no version.
+    """
+    try:
+        task = human_tasks.visible_task(task_id=task_id, user=request.user)
+        values, form = task_forms.read(
+            task_forms.approval_of(task), request.POST, attachments.of_request(task.run_id)
+        )
+        if form is None:
+            raise human_tasks.InvalidRequest(gettext("This task has no form to keep a draft of."))
+        saved = human_tasks.save_draft(task_id=task_id, values=values, **_draft_common(request))
+    except human_tasks.TaskError as error:
+        if not request.htmx:
+            messages.error(request, str(error))
+            return redirect("approvals:task", task_id=task_id)
+        return render(
+            request,
+            "approvals/inbox/human_task.html#draft-status",
+            {"draft_error": str(error)},
+            status=error.status,
+        )
+    if not request.htmx:
+        messages.success(request, gettext("Draft saved."))
+        return redirect("approvals:task", task_id=task_id)
+    return render(request, "approvals/inbox/human_task.html#draft-status", {"task": saved})
 
 
 @login_required

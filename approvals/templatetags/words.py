@@ -9,7 +9,9 @@ A code with no entry here (a new kind) is shown as it is.
 from __future__ import annotations
 
 from django import template
-from django.utils.translation import pgettext_lazy
+from django.utils import formats, timezone
+from django.utils.dateparse import parse_datetime
+from django.utils.translation import gettext, pgettext_lazy
 
 from approvals.states import Channel
 
@@ -35,6 +37,7 @@ _EVENTS = {
     "warning": pgettext_lazy("step event", "warning"),
     "caught": pgettext_lazy("step event", "caught"),
     "deadline_passed": pgettext_lazy("step event", "deadline_passed"),
+    "held": pgettext_lazy("step event", "held"),
 }
 _AUDITED = {
     "created": pgettext_lazy("audit event", "created"),
@@ -74,3 +77,24 @@ def audit_words(code: str) -> str:
 def channel_words(code: str) -> str:
     """A decision's channel (inbox, email, api, admin, system) in the reader's words."""
     return str(Channel(code).label) if code in Channel.values else code
+
+
+@register.filter
+def held_words(detail: object) -> str:
+    """What a "held" step event says (workflows.engine.limits.held_detail), in the reader's
+    words: which limit holds the step back and until when. An event written before the
+    detail named its limit keeps the English it was written with."""
+    if not isinstance(detail, dict):
+        return ""
+    limit = detail.get("limit")
+    if limit is None:
+        return str(detail.get("message", ""))
+    if detail.get("reason") != "rate":
+        return gettext("waits for its concurrency limit (%(count)s at once)") % {"count": limit}
+    until = parse_datetime(str(detail.get("until") or ""))
+    if until is None:
+        return gettext("waits for its rate limit (%(limit)s)") % {"limit": limit}
+    return gettext("waits for its rate limit (%(limit)s), until the next window at %(when)s") % {
+        "limit": limit,
+        "when": formats.date_format(timezone.localtime(until), "H:i:s T"),
+    }

@@ -370,6 +370,43 @@ class TestDecidedTab:
 
         assert response.status_code == 400
 
+    def test_filters_by_type_outcome_and_words_of_the_title(
+        self, api_as, carols_decisions, carol, start_expense
+    ):
+        run = start_expense(title="Hotel in Paris")
+        human_tasks.reject_human_task(
+            task_id=run.human_tasks.get().pk, user=carol, channel="inbox", reason="Too dear"
+        )
+        api = api_as("carol")
+
+        rejected = api.get("/tasks", tab="decided", outcome="rejected").json()
+        searched = api.get("/tasks", tab="decided", q="trip 1").json()
+        other_type = api.get("/tasks", tab="decided", type="vendor_onboarding").json()
+        expenses = api.get("/tasks", tab="decided", type="expense", outcome="approved").json()
+
+        assert [item["title"] for item in rejected["items"]] == [
+            "Expense: Hotel in Paris — 120.00 EUR (alice)"
+        ]
+        assert [item["title"].split(" — ")[0] for item in searched["items"]] == ["Expense: Trip 1"]
+        assert other_type["items"] == []
+        assert len(expenses["items"]) == 3
+
+    def test_filters_that_describe_live_work_are_422_with_it(self, api_as, carols_decisions):
+        response = api_as("carol").get("/tasks", tab="decided", priority=3, where="amount>1")
+
+        assert response.status_code == 422
+        assert "priority, where describe live work" in response.json()["detail"]
+        assert [error["field"] for error in response.json()["errors"]] == ["priority", "where"]
+
+    def test_an_outcome_with_another_tab_is_422(self, api_as):
+        response = api_as("carol").get("/tasks", outcome="approved")
+
+        assert response.status_code == 422
+        assert "use it with tab=decided" in response.json()["detail"]
+
+    def test_an_unknown_outcome_is_422(self, api_as):
+        assert api_as("carol").get("/tasks", tab="decided", outcome="maybe").status_code == 422
+
     def test_the_other_tabs_do_not_say_a_runs_state(self, api_as, manager_task):
         body = api_as("carol").get("/tasks").json()
 

@@ -46,6 +46,59 @@ def decided(manager_task, carol):
     return manager_task
 
 
+class TestCommentsAreChainedAsKeyedDigests:
+    """The chain covers a comment's keyed digest, so its words may be erased (approvals.privacy)
+    and the chain still verifies, while words rewritten any other way break it."""
+
+    def test_the_entry_keeps_the_words_and_the_chain_covers_their_digest(self, decided):
+        entry = LogEntry.objects.get(additional_data__event="commented")
+
+        assert entry.additional_data["comment"] == "Receipt?"
+        assert entry.additional_data["comment_digest"] == hashing.comment_digest(
+            "Receipt?", key=audit.chain_key()
+        )
+        assert chain._content_of(entry, key=audit.chain_key())["comment"].startswith("hmac-sha256:")
+
+    def test_erased_words_leave_the_chain_intact(self, decided):
+        entry = LogEntry.objects.get(additional_data__event="commented")
+
+        LogEntry.objects.filter(pk=entry.pk).update(
+            additional_data={**entry.additional_data, "comment": hashing.ERASED_COMMENT}
+        )
+
+        assert verify_audit_chain().intact
+
+    def test_rewritten_words_break_the_chain_at_their_entry(self, decided):
+        entry = LogEntry.objects.get(additional_data__event="commented")
+
+        LogEntry.objects.filter(pk=entry.pk).update(
+            additional_data={**entry.additional_data, "comment": "Looks fine"}
+        )
+
+        assert verify_audit_chain().broken_entry.pk == entry.pk
+
+    def test_an_entry_written_before_digests_still_verifies_by_its_words(self, decided):
+        previous = GENESIS
+        for entry in LogEntry.objects.order_by("id"):
+            data = {key: value for key, value in entry.additional_data.items()}
+            data.pop("comment_digest", None)
+            entry.additional_data = data
+            content = chain._content_of(entry, key=audit.chain_key())
+            data["chain"] = {
+                "previous": previous,
+                "hash": hashing.entry_hash(previous, content, key=audit.chain_key()),
+            }
+            LogEntry.objects.filter(pk=entry.pk).update(additional_data=data)
+            previous = data["chain"]["hash"]
+
+        assert verify_audit_chain().intact
+        commented = LogEntry.objects.get(additional_data__event="commented")
+        LogEntry.objects.filter(pk=commented.pk).update(
+            additional_data={**commented.additional_data, "comment": hashing.ERASED_COMMENT}
+        )
+        assert verify_audit_chain().broken_entry.pk == commented.pk
+
+
 class TestAuditEntries:
     def test_each_action_names_actor_channel_comment_and_address(self, decided, carol):
         entries = LogEntry.objects.get_for_object(decided).order_by("id")
@@ -90,7 +143,9 @@ def recompute_unkeyed(entries) -> None:
         data = entry.additional_data
         data["chain"] = {
             "previous": previous,
-            "hash": hashing.unkeyed_entry_hash(previous, chain._content_of(entry)),
+            "hash": hashing.unkeyed_entry_hash(
+                previous, chain._content_of(entry, key=audit.chain_key())
+            ),
         }
         LogEntry.objects.filter(pk=entry.pk).update(additional_data=data)
         previous = data["chain"]["hash"]
@@ -106,7 +161,9 @@ def recompute_keyed(entries) -> None:
     previous = GENESIS
     for entry in entries.order_by("id"):
         data = entry.additional_data
-        new_hash = hashing.entry_hash(previous, chain._content_of(entry), key=audit.chain_key())
+        new_hash = hashing.entry_hash(
+            previous, chain._content_of(entry, key=audit.chain_key()), key=audit.chain_key()
+        )
         data["chain"] = {"previous": previous, "hash": new_hash}
         LogEntry.objects.filter(pk=entry.pk).update(additional_data=data)
         previous = new_hash

@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from approvals import audit, human_tasks
 from approvals.audit import verify_export
+from approvals.audit.hashing import ERASED_COMMENT
 from approvals.models import AuditCheckpoint
 from approvals.states import Channel
 
@@ -171,6 +172,23 @@ class TestRoundTrip:
 
         assert code == 0, said
         assert "No entry matched the filters." in said
+
+
+class TestAfterErasure:
+    @FORMATS
+    def test_an_export_with_erased_comments_still_verifies_and_holds_no_words(
+        self, history, keyfile, tmp_path, capsys, format
+    ):
+        for entry in LogEntry.objects.filter(additional_data__has_key="comment_digest"):
+            entry.additional_data["comment"] = ERASED_COMMENT
+            LogEntry.objects.filter(pk=entry.pk).update(additional_data=entry.additional_data)
+
+        text = export("--format", format)
+        code, said = verify(text, keyfile, tmp_path, capsys)
+
+        assert code == 0, said
+        assert "fine" not in text
+        assert ERASED_COMMENT in text
 
 
 class TestTamperedExports:

@@ -66,9 +66,9 @@ def decisive(manager_task, people):
     return bob
 
 
-def page_sql(user, cursor: str = "") -> tuple[str, str]:
+def page_sql(user, cursor: str = "", filters=None) -> tuple[str, str]:
     with CaptureQueriesContext(connection) as queries:
-        page = decided.decided_by(user=user, cursor=cursor)
+        page = decided.decided_by(user=user, cursor=cursor, filters=filters)
     (query,) = queries.captured_queries
     return query["sql"], page.next_cursor
 
@@ -86,4 +86,21 @@ class TestDecidedPlan:
         (scan,) = [node for node in plan if node.get("Relation Name") == "approvals_humantask"]
         assert scan["Index Name"] == "task_decided_by_idx"
         assert rows_out(scan) + scan.get("Rows Removed by Filter", 0) <= decided.PAGE_SIZE + 1
+        assert [node["Node Type"] for node in plan if "Sort" in node["Node Type"]] == []
+
+    @pytest.mark.parametrize(
+        "filters",
+        [
+            decided.DecidedFilters(outcome="approved"),
+            decided.DecidedFilters(workflow_type="expense", search="task"),
+        ],
+    )
+    def test_a_filtered_page_reads_the_same_range_and_sorts_nothing(self, decisive, filters):
+        sql, _ = page_sql(decisive, filters=filters)
+
+        plan = list(nodes(explain(sql)["Plan"]))
+
+        (scan,) = [node for node in plan if node.get("Relation Name") == "approvals_humantask"]
+        assert scan["Index Name"] == "task_decided_by_idx"
+        assert rows_out(scan) == decided.PAGE_SIZE + 1
         assert [node["Node Type"] for node in plan if "Sort" in node["Node Type"]] == []

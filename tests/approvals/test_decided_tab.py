@@ -132,13 +132,60 @@ class TestDecidedTabPage:
         current = re.search(r'<a [^>]*aria-current="page"[^>]*>\s*([^<]+)', response.text)
         assert current.group(1).strip() == "Decided by me"
 
-    def test_offers_no_actions_and_no_filters(self, client, carols_decisions):
+    def test_offers_no_actions_but_its_own_filters(self, client, carols_decisions):
         client.force_login(carols_decisions)
 
         response = client.get(reverse("approvals:inbox"), {"tab": "decided"})
 
         assert "Approve selected" not in response.text
-        assert 'role="search"' not in response.text
+        assert 'role="search"' in response.text
+        assert '<select name="outcome">' in response.text
+        assert 'name="priority"' not in response.text
+
+    def test_filters_by_outcome_type_and_words_of_the_title(self, client, carols_decisions):
+        client.force_login(carols_decisions)
+
+        def shown(**query: str) -> list[str]:
+            response = client.get(reverse("approvals:inbox"), {"tab": "decided", **query})
+            assert response.status_code == 200
+            return titles(response.context["decided_page"].tasks)
+
+        assert shown(outcome="rejected") == ["Trip 4"]
+        assert shown(q="trip 2") == ["Trip 2"]
+        assert shown(type="expense", outcome="approved") == ["Trip 3", "Trip 2", "Trip 1", "Trip 0"]
+        assert shown(type="vendor_onboarding") == []
+        assert shown(q="%") == []  # a wildcard is a character like any other
+
+    def test_a_filter_that_matches_nothing_says_so(self, client, carols_decisions):
+        client.force_login(carols_decisions)
+
+        response = client.get(reverse("approvals:inbox"), {"tab": "decided", "q": "zeppelin"})
+
+        assert "None of your decisions matches these filters." in response.text
+        assert "(on)" in response.text
+
+    def test_an_unknown_outcome_is_ignored_and_refused_text_is_400(self, client, carols_decisions):
+        client.force_login(carols_decisions)
+
+        ignored = client.get(reverse("approvals:inbox"), {"tab": "decided", "outcome": "maybe"})
+        refused = client.get(reverse("approvals:inbox"), {"tab": "decided", "q": "a\x00b"})
+
+        assert len(ignored.context["decided_page"].tasks) == 5
+        assert refused.status_code == 400
+        assert "The search" in refused.text
+
+    def test_the_next_page_keeps_the_filters(self, client, carols_decisions, monkeypatch):
+        monkeypatch.setattr(decided, "PAGE_SIZE", 2)
+        client.force_login(carols_decisions)
+
+        first = client.get(reverse("approvals:inbox"), {"tab": "decided", "outcome": "approved"})
+        cursor = first.context["decided_page"].next_cursor
+        second = client.get(
+            reverse("approvals:inbox"), {"tab": "decided", "outcome": "approved", "cursor": cursor}
+        )
+
+        assert "outcome=approved&amp;tab=decided&amp;cursor=" in first.text
+        assert titles(second.context["decided_page"].tasks) == ["Trip 1", "Trip 0"]
 
     def test_pages_with_a_next_link(self, client, carols_decisions, monkeypatch):
         monkeypatch.setattr(decided, "PAGE_SIZE", 2)

@@ -13,6 +13,21 @@ pytestmark = pytest.mark.django_db
 
 INBOX = Channel.INBOX
 VENDOR = {"vendor_name": "Acme", "contact_email": "legal@acme.example", "country": "DE"}
+BANK = {"account_holder": "Acme GmbH", "iban": "DE89370400440532013000"}
+
+
+@pytest.fixture
+def bank_details_entered(people, drive):
+    """Finance (carol) types the vendor's bank details; return the run driven on."""
+
+    def enter(run):
+        task = run.human_tasks.get(node="collect_bank_details")
+        human_tasks.complete_user_task(
+            task_id=task.pk, user=people["carol"], channel=INBOX, values=BANK
+        )
+        return drive(run)
+
+    return enter
 
 
 @pytest.fixture
@@ -49,24 +64,45 @@ class TestVendorOnboarding:
             "Security sign-off: vendor Acme (legal rated the risk high, contract LEG-2026-014)"
         )
 
-    def test_the_account_is_created_once_security_signs_off(self, reviewed_vendor, people, drive):
+    def test_the_account_is_created_once_security_signs_off(
+        self, reviewed_vendor, people, drive, bank_details_entered
+    ):
         run = reviewed_vendor("high")
         sign_off = run.human_tasks.get(node="security_sign_off")
 
         human_tasks.approve_human_task(task_id=sign_off.pk, user=people["bob"], channel=INBOX)
 
-        run = drive(run)
+        run = bank_details_entered(drive(run))
         assert run.state == RunState.SUCCEEDED
         assert run.results["create_account"]
 
     @pytest.mark.parametrize("risk_level", ["low", "medium"])
-    def test_a_lower_risk_creates_the_account_without_a_sign_off(self, reviewed_vendor, risk_level):
-        run = reviewed_vendor(risk_level)
+    def test_a_lower_risk_creates_the_account_without_a_sign_off(
+        self, reviewed_vendor, risk_level, bank_details_entered
+    ):
+        run = bank_details_entered(reviewed_vendor(risk_level))
 
         assert run.state == RunState.SUCCEEDED
         assert run.results["create_account"]
         assert not run.human_tasks.filter(node="security_sign_off").exists()
         assert run.results["legal_review"]["payload"]["values"]["risk_level"] == risk_level
+
+    def test_finance_types_the_bank_details_the_account_is_opened_with(
+        self, reviewed_vendor, bank_details_entered
+    ):
+        run = reviewed_vendor("low")
+        task = run.human_tasks.get(node="collect_bank_details")
+        assert (run.state, task.kind, task.title) == (
+            RunState.WAITING,
+            "entry",
+            "Bank details: vendor Acme",
+        )
+        assert list(task.candidate_groups.values_list("name", flat=True)) == ["finance"]
+
+        run = bank_details_entered(run)
+
+        assert run.results["create_account"]["iban"] == BANK["iban"]
+        assert run.results["collect_bank_details"]["payload"]["values"]["bic"] == ""
 
     def test_a_rejected_sign_off_notifies_the_vendor(self, reviewed_vendor, people, drive):
         run = reviewed_vendor("high")

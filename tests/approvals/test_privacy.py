@@ -515,7 +515,7 @@ class TestEraseByPerson:
                     assert value not in rows, (model.__name__, value)
         assert all(value not in stored_text(finished_claim) for value in (EMAIL, IBAN, PAYEE))
         with connection.cursor() as cursor:
-            for model in (Signal, StepRun, StepEvent, HumanTask, Comment):
+            for model in (Signal, StepRun, StepEvent, HumanTask, Comment, LogEntry):
                 cursor.execute(f"SELECT t::text FROM {model._meta.db_table} AS t")
                 rows = " ".join(row[0] for row in cursor.fetchall())
                 assert "Receipt checked" not in rows, model.__name__  # comments, whole

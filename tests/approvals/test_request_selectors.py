@@ -9,6 +9,10 @@ from django.test.utils import CaptureQueriesContext
 from approvals import request_pages
 from approvals.request_pages import RequestFilters
 from tests.conftest import ORDER_INPUT
+from workflows import registry
+from workflows.dsl import Activity, NoCompensation, Workflow
+from workflows.engine import execute, work
+from workflows.models import StepRun
 from workflows.starting import start_for
 
 pytestmark = pytest.mark.django_db
@@ -202,3 +206,32 @@ class TestWhereNow:
 
         assert len(page.rows) == 7
         assert len(many) == len(one) == 5
+
+
+ONE_AT_ONCE = Workflow(
+    name="test_where_one_at_once",
+    version=1,
+    start="call",
+    nodes=(
+        Activity("call", run=lambda context: {}, compensate=NoCompensation("test"), concurrency=1),
+    ),
+)
+
+
+class TestWhereALimitedStepWaits:
+    @pytest.fixture(autouse=True)
+    def one_at_once(self, monkeypatch):
+        monkeypatch.setattr(work, "send_steps", lambda step_ids, **options: None)
+        registry.register(ONE_AT_ONCE)
+        yield
+        registry.unregister(ONE_AT_ONCE)
+
+    def test_it_names_the_limits_it_waits_within(self, start):
+        first, second = (start(ONE_AT_ONCE.name, {}).steps.get().pk for _ in range(2))
+        execute.claim_step(first, now=None)
+        assert execute.claim_step(second, now=None) is None
+        step = StepRun.objects.select_related("run").get(pk=second)
+
+        (where,) = request_pages.positions(step.run, [step], [])
+
+        assert where.waiting_for == "a worker to pick it up, within its limits (1 at once)"

@@ -18,6 +18,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from approvals.console import sla as sla_selectors
+from approvals.console import sla_snapshot
 from approvals.human_tasks import inbox_entries
 from approvals.models import HumanTask, InboxEntry
 from tests.plans import nodes
@@ -151,3 +152,29 @@ class TestPlans:
 
         assert len(found) == 6
         assert whole_tables(found) == {}
+
+
+class TestSnapshotPlans:
+    def test_an_operators_page_reads_the_snapshot_row_and_a_range_of_a_due_index(
+        self, history, operator, client
+    ):
+        sla_snapshot.refresh(now=timezone.now())
+        operator.is_staff = True
+        operator.save()
+        client.force_login(operator)
+
+        with CaptureQueriesContext(connection) as captured:
+            client.get("/console/sla/")
+
+        found = []
+        with connection.cursor() as cursor:
+            for query in captured.captured_queries:
+                if "approvals_humantask" in query["sql"] or "slasnapshot" in query["sql"]:
+                    cursor.execute(f"EXPLAIN (FORMAT JSON) {query['sql']}")
+                    found.append((query["sql"], cursor.fetchone()[0][0]["Plan"]))
+        assert whole_tables(found) == {}
+        [overdue] = [plan for sql, plan in found if "approvals_humantask" in sql]
+        # Either index of live tasks by due time: a range from the oldest, LIMIT 10.
+        read = {name for _, name in indexes(overdue)}
+        assert read & {"task_deadline_due_idx", "task_state_due_idx"}
+        assert not any("COUNT(" in sql for sql, _ in found)

@@ -58,3 +58,8 @@ class TestLimitsAcrossWorkers:
         assert max(per_second.values()) <= 10
         ran_on = {step.result["worker"] for step in items}
         assert ran_on == worker_groups  # both workers took part
+        # The map sends more items than 5 at once: those refused waited, and each such
+        # attempt said so on the timeline once, however many sweeps and claims looked again.
+        held = Counter((e.step_id, e.attempt) for e in events.filter(kind=EventKind.HELD))
+        assert len(held) >= 5
+        assert max(held.values()) == 1

@@ -39,6 +39,7 @@ from workflows.dsl import (
     Update,
     Updated,
     UpdateRefused,
+    UserTask,
     WaitForSignal,
     Workflow,
 )
@@ -289,6 +290,70 @@ RECEIPT_REQUIRED = Workflow(
     ),
 )
 registry.register(RECEIPT_REQUIRED)
+
+
+class BankDetails(BaseModel):
+    """What finance types in before paying: where the money goes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    account_holder: str = Field(min_length=1, max_length=120, description="the name on the account")
+    iban: str = Field(
+        min_length=15,
+        max_length=34,
+        pattern=r"^[A-Z]{2}[0-9]{2}[A-Z0-9]{11,30}$",
+        description="the IBAN, capitals and digits without spaces, e.g. DE89370400440532013000",
+    )
+    reference: str = Field(default="", max_length=140, description="on the transfer")
+
+
+class PayeeInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    requester: str = Field(min_length=1, max_length=150)
+    amount: str = Field(min_length=1, max_length=20)
+
+
+def pay_to_account(context: ActivityContext) -> dict[str, Any]:
+    """Pay to the account finance typed in: read from the user task's form values."""
+    account = RunData(input=context.input, results=context.results).form_values(
+        "collect_bank_details"
+    )
+    return services.call(
+        service="test",
+        action="pay",
+        context=context,
+        behaviour=None,
+        data={"iban": account["iban"], "amount": context.input["amount"]},
+    )
+
+
+# A data-entry task: finance types the payee's bank details, then the payment uses them.
+BANK_DETAILS = Workflow(
+    name="test_bank_details",
+    version=1,
+    input_schema=PayeeInput,
+    requester_field="requester",
+    starters=ANYONE,
+    start="collect_bank_details",
+    nodes=(
+        UserTask(
+            "collect_bank_details",
+            title="Bank details for a payment",
+            groups=("finance",),
+            form=BankDetails,
+            next="pay",
+        ),
+        Activity(
+            "pay",
+            run=pay_to_account,
+            compensate=undo_effect("pay"),
+            retry=QUICK_RETRY,
+            needs=("collect_bank_details",),
+        ),
+    ),
+)
+registry.register(BANK_DETAILS)
 
 
 # Definitions that reproduce races found in review (see tests/workflows/test_edge_cases.py).

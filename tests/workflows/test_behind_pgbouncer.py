@@ -36,6 +36,7 @@ class TestStartWorkflowBehindPgBouncer(engine_tests.TestStartWorkflow):
 
     test_a_start_without_a_key_writes_its_run_step_and_event_in_one_round_trip = None
     test_a_keyed_start_writes_its_run_first_in_case_the_key_is_taken = None
+    test_without_functions_a_start_sends_its_three_inserts_together = None
 
 
 class TestConcurrentStartBehindPgBouncer(engine_tests.TestConcurrentStart):
@@ -43,7 +44,8 @@ class TestConcurrentStartBehindPgBouncer(engine_tests.TestConcurrentStart):
 
 
 class TestClaimBehindPgBouncer(engine_tests.TestClaimOnItsOwn):
-    """The claim's SET LOCAL synchronous_commit ends with its transaction."""
+    """The claim's SET LOCAL synchronous_commit (set_config inside its function, or the
+    statement without functions) ends with its transaction."""
 
 
 class TestExecuteStepBehindPgBouncer(engine_tests.TestExecuteStep):

@@ -84,10 +84,25 @@ class TestStartWorkflow:
         with CaptureQueriesContext(connection) as starting:
             run, _ = engine.start_workflow(workflow_type="order", input=order_input())
 
-        assert _statements(starting) == ["INSERT", "INSERT", "INSERT"]
+        # One call of the start's function, which inserts the three rows (three
+        # statements before it).
+        assert _statements(starting) == ["SELECT"]
         assert _round_trips(starting) == 1
         run.refresh_from_db()
         assert (run.state, run.created_at is not None) == (RunState.RUNNING, True)
+        assert list(run.events.values_list("kind", flat=True)) == [EventKind.STARTED]
+        assert [(s.node, s.state) for s in run.steps.all()] == [("validate", StepState.SCHEDULED)]
+
+    def test_without_functions_a_start_sends_its_three_inserts_together(
+        self, order_input, settings
+    ):
+        settings.BATON_DB_FUNCTIONS = False
+
+        with CaptureQueriesContext(connection) as starting:
+            run, _ = engine.start_workflow(workflow_type="order", input=order_input())
+
+        assert _statements(starting) == ["INSERT", "INSERT", "INSERT"]
+        assert _round_trips(starting) == 1
         assert list(run.events.values_list("kind", flat=True)) == [EventKind.STARTED]
 
     def test_a_keyed_start_writes_its_run_first_in_case_the_key_is_taken(self, order_input):
@@ -166,13 +181,34 @@ class TestClaimOnItsOwn:
         with CaptureQueriesContext(connection) as claiming:
             claim = execute.claim_step(step.pk, now=timezone.now())
 
+        # One call of the claim's function, told it runs alone (its last argument):
+        # it sets synchronous_commit off for its own transaction.
+        assert claim is not None
+        assert _statements(claiming) == ["SELECT"]
+        assert _round_trips(claiming) == 1
+        assert execute.claim_function().name in claiming[0]["sql"]
+        assert claiming[0]["sql"].endswith("true::boolean)")
+        # Committed, and the setting ended with the claim's own transaction.
+        assert connection.get_autocommit()
+        assert not connection.in_atomic_block
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW synchronous_commit")
+            assert cursor.fetchone() == ("on",)
+        assert StepRun.objects.get(pk=claim.step_id).state == StepState.RUNNING
+
+    def test_the_claims_statement_sets_its_commit_asynchronous_without_functions(
+        self, start, order_input, settings
+    ):
+        settings.BATON_DB_FUNCTIONS = False
+        step = start("order", order_input()).steps.get()
+
+        with CaptureQueriesContext(connection) as claiming:
+            claim = execute.claim_step(step.pk, now=timezone.now())
+
         assert claim is not None
         assert _statements(claiming) == ["SET", "WITH"]
         assert _round_trips(claiming) == 1
         assert claiming[0]["sql"].startswith("SET LOCAL synchronous_commit TO OFF")
-        # Committed, and the setting ended with the claim's own transaction.
-        assert connection.get_autocommit()
-        assert not connection.in_atomic_block
         with connection.cursor() as cursor:
             cursor.execute("SHOW synchronous_commit")
             assert cursor.fetchone() == ("on",)
@@ -185,9 +221,14 @@ class TestClaimOnItsOwn:
 
         with transaction.atomic(), CaptureQueriesContext(connection) as claiming:
             claim = execute.claim_step(step.pk, now=timezone.now())
+            with connection.cursor() as cursor:
+                cursor.execute("SHOW synchronous_commit")
+                inside = cursor.fetchone()
 
         assert claim is not None
-        assert _statements(claiming) == ["WITH"]
+        assert _statements(claiming) == ["SELECT", "SHOW"]
+        assert claiming[0]["sql"].endswith("false::boolean)")
+        assert inside == ("on",)
 
 
 class TestEagerDispatch:
@@ -369,8 +410,8 @@ class TestExecuteStep:
         # also inserts `local` already running; local: no claim of its own, only its
         # record, which ends the run: the general way's locking read and one write.
         assert _statements(queries) == [
-            "WITH",
-            "WITH",
+            "SELECT",
+            "SELECT",
             *["SELECT", "UPDATE", "UPDATE", "INSERT"],
         ]
         assert _round_trips(queries) == 1 + 1 + 2
@@ -393,12 +434,13 @@ class TestExecuteStep:
                 claim, execute.Outcome(result={"reserved": True}), now=timezone.now()
             )
 
-        # Claim: one UPDATE that locks the run in a CTE and starts the step.
-        # Record (the next node is an activity: the straight path): one statement that
-        # locks the run, finishes this step, inserts its events and the next step. The
-        # run row is not rewritten. (Savepoints come from this test's own transaction.)
-        assert _statements(claiming) == ["WITH"]
-        assert _statements(recording) == ["WITH"]
+        # Claim: one call of its function, an UPDATE that locks the run in a CTE and
+        # starts the step. Record (the next node is an activity: the straight path): one
+        # call of its function, a statement that locks the run, finishes this step,
+        # inserts its events and the next step. The run row is not rewritten.
+        # (Savepoints come from this test's own transaction.)
+        assert _statements(claiming) == ["SELECT"]
+        assert _statements(recording) == ["SELECT"]
         assert (_round_trips(claiming), _round_trips(recording)) == (1, 1)
 
     def test_a_claim_holds_the_step_for_its_nodes_first_lease(self, start, order_input):

@@ -165,19 +165,29 @@ class TestOrder:
 class TestVendorOnboarding:
     VENDOR = {"vendor_name": "Acme", "contact_email": "legal@acme.example"}
     LOW_RISK = {"contract_id": "LEG-2026-014", "risk_level": "low"}
+    BANK = {"account_holder": "Acme GmbH", "iban": "DE89370400440532013000"}
 
-    def test_both_reviews_approve_and_the_account_is_created(self, workflow_env, alice, bob):
+    def test_both_reviews_approve_finance_types_the_bank_details_and_the_account_opens(
+        self, workflow_env, alice, bob, carol
+    ):
         run = workflow_env.start("vendor_onboarding", self.VENDOR)
 
         workflow_env.approve(run, "legal_review", as_user=alice, values=self.LOW_RISK)
         run = workflow_env.approve(run, "security_review", as_user=bob)
+        workflow_env.assert_state(run, RunState.WAITING)
+        workflow_env.save_draft(
+            run, "collect_bank_details", as_user=carol, values={"account_holder": "Acme"}
+        )
+        run = workflow_env.complete(run, "collect_bank_details", as_user=carol, values=self.BANK)
 
         workflow_env.assert_state(run, RunState.SUCCEEDED)
-        assert "create_account" in workflow_env.path(run)
-        assert "security_sign_off" not in workflow_env.path(run)
+        path = workflow_env.path(run)
+        assert path.index("collect_bank_details") < path.index("create_account")
+        assert "security_sign_off" not in path
+        assert run.results["create_account"]["iban"] == self.BANK["iban"]
 
     def test_a_high_legal_risk_adds_a_security_sign_off_before_the_account(
-        self, workflow_env, alice, bob
+        self, workflow_env, alice, bob, carol
     ):
         run = workflow_env.start("vendor_onboarding", self.VENDOR)
 
@@ -186,7 +196,8 @@ class TestVendorOnboarding:
         )
         run = workflow_env.approve(run, "security_review", as_user=bob)
         assert "create_account" not in workflow_env.path(run)
-        run = workflow_env.approve(run, "security_sign_off", as_user=bob)
+        workflow_env.approve(run, "security_sign_off", as_user=bob)
+        run = workflow_env.complete(run, "collect_bank_details", as_user=carol, values=self.BANK)
 
         workflow_env.assert_state(run, RunState.SUCCEEDED)
         path = workflow_env.path(run)
@@ -316,7 +327,7 @@ class TestVendorBackgroundChecks:
         )
 
     def test_a_failed_account_closes_every_directors_case_in_reverse(
-        self, workflow_env, alice, bob
+        self, workflow_env, alice, bob, carol
     ):
         def refuse(context):
             raise NonRetryableError("the vendor system refuses the account")
@@ -324,7 +335,13 @@ class TestVendorBackgroundChecks:
         workflow_env.replace_activity("vendor_onboarding", "create_account", refuse)
         run = workflow_env.start("vendor_onboarding", self.VENDOR)
         workflow_env.approve(run, "legal_review", as_user=alice, values=self.LOW_RISK)
-        run = workflow_env.approve(run, "security_review", as_user=bob)
+        workflow_env.approve(run, "security_review", as_user=bob)
+        run = workflow_env.complete(
+            run,
+            "collect_bank_details",
+            as_user=carol,
+            values={"account_holder": "Acme GmbH", "iban": "DE89370400440532013000"},
+        )
 
         run = workflow_env.assert_state(run, RunState.COMPENSATED)
         assert set(self.children(run).values_list("state", flat=True)) == {RunState.COMPENSATED}

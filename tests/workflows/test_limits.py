@@ -4,8 +4,10 @@ every worker, and each step's message goes to its activity's queue."""
 from __future__ import annotations
 
 from datetime import timedelta
+from types import SimpleNamespace
 
 import pytest
+from django.template.loader import render_to_string
 from django.utils import timezone
 
 from tests.conftest import at_once
@@ -13,8 +15,8 @@ from workflows import engine, queues, registry
 from workflows.activity import ActivityContext, NonRetryableError
 from workflows.dsl import Activity, Map, NoCompensation, Workflow
 from workflows.engine import execute, work
-from workflows.models import ActivityLimiter, StepRun
-from workflows.states import RunState, StepKind, StepState
+from workflows.models import ActivityLimiter, StepEvent, StepRun
+from workflows.states import EventKind, RunState, StepKind, StepState
 from workflows.testing import as_if_committed
 
 pytestmark = pytest.mark.django_db
@@ -245,6 +247,74 @@ class TestSweepReleases:
 
         assert sent == []
         assert StepRun.objects.get(pk=steps[2]).due_at == _MINUTE + timedelta(minutes=1)
+
+
+def held_events(step_id: int) -> list[StepEvent]:
+    return list(StepEvent.objects.filter(step_id=step_id, kind=EventKind.HELD))
+
+
+class TestTheTimelineSaysWhy:
+    def test_a_step_held_by_concurrency_says_so_once_however_often_it_is_looked_at(
+        self, scheduled_steps, monkeypatch
+    ):
+        first, second, third = scheduled_steps("test_two_at_once", 3)
+        for step_id in (first, second):
+            execute.claim_step(step_id, now=NOW)
+
+        assert execute.claim_step(third, now=NOW) is None
+        monkeypatch.setattr(work, "send_steps", lambda step_ids, **_: None)
+        for seconds in (2, 4, 6):
+            with as_if_committed():
+                engine.sweep(now=NOW + timedelta(seconds=seconds))
+            execute.claim_step(third, now=NOW + timedelta(seconds=seconds))
+
+        (event,) = held_events(third)
+        assert event.detail["message"] == "waits for its concurrency limit (2 at once)"
+        assert (event.node, event.attempt, event.at) == ("call", 0, NOW)
+
+    def test_a_step_held_by_the_rate_says_which_and_until_when(self, scheduled_steps):
+        steps = scheduled_steps("test_two_a_minute", 3)
+
+        for step_id in steps:
+            execute.claim_step(step_id, now=NOW)
+
+        (event,) = held_events(steps[2])
+        next_window = _MINUTE + timedelta(minutes=1)
+        assert event.detail == {
+            "message": f"waits for its rate limit (2/m), until the next window at "
+            f"{next_window:%H:%M:%S} UTC",
+            "reason": "rate",
+            "until": next_window.isoformat(),
+            "limit": "2/m",
+        }
+        assert held_events(steps[0]) == []
+
+    def test_a_step_the_sweep_holds_before_any_claim_says_so_once(
+        self, scheduled_steps, monkeypatch
+    ):
+        first, second, third = scheduled_steps("test_two_at_once", 3)
+        for step_id in (first, second):
+            execute.claim_step(step_id, now=NOW)
+        StepRun.objects.filter(pk=third).update(due_at=NOW)  # its message was lost
+        monkeypatch.setattr(work, "send_steps", lambda step_ids, **_: None)
+
+        for seconds in (61, 63):
+            with as_if_committed():
+                engine.sweep(now=NOW + timedelta(seconds=seconds))
+
+        (event,) = held_events(third)
+        assert event.detail["message"] == "waits for its concurrency limit (2 at once)"
+        assert event.at == NOW + timedelta(seconds=61)
+
+    def test_the_runs_timeline_shows_it_in_words(self, scheduled_steps):
+        first, second = scheduled_steps("test_one_at_once", 2)
+        execute.claim_step(first, now=NOW)
+        execute.claim_step(second, now=NOW)
+
+        page = SimpleNamespace(events=held_events(second), trail=[])
+        html = render_to_string("approvals/partials/run_timeline.html", {"page": page})
+
+        assert "call held: <strong>waits for its concurrency limit (1 at once)</strong>" in html
 
 
 class TestQueues:

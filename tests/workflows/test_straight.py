@@ -125,6 +125,17 @@ class TestWhatGoesStraight:
             execute.record_outcome(claim, execute.Outcome(result={"ok": True}), now=timezone.now())
 
         [statement] = [q["sql"] for q in queries if "SAVEPOINT" not in q["sql"]]
+        assert statement.startswith(f"SELECT * FROM {straight.function().name}(")
+
+    def test_without_functions_it_is_the_statement_itself(self, start, order_input, settings):
+        settings.BATON_DB_FUNCTIONS = False
+        run = start("order", order_input())
+        claim = execute.claim_step(run.steps.get().pk, now=timezone.now())
+
+        with CaptureQueriesContext(connection) as queries:
+            execute.record_outcome(claim, execute.Outcome(result={"ok": True}), now=timezone.now())
+
+        [statement] = [q["sql"] for q in queries if "SAVEPOINT" not in q["sql"]]
         assert statement.startswith("WITH run AS (SELECT ")
         assert "FOR UPDATE" in statement
 
@@ -138,9 +149,10 @@ class TestWhatAStepCosts:
         with counting() as counts:
             engine.execute_step(step_id=step_id)
 
-        # The claim (its SET LOCAL and its UPDATE, sent together), then the record: one
-        # statement that commits as it ends, with no BEGIN or COMMIT of its own.
-        assert (counts.statements, counts.commits, counts.round_trips) == (3, 2, 2)
+        # The claim (a function that sets its commit asynchronous and runs the UPDATE),
+        # then the record: one statement that commits as it ends, with no BEGIN or
+        # COMMIT of its own. (3 statements before the functions: the claim's SET LOCAL.)
+        assert (counts.statements, counts.commits, counts.round_trips) == (2, 2, 2)
         assert run.steps.get(node="reserve_inventory").state == StepState.SCHEDULED
 
     def test_a_chain_of_local_steps_is_one_commit_a_step_and_one_for_the_claim(self, start):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -20,7 +21,7 @@ from django.utils import timezone
 from workflows import metrics, personal, queues, tracing
 from workflows.activity import ActivityCancelled, ActivityContext, LeaseLost
 from workflows.dsl import Activity, Workflow
-from workflows.engine import advance, limits, prepared, straight, undo
+from workflows.engine import advance, functions, limits, prepared, straight, undo
 from workflows.engine.nodes import map as map_node
 from workflows.engine.work import (
     CANCELLABLE_STEP_STATES,
@@ -153,22 +154,74 @@ _CLAIM = _CLAIM_TEMPLATE.format(
 _ASYNC_COMMIT = "SET LOCAL synchronous_commit TO OFF;\n"
 
 
+# The claim as a function (workflows/engine/functions.py): the same statement, planned once
+# per server connection; `alone` says whether it runs in a transaction of its own, whose
+# commit then need not wait for the disk (set_config(..., true) is SET LOCAL).
+_CLAIM_ARGUMENTS = ("step_id", "token", "now", "holder", "limited", "alone")
+
+
+@functools.cache
+def claim_function() -> functions.Function:
+    """`_CLAIM` as a PostgreSQL function, `alone` its last argument."""
+    body = _CLAIM.strip()
+    for position, name in enumerate(_CLAIM_ARGUMENTS, 1):
+        body = body.replace(f"%({name})s", f"${position}")
+    if "%(" in body:
+        raise RuntimeError("The claim names a value its function does not take.")
+    step, run = StepRun, WorkflowRun
+    returned = [
+        (step, "node"),
+        (step, "kind"),
+        (step, "round"),
+        (step, "attempt"),
+        (step, "item"),
+        (step, "item_value"),
+        (run, "id"),
+        (run, "workflow_type"),
+        (run, "workflow_version"),
+        (run, "input"),
+        (run, "correlation_id"),
+    ]
+    return functions.Function(
+        prefix="baton_claim_step",
+        arguments=(
+            functions.column_type(step, "id"),
+            functions.column_type(step, "lease_token"),
+            functions.column_type(step, "started_at"),
+            functions.column_type(step, "lease_holder"),
+            "text[]",
+            "boolean",
+        ),
+        returns=", ".join(
+            f"o_{model._meta.model_name}_{name} {functions.column_type(model, name)}"
+            for model, name in returned
+        ),
+        prelude=(
+            f"IF ${len(_CLAIM_ARGUMENTS)} THEN "
+            "PERFORM set_config('synchronous_commit', 'off', true); END IF;\n"
+        ),
+        body=body,
+    )
+
+
 def _claim_in_one_statement(step_id: int, *, now: datetime) -> Claim | None:
     token = uuid.uuid4()
     alone = not connection.in_atomic_block
+    values = {
+        "step_id": step_id,
+        "token": token,
+        "now": now,
+        "holder": worker_name(),
+        "limited": limits.limited_keys(),
+        "alone": alone,
+    }
     with connection.cursor() as cursor:
-        cursor.execute(
-            _ASYNC_COMMIT + _CLAIM if alone else _CLAIM,
-            {
-                "step_id": step_id,
-                "token": token,
-                "now": now,
-                "holder": worker_name(),
-                "limited": limits.limited_keys(),
-            },
-        )
-        if alone:
-            cursor.nextset()
+        if functions.used(connection):
+            cursor.execute(claim_function().call_sql, [values[name] for name in _CLAIM_ARGUMENTS])
+        else:
+            cursor.execute(_ASYNC_COMMIT + _CLAIM if alone else _CLAIM, values)
+            if alone:
+                cursor.nextset()
         row = cursor.fetchone()
     if row is None:
         return None
@@ -245,8 +298,17 @@ def _claim_with_orm(step_id: int, *, now: datetime | None) -> Claim | None:
             )
             now = admission.at
             if not admission.admitted:
-                # Left scheduled: the sweep sends it again once its limits allow.
+                # Left scheduled: the sweep sends it again once its limits allow. The
+                # timeline says why, the first time this attempt is held.
                 StepRun.objects.filter(pk=step.pk).update(due_at=admission.retry_at)
+                limits.record_held(
+                    run=run,
+                    step=step,
+                    node=node,
+                    reason=admission.reason,
+                    until=admission.retry_at,
+                    now=admission.at or timezone.now(),
+                )
                 logger.debug(
                     "step.claim_deferred",
                     extra=log_fields(run, step, {"limit": admission.reason}),

@@ -7,6 +7,11 @@ counts the slots still held, and either takes one or says when to ask again. The
 step then stays `scheduled` with that due time, and the sweep sends it again once
 `sweep_allows` sees room (it sends no more steps than there are free slots).
 
+The first time a step's attempt is held back (by the claim or by the sweep), the run's
+timeline says so in words, once (`record_held`): "waits for its concurrency limit (5
+at once)". The sweeps that look at it again write nothing more, so the run's page
+explains the wait without a line per sweep.
+
 A slot is held by a step while that step is `running`: the record of an attempt
 never touches the limiter, and a worker that dies frees its slot when the sweep
 expires its lease. Only forward attempts are counted; a compensation (an undo) is
@@ -24,8 +29,8 @@ from django.utils import timezone
 from workflows import queues, registry
 from workflows.dsl import Activity, Map
 from workflows.engine.work import UnitOfWork
-from workflows.models import ActivityLimiter, StepRun
-from workflows.states import StepState
+from workflows.models import ActivityLimiter, StepEvent, StepRun, WorkflowRun
+from workflows.states import EventKind, StepState
 
 
 def limited_keys() -> list[str]:
@@ -97,6 +102,8 @@ class _SweepBudget:
 
     free: int
     held_until: datetime
+    # Which limit holds them: "concurrency" or "rate".
+    reason: str = "concurrency"
 
 
 def sweep_holds_until(
@@ -132,7 +139,74 @@ def _budget(key: str, node: Activity, now: datetime) -> _SweepBudget:
     }
     refusal = queues.admit(**state)
     held_until = refusal.retry_at or now + queues.CONCURRENCY_RECHECK
-    return _SweepBudget(free=queues.free_slots(**state), held_until=held_until)
+    return _SweepBudget(
+        free=queues.free_slots(**state),
+        held_until=held_until,
+        reason=refusal.reason or ("rate" if node.concurrency is None else "concurrency"),
+    )
+
+
+def sweep_hold_reason(*, workflow_type: str, node: Activity, work: UnitOfWork) -> str:
+    """Which limit held `node`'s step back in this sweep (after `sweep_holds_until`)."""
+    budget = work.limit_budgets.get(queues.limit_key(workflow_type, node.name))
+    return budget.reason if budget is not None else "concurrency"
+
+
+def held_detail(node: Activity, *, reason: str, until: datetime | None) -> dict[str, object]:
+    """What the timeline's "held" event says: which limit, in words, and until when it
+    will be looked at again (a rate's next window; a moment later for a free slot)."""
+    if reason == "rate":
+        limit = f"rate limit ({node.rate_limit})"
+    else:
+        limit = f"concurrency limit ({node.concurrency} at once)"
+    message = f"waits for its {limit}"
+    if reason == "rate" and until is not None:
+        message += f", until the next window at {until:%H:%M:%S %Z}".rstrip()
+    # "limit" lets a page say the same in its reader's language (approvals' held_words).
+    value = node.rate_limit if reason == "rate" else node.concurrency
+    return {"message": message, "reason": reason, "until": until, "limit": value}
+
+
+def first_hold(run: WorkflowRun, step: StepRun) -> bool:
+    """Whether this attempt of `step` has not yet said, on the timeline, that it is held.
+
+    Read through the events' (run, at) index; a step's run has few events. The claim
+    and the sweep both lock the step's run row first (the claim FOR NO KEY UPDATE, the
+    sweep FOR UPDATE), so two hold decisions for one step take turns, and the second
+    sees the line the first committed."""
+    return not StepEvent.objects.filter(
+        run_id=run.pk, step_id=step.pk, kind=EventKind.HELD, attempt=step.attempt
+    ).exists()
+
+
+def record_held(
+    *,
+    run: WorkflowRun,
+    step: StepRun,
+    node: Activity,
+    reason: str,
+    until: datetime | None,
+    now: datetime,
+) -> bool:
+    """Say once per attempt on the run's timeline that `step` waits for `node`'s limits
+    (the claim's refusal calls it, outside a unit of work); return whether it wrote."""
+    if not first_hold(run, step):
+        return False
+    StepEvent.objects.create(
+        run=run,
+        step=step,
+        node=step.node,
+        kind=EventKind.HELD,
+        attempt=step.attempt,
+        at=now,
+        detail=_json(held_detail(node, reason=reason, until=until)),
+    )
+    return True
+
+
+def _json(detail: dict[str, object]) -> dict[str, object]:
+    until = detail.get("until")
+    return {**detail, "until": until.isoformat() if isinstance(until, datetime) else None}
 
 
 def _still_running(step_ids: list[int], *, but: int | None = None) -> list[int]:

@@ -41,7 +41,7 @@ from django.db.models import Field, Model
 
 from workflows import queues
 from workflows.dsl import Activity, Workflow
-from workflows.engine import transitions
+from workflows.engine import functions, transitions
 from workflows.models import StepEvent, StepRun, WorkflowRun, new_row
 from workflows.states import EventKind, RunState, StepKind, StepState
 
@@ -142,9 +142,14 @@ def record(
         "holder": holder,
     }
     claimed = claim_token is not None
-    bound = [
-        value.bound(values, claimed) if isinstance(value, _Param) else value for value in params
-    ]
+    if functions.used(connection):
+        values["claimed"] = claimed
+        sql = function().call_sql
+        bound = [values[name] for name, _model, _field in _ARGUMENTS] + [claimed]
+    else:
+        bound = [
+            value.bound(values, claimed) if isinstance(value, _Param) else value for value in params
+        ]
     with connection.cursor() as cursor:
         cursor.execute(sql, bound)
         row = cursor.fetchone()
@@ -388,3 +393,55 @@ def _statement() -> tuple[str, tuple[Any, ...]]:
         f"done.{qn('scheduled_at')} FROM next, run, done"
     )
     return sql, tuple(params)
+
+
+# The function's arguments, in order, each typed as the column it stands for; the last,
+# `claimed`, says whether the next step is claimed by this worker.
+_ARGUMENTS: tuple[tuple[str, type[Model], str], ...] = (
+    ("run_id", WorkflowRun, "id"),
+    ("step_id", StepRun, "id"),
+    ("lease_token", StepRun, "lease_token"),
+    ("now", StepRun, "finished_at"),
+    ("started_at", StepRun, "started_at"),
+    ("result", StepRun, "result"),
+    ("round", StepRun, "round"),
+    ("next_node", StepRun, "node"),
+    ("next_lease", StepRun, "lease"),
+    ("claim_token", StepRun, "lease_token"),
+    ("due_at", StepRun, "due_at"),
+    ("holder", StepRun, "lease_holder"),
+)
+
+
+def _argument_types() -> list[str]:
+    return [*(functions.column_type(model, name) for _name, model, name in _ARGUMENTS), "boolean"]
+
+
+@functools.cache
+def function() -> functions.Function:
+    """The statement as a PostgreSQL function (`workflows.engine.functions`): the same
+    SQL, its constants written in, its per-call values the function's arguments."""
+    sql, params = _statement()
+    positions = {name: index for index, (name, _model, _field) in enumerate(_ARGUMENTS, 1)}
+    claimed = f"${len(_ARGUMENTS) + 1}"
+
+    def argument(value: Any) -> str:
+        if not isinstance(value, _Param):
+            return functions.literal(value)
+        if value.name != "next":
+            return f"${positions[value.name]}"
+        one, other = argument(value.claimed), argument(value.scheduled)
+        return one if one == other else f"CASE WHEN {claimed} THEN {one} ELSE {other} END"
+
+    pieces = sql.split("%s")
+    if len(pieces) != len(params) + 1:
+        raise RuntimeError("The straight statement's placeholders do not match its parameters.")
+    body = pieces[0] + "".join(
+        argument(value) + piece for value, piece in zip(params, pieces[1:], strict=True)
+    )
+    return functions.Function(
+        prefix="baton_record_straight",
+        arguments=tuple(_argument_types()),
+        returns="o_next_step_id bigint, o_trace_context jsonb, o_scheduled_at timestamptz",
+        body=body,
+    )

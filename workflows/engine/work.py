@@ -179,7 +179,7 @@ class UnitOfWork:
         for run in runs:
             self.save(run)
         if self.started:
-            self._tell_run_start_hooks()
+            self.tell_run_start_hooks()
         if self.ended:
             self._tell_run_end_hooks()
         if any(event.step is not None and event.step.pk is None for event in self.events):
@@ -200,7 +200,8 @@ class UnitOfWork:
             self.to_send = []
             send_on_commit(step_ids, traces, routes)
 
-    def _tell_run_start_hooks(self) -> None:
+    def tell_run_start_hooks(self) -> None:
+        """Tell the run-start hooks of the runs this unit of work started (`finish` does)."""
         started, self.started = self.started, []
         now = max(event.at for event in self.events)
         for hook in registry.run_start_hooks():

@@ -64,9 +64,21 @@ def due(
             error = {"type": "ScheduleToStartTimeout", "message": f"not started within {limit}"}
             moves.engine().step_failed(run, definition, step, error, now, work)
         elif forward and (held_until := _held_by_limits(run, node, now, work)) is not None:
-            # Held back by its limits: look again when they may allow it.
+            # Held back by its limits: look again when they may allow it. The timeline
+            # says so once (the claim that refused it may have said so already).
             step.due_at = held_until
             work.save(step)
+            if limits.first_hold(run, step):
+                reason = limits.sweep_hold_reason(
+                    workflow_type=run.workflow_type, node=node, work=work
+                )
+                work.event(
+                    run,
+                    step,
+                    EventKind.HELD,
+                    now,
+                    detail=limits.held_detail(node, reason=reason, until=held_until),
+                )
         else:
             step.due_at = redispatch_at(node, now)
             work.save(step)

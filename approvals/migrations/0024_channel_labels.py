@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('approvals', '0020_preferences'),
+        ('approvals', '0023_preferences'),
     ]
 
     operations = [

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('approvals', '0019_run_data_on_tasks'),
+        ('approvals', '0022_sla_snapshot'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -1,0 +1,209 @@
+"""The engine's PostgreSQL functions (workflows.engine.functions): installed as compiled.
+
+The migrations freeze each function's text; the code compiles it again from the
+models at run time and calls it by a name that hashes that text. These tests are
+the functions' `makemigrations --check`: a state machine changed on a model without
+a migration that installs its new function fails here, not in production.
+"""
+
+from __future__ import annotations
+
+import importlib
+import uuid
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from bench.measure import counting
+from workflows import engine, registry
+from workflows.dsl import Activity, NoCompensation, Workflow
+from workflows.engine import execute, functions, start, straight
+from workflows.models import StepEvent, StepRun, WorkflowRun
+from workflows.states import StepState
+
+pytestmark = pytest.mark.django_db
+
+_MIGRATION = importlib.import_module("workflows.migrations.0019_engine_functions")
+
+
+def _compiled() -> dict[str, functions.Function]:
+    return {
+        "RECORD_STRAIGHT": straight.function(),
+        "CLAIM_STEP": execute.claim_function(),
+        "START_RUN": start.start_function(),
+    }
+
+
+class TestTheMigrationsInstallWhatTheCodeCompiles:
+    @pytest.mark.parametrize("name", ["RECORD_STRAIGHT", "CLAIM_STEP", "START_RUN"])
+    def test_the_migration_holds_the_text_the_code_compiles(self, name):
+        assert getattr(_MIGRATION, name) == _compiled()[name].create_sql()
+
+    @pytest.mark.parametrize("name", ["RECORD_STRAIGHT", "CLAIM_STEP", "START_RUN"])
+    def test_the_database_has_the_function_the_code_calls(self, name):
+        function = _compiled()[name]
+
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT to_regprocedure(%s) IS NOT NULL",
+                [f"{function.name}({', '.join(function.arguments)})"],
+            )
+            [installed] = cursor.fetchone()
+
+        assert installed
+
+    def test_a_changed_text_is_a_new_name(self):
+        function = straight.function()
+        changed = functions.Function(
+            prefix=function.prefix,
+            arguments=function.arguments,
+            returns=function.returns,
+            body=function.body.replace("'{running}'", "'{running,scheduled}'"),
+        )
+
+        assert changed.body != function.body
+        assert changed.name != function.name
+
+
+@pytest.mark.django_db(transaction=True)
+class TestTheClaimsFunction:
+    def test_alone_its_commit_does_not_wait_for_the_disk_and_the_setting_ends_with_it(
+        self, start, order_input
+    ):
+        step = start("order", order_input()).steps.get()
+        call = execute.claim_function().call_sql
+        now = timezone.now()
+
+        with connection.cursor() as cursor:
+            # One query, one implicit transaction: the SHOW sees what the claim set.
+            cursor.execute(
+                call + ";\nSHOW synchronous_commit",
+                [step.pk, uuid.uuid4(), now, "here", [], True],
+            )
+            claimed = cursor.fetchone()
+            cursor.nextset()
+            during = cursor.fetchone()
+            cursor.execute("SHOW synchronous_commit")
+            after = cursor.fetchone()
+
+        assert claimed[0] == "validate"
+        assert (during, after) == (("off",), ("on",))
+
+    def test_inside_a_transaction_it_leaves_the_commit_to_the_caller(self, start, order_input):
+        step = start("order", order_input()).steps.get()
+        call = execute.claim_function().call_sql
+
+        with connection.cursor() as cursor:
+            cursor.execute(
+                call + ";\nSHOW synchronous_commit",
+                [step.pk, uuid.uuid4(), timezone.now(), "here", [], False],
+            )
+            cursor.nextset()
+            during = cursor.fetchone()
+
+        assert during == ("on",)
+
+
+class TestWithoutFunctions:
+    def test_sqlite_and_the_setting_turned_off_send_the_statements(self, settings):
+        class SQLite:
+            vendor = "sqlite"
+
+        settings.BATON_DB_FUNCTIONS = True
+        assert functions.used(connection)
+        assert not functions.used(SQLite())
+        settings.BATON_DB_FUNCTIONS = False
+        assert not functions.used(connection)
+
+
+def _rows(run: WorkflowRun) -> dict[str, list[dict]]:
+    """The run's rows, less what differs between two runs however alike they are."""
+    own = {"id", "run_id", "step_id", "created_at", "updated_at", "trace_context", "input"}
+
+    def values(row) -> dict:
+        return {
+            field.attname: getattr(row, field.attname)
+            for field in row._meta.concrete_fields
+            if field.attname not in own
+        }
+
+    run.refresh_from_db()
+    return {
+        "run": [values(run)],
+        "steps": [values(step) for step in run.steps.order_by("id")],
+        "events": [values(event) for event in StepEvent.objects.filter(run=run).order_by("id")],
+    }
+
+
+class TestTheStartsFunction:
+    def test_it_writes_the_rows_the_general_way_writes(self, order_input, settings):
+        now = timezone.now()
+        called, _ = engine.start_workflow(workflow_type="order", input=order_input(), now=now)
+        settings.BATON_DB_FUNCTIONS = False
+        general, _ = engine.start_workflow(workflow_type="order", input=order_input(), now=now)
+
+        assert _rows(called) == _rows(general)
+        assert _rows(called)["steps"][0]["state"] == StepState.SCHEDULED
+
+    def test_the_run_it_returns_is_saved_with_its_first_step(self, order_input):
+        run, created = engine.start_workflow(workflow_type="order", input=order_input())
+
+        assert created
+        assert not run._state.adding
+        run.correlation_id = "later"
+        run.save_changes()
+        assert WorkflowRun.objects.get(pk=run.pk).correlation_id == "later"
+
+    def test_not_a_keyed_start_a_child_or_a_limited_type(self):
+        assert start._starts_straight(registry.get("order"))
+        limited = Workflow(
+            name="limited_start",
+            version=1,
+            start="only",
+            nodes=(Activity("only", run=lambda c: None, compensate=NoCompensation("test")),),
+            concurrency_limit=1,
+        )
+        assert not start._starts_straight(limited)
+
+
+@pytest.mark.django_db(transaction=True)
+class TestAStartOnItsOwn:
+    def test_it_is_one_statement_one_round_trip_and_one_commit(self, order_input):
+        with counting() as counts:
+            run, _ = engine.start_workflow(workflow_type="order", input=order_input())
+
+        assert (counts.statements, counts.round_trips, counts.commits) == (1, 1, 1)
+        assert run.steps.get().state == StepState.SCHEDULED
+
+    def test_a_start_hook_that_writes_commits_with_the_run_or_not_at_all(
+        self, order_input, monkeypatch
+    ):
+        def note_start(*, started, now):
+            for run in started:
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT pg_current_xact_id()")  # a statement: BEGIN
+                notes.append(run.pk)
+
+        notes: list = []
+        monkeypatch.setattr(registry, "_run_start_hooks", [note_start])
+
+        with counting() as counts:
+            run, _ = engine.start_workflow(workflow_type="order", input=order_input())
+
+        # The hook's statement opened the transaction; the call joined it.
+        assert notes == [run.pk]
+        assert (counts.statements, counts.commits) == (2, 1)
+        assert counts.round_trips == 2 + 2
+
+    def test_a_start_hook_that_fails_leaves_no_run(self, order_input, monkeypatch):
+        def refuse(*, started, now):
+            raise RuntimeError("no")
+
+        monkeypatch.setattr(registry, "_run_start_hooks", [refuse])
+
+        with pytest.raises(RuntimeError):
+            engine.start_workflow(workflow_type="order", input=order_input())
+
+        assert not WorkflowRun.objects.exists()
+        assert not StepRun.objects.exists()

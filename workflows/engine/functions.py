@@ -1,0 +1,89 @@
+"""PostgreSQL functions for the engine's compiled statements: one short call instead of
+a long statement that the server parses and plans again on every step.
+
+A compiled statement of the hot path (the straight path's record, the claim, the
+start) is sent with its values bound on the client, as Django's psycopg cursors
+send every query: PostgreSQL parses and plans the whole CTE each time. The same
+statement inside a PL/pgSQL function is planned once per server connection and
+kept, which server-side prepared statements would also give, but a function
+stays correct behind PgBouncer in transaction mode: it is an ordinary statement,
+whichever server connection runs it (procrastinate's `procrastinate_fetch_job`
+and `procrastinate_finish_job` work the same way).
+
+A function's text is compiled from the models, as its statement is, and its name
+ends with a hash of that text (`Function.name`): a state machine changed on a model
+changes the name, so the code never calls a function a migration installed from an
+older state machine. `tests/workflows/test_functions.py` checks that the migrations
+install every function the code compiles (as `makemigrations --check` does for
+tables). BATON_DB_FUNCTIONS=false sends the statements instead (the benchmark's
+comparison); SQLite always does.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.models import Model
+from psycopg import sql
+
+
+@dataclass(frozen=True)
+class Function:
+    """A PL/pgSQL function that returns its one query's rows; `$n` is its nth argument."""
+
+    prefix: str
+    arguments: tuple[str, ...]
+    returns: str
+    body: str
+    # Statements run before the query (PL/pgSQL, each ending with ";").
+    prelude: str = ""
+
+    @functools.cached_property
+    def name(self) -> str:
+        text = "\n".join([", ".join(self.arguments), self.returns, self.prelude, self.body])
+        return f"{self.prefix}_{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+
+    def create_sql(self) -> str:
+        """The `CREATE FUNCTION` a migration runs."""
+        return (
+            f"CREATE OR REPLACE FUNCTION {self.name}({', '.join(self.arguments)})\n"
+            f"RETURNS TABLE ({self.returns})\nLANGUAGE plpgsql AS $baton$\nBEGIN\n"
+            f"{self.prelude}RETURN QUERY {self.body};\nEND\n$baton$"
+        )
+
+    def drop_sql(self) -> str:
+        return f"DROP FUNCTION IF EXISTS {self.name}({', '.join(self.arguments)})"
+
+    @functools.cached_property
+    def call_sql(self) -> str:
+        """The call, each value cast to its argument's type (they are bound as literals)."""
+        values = ", ".join(f"%s::{type_}" for type_ in self.arguments)
+        return f"SELECT * FROM {self.name}({values})"
+
+
+def column_type(model: type[Model], name: str) -> str:
+    """The SQL type of `model.name`'s column, as a function's argument or result names it
+    (without a length: a function's types take none)."""
+    connection = connections[DEFAULT_DB_ALIAS]
+    field = model._meta.get_field(name)
+    db_type = field.rel_db_type(connection) if field.primary_key else field.db_type(connection)
+    return str(db_type).split("(")[0]
+
+
+def literal(value: Any) -> str:
+    """A constant of a compiled statement, written into a function's text as SQL."""
+    if isinstance(value, enum.Enum):
+        value = value.value
+    return sql.Literal(value).as_string()
+
+
+def used(connection: Any) -> bool:
+    """Whether the engine calls its functions on `connection` (PostgreSQL, and
+    BATON_DB_FUNCTIONS not turned off)."""
+    return connection.vendor == "postgresql" and settings.BATON_DB_FUNCTIONS
