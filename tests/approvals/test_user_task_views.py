@@ -146,3 +146,33 @@ class TestAnEmailedLink:
         assert "fill in a form and complete it" in page
         assert reverse("approvals:task", args=[entry_task.pk]) in page
         assert "Confirm: approve" not in page
+
+
+class TestInGerman:
+    GERMAN = {"Accept-Language": "de-DE,de;q=0.9"}
+
+    def test_the_page_offers_complete_and_save_draft_in_german(self, client, bob, entry_task):
+        client.force_login(bob)
+
+        page = client.get(reverse("approvals:task", args=[entry_task.pk]), headers=self.GERMAN).text
+
+        assert ">Abschließen</button>" in page
+        assert ">Entwurf speichern</button>" in page
+        assert "Was Sie eingeben, wird als Entwurf behalten" in page
+
+    def test_a_refused_completion_says_why_in_german_and_keeps_the_draft(
+        self, client, bob, entry_task
+    ):
+        client.force_login(bob)
+
+        response = client.post(
+            reverse("approvals:complete", args=[entry_task.pk]),
+            {"form-account_holder": "Alice Archer", "form-iban": "DE89 oops"},
+            headers=self.GERMAN,
+            **HTMX,
+        )
+
+        assert response.status_code == 422
+        assert "Nichts wurde abgeschlossen" in response.text
+        entry_task.refresh_from_db()
+        assert entry_task.draft == {"account_holder": "Alice Archer", "iban": "DE89 oops"}

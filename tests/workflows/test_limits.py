@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 from django.template.loader import render_to_string
-from django.utils import timezone
+from django.utils import timezone, translation
 
 from tests.conftest import at_once
 from workflows import engine, queues, registry
@@ -315,6 +315,31 @@ class TestTheTimelineSaysWhy:
         html = render_to_string("approvals/partials/run_timeline.html", {"page": page})
 
         assert "call held: <strong>waits for its concurrency limit (1 at once)</strong>" in html
+
+    def test_a_german_reader_reads_which_limit_and_until_when_in_german(self, scheduled_steps):
+        first, second = scheduled_steps("test_one_at_once", 2)
+        execute.claim_step(first, now=NOW)
+        execute.claim_step(second, now=NOW)
+        steps = scheduled_steps("test_two_a_minute", 3)
+        for step_id in steps:
+            execute.claim_step(step_id, now=NOW)
+        events = held_events(second) + held_events(steps[2])
+
+        with translation.override("de"):
+            html = render_to_string(
+                "approvals/partials/run_timeline.html",
+                {"page": SimpleNamespace(events=events, trail=[])},
+            )
+
+        next_window = _MINUTE + timedelta(minutes=1)
+        assert (
+            "call zurückgehalten: <strong>wartet auf sein Parallelitätslimit (1 gleichzeitig)"
+            "</strong>" in html
+        )
+        assert (
+            "wartet auf sein Ratenlimit (2/m), bis zum nächsten Fenster um "
+            f"{next_window:%H:%M:%S} UTC</strong>" in html
+        )
 
 
 class TestQueues:
