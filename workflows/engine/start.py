@@ -272,13 +272,15 @@ def start_function() -> functions.Function:
         arguments += [functions.column_type(model, field.name) for field in fields]
         columns = ", ".join(qn(field.column) for field in fields)
         values = ", ".join(f"${index}" for index in range(first, len(arguments) + 1))
-        inserts.append(f"INSERT INTO {qn(model._meta.db_table)} ({columns}) VALUES ({values})")
+        inserts.append(
+            f"INSERT INTO {qn(model._meta.db_table)} ({columns}) VALUES ({values})"  # nosec B608
+        )
     run_sql, step_sql, event_sql = inserts
     # Model metadata only (quoted table and column names); every value is an argument.
     body = (
         f"WITH run AS ({run_sql}), event AS ({event_sql}), "
         f"step AS ({step_sql} RETURNING {qn(StepRun._meta.pk.column)}) "
-        f"SELECT step.{qn(StepRun._meta.pk.column)} FROM step"
+        f"SELECT step.{qn(StepRun._meta.pk.column)} FROM step"  # nosec B608
     )
     return functions.Function(
         prefix="baton_start_run",
