@@ -174,7 +174,7 @@ def _decide(
         task_id,
         request,
         permissions.can_decide,
-        "You are not a reviewer of this task.",
+        _("You are not a reviewer of this task."),
         action="decide",
     )
     if task.kind == TaskKind.ENTRY:

@@ -58,7 +58,14 @@ def send_delegation_done(*, task: HumanTask) -> None:
     context = {"task": task, "owner": owner}
     with _in_their_words(owner, preferences.chosen_by_each([owner])):
         message = EmailMultiAlternatives(
-            subject=_subject(f"{task.decided_by} {outcome_words(task.outcome)} {task.title}"),
+            subject=_subject(
+                gettext("%(person)s %(did)s %(title)s")
+                % {
+                    "person": task.decided_by,
+                    "did": outcome_words(task.outcome),
+                    "title": task.title,
+                }
+            ),
             body=_render("approvals/emails/delegation_done.txt", context),
             to=[owner.email],
         )

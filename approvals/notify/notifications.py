@@ -118,8 +118,13 @@ def request_decided(*, task: HumanTask, now: datetime) -> None:
         elif task.outcome == Outcome.REJECTED:
             said = _("%(person)s rejected “%(title)s”") % words
         else:
-            said = f"{decider} {outcome_words(task.outcome)} “{task.title}”"
-        return f"{said}: {task.comment}" if task.comment else said
+            said = _("%(person)s %(did)s “%(title)s”") % {
+                **words,
+                "did": outcome_words(task.outcome),
+            }
+        if not task.comment:
+            return said
+        return _("%(said)s: %(comment)s") % {"said": said, "comment": task.comment}
 
     _notify(
         [requester],

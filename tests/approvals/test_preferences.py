@@ -234,6 +234,15 @@ class TestWrittenForTheReader:
 
         assert notice.text == f"Carol hat „{alices_task.title}“ genehmigt"
 
+    def test_a_decisions_comment_follows_it_in_the_readers_words(self, german, carol, alices_task):
+        human_tasks.approve_human_task(
+            task_id=alices_task.pk, user=carol, channel="inbox", comment="Passt."
+        )
+
+        notice = Notification.objects.get(user=german, kind=NoticeKind.REQUEST_DECIDED)
+
+        assert notice.text == f"Carol hat „{alices_task.title}“ genehmigt: Passt."
+
     def test_an_english_requester_is_told_in_english(self, alice, carol, alices_task):
         human_tasks.approve_human_task(task_id=alices_task.pk, user=carol, channel="inbox")
 
