@@ -32,6 +32,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import connection as default_connection
+from django.db import migrations
 
 RESTRICT = "r"
 NO_ACTION = "a"
@@ -102,3 +103,16 @@ def set_delete_rule(schema_editor: Any, *, keys: tuple[tuple[str, str], ...], ru
                 "DEFERRABLE INITIALLY DEFERRED NOT VALID"
             )
             cursor.execute(f'ALTER TABLE "{table}" VALIDATE CONSTRAINT "{name}"')  # nosec B608
+
+
+def restricting(keys: tuple[tuple[str, str], ...]) -> migrations.RunPython:
+    """The migration operation that makes `keys` ON DELETE RESTRICT, and back to Django's
+    NO ACTION when the migration is reversed."""
+
+    def restrict(apps: Any, schema_editor: Any) -> None:
+        set_delete_rule(schema_editor, keys=keys, rule=RESTRICT)
+
+    def defer(apps: Any, schema_editor: Any) -> None:
+        set_delete_rule(schema_editor, keys=keys, rule=NO_ACTION)
+
+    return migrations.RunPython(restrict, defer, elidable=False)

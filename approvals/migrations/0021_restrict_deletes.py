@@ -25,14 +25,6 @@ KEYS = (
 )
 
 
-def restrict(apps, schema_editor):
-    foreign_keys.set_delete_rule(schema_editor, keys=KEYS, rule=foreign_keys.RESTRICT)
-
-
-def defer(apps, schema_editor):
-    foreign_keys.set_delete_rule(schema_editor, keys=KEYS, rule=foreign_keys.NO_ACTION)
-
-
 class Migration(migrations.Migration):
     dependencies = [
         ("approvals", "0020_task_drafts"),
@@ -40,5 +32,5 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.RunPython(restrict, defer, elidable=False),
+        foreign_keys.restricting(KEYS),
     ]

@@ -18,19 +18,11 @@ KEYS = (
 )
 
 
-def restrict(apps, schema_editor):
-    foreign_keys.set_delete_rule(schema_editor, keys=KEYS, rule=foreign_keys.RESTRICT)
-
-
-def defer(apps, schema_editor):
-    foreign_keys.set_delete_rule(schema_editor, keys=KEYS, rule=foreign_keys.NO_ACTION)
-
-
 class Migration(migrations.Migration):
     dependencies = [
         ("workflows", "0017_partition_step_events"),
     ]
 
     operations = [
-        migrations.RunPython(restrict, defer, elidable=False),
+        foreign_keys.restricting(KEYS),
     ]
