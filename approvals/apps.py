@@ -21,3 +21,8 @@ class ApprovalsConfig(AppConfig):
         from approvals import preferences
 
         user_logged_in.connect(preferences.remember_on_sign_in, dispatch_uid="baton-preferences")
+        from django.db.backends.signals import connection_created
+
+        from approvals.console import sla
+
+        connection_created.connect(sla.add_sqlite_functions, dispatch_uid="baton-sqlite-sla")

@@ -24,8 +24,18 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
-from django.db.models import Aggregate, Count, Exists, F, FloatField, OuterRef, Q, QuerySet
-from django.db.models.functions import Extract, TruncDate
+from django.db.models import (
+    Aggregate,
+    Count,
+    Exists,
+    F,
+    FloatField,
+    Func,
+    OuterRef,
+    Q,
+    QuerySet,
+)
+from django.db.models.functions import TruncDate
 
 from approvals.escalation import DUE_SOON
 from approvals.models import HumanTask, InboxEntry
@@ -47,7 +57,8 @@ FAILED_RUN_STATES = (RunState.FAILED, RunState.COMPENSATED, RunState.DEAD_LETTER
 
 
 class _Percentile(Aggregate):
-    """PostgreSQL's percentile_cont over a number; `fraction` is a literal from this module."""
+    """PostgreSQL's percentile_cont over a number; `fraction` is a literal from this module.
+    On SQLite (the demo), the same interpolation in Python: see `add_sqlite_functions`."""
 
     function = "percentile_cont"
     template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
@@ -55,6 +66,70 @@ class _Percentile(Aggregate):
 
     def __init__(self, expression: Any, *, fraction: float) -> None:
         super().__init__(expression, fraction=float(fraction))
+
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, Any]:
+        template = f"{_SQLITE_PERCENTILE}(%(expressions)s, %(fraction)s)"
+        return self.as_sql(compiler, connection, template=template, **extra)
+
+
+class _HoursBetween(Func):
+    """The hours from `start` to `end`, as a number, on PostgreSQL and on SQLite."""
+
+    arity = 2
+    output_field = FloatField()
+
+    def __init__(self, end: str, start: str) -> None:
+        super().__init__(F(end), F(start))
+
+    def as_sql(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, Any]:
+        template = "EXTRACT(EPOCH FROM (%(expressions)s)) / 3600.0"
+        return super().as_sql(compiler, connection, template=template, arg_joiner=" - ", **extra)
+
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, Any]:
+        return super().as_sql(
+            compiler,
+            connection,
+            template="(julianday(%(expressions)s)) * 24.0",
+            arg_joiner=") - julianday(",
+            **extra,
+        )
+
+
+_SQLITE_PERCENTILE = "baton_percentile_cont"
+
+
+class _PercentileOnSqlite:
+    """percentile_cont for SQLite: the value at `fraction` of the sorted values,
+    interpolated between the two nearest, as PostgreSQL computes it."""
+
+    def __init__(self) -> None:
+        self.values: list[float] = []
+        self.fraction = 0.5
+
+    def step(self, value: float | None, fraction: float) -> None:
+        self.fraction = fraction
+        if value is not None:
+            self.values.append(value)
+
+    def finalize(self) -> float | None:
+        return interpolated_percentile(sorted(self.values), self.fraction)
+
+
+def interpolated_percentile(ordered: list[float], fraction: float) -> float | None:
+    """The value at `fraction` of `ordered`, interpolated between its two nearest values
+    (PostgreSQL's percentile_cont); None for no values."""
+    if not ordered:
+        return None
+    position = fraction * (len(ordered) - 1)
+    below = int(position)
+    above = min(below + 1, len(ordered) - 1)
+    return ordered[below] + (ordered[above] - ordered[below]) * (position - below)
+
+
+def add_sqlite_functions(sender: Any, connection: Any, **kwargs: Any) -> None:
+    """Give each new SQLite connection the percentile this module's queries use."""
+    if connection.vendor == "sqlite":
+        connection.connection.create_aggregate(_SQLITE_PERCENTILE, 2, _PercentileOnSqlite)
 
 
 @dataclass(frozen=True)
@@ -269,7 +344,7 @@ def dashboard(*, now: datetime, group_ids: Collection[int] | None = None) -> Das
     days = trend_days(now)
     since = datetime.combine(days[0], time.min, tzinfo=UTC)
     latency_since = days[-LATENCY_DAYS]
-    waited = Extract(F("decided_at") - F("created_at"), "epoch") / 3600.0
+    waited = _HoursBetween("decided_at", "created_at")
     latency = [
         Latency(
             workflow_type=row["workflow_type"],
@@ -353,7 +428,7 @@ def run_trends(*, days: list[date]) -> list[RunTrend]:
 def cycle_times(*, since: datetime) -> list[CycleTime]:
     """The median and 95th percentile of start-to-end times of runs finished since
     `since`, per type, in one query."""
-    took = Extract(F("finished_at") - F("created_at"), "epoch") / 3600.0
+    took = _HoursBetween("finished_at", "created_at")
     return [
         CycleTime(
             workflow_type=row["workflow_type"],

@@ -350,3 +350,25 @@ class TestSlaPage:
             )
 
         assert queries() == few
+
+
+class TestPercentileOnSqlite:
+    """The demo's SQLite has no percentile_cont: Python's interpolation stands in for it,
+    and gives what PostgreSQL gives."""
+
+    @pytest.mark.parametrize("fraction", [0.0, 0.5, 0.95, 1.0])
+    @pytest.mark.parametrize("values", [[1.0], [1.0, 2.0], [3.0, 1.0, 100.0, 2.0, 4.0]])
+    def test_it_interpolates_as_postgresql_does(self, values, fraction):
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT percentile_cont(%s) WITHIN GROUP (ORDER BY x) FROM unnest(%s) AS x",
+                [fraction, values],
+            )
+            (expected,) = cursor.fetchone()
+
+        assert sla_selectors.interpolated_percentile(sorted(values), fraction) == pytest.approx(
+            expected
+        )
+
+    def test_no_values_have_no_percentile(self):
+        assert sla_selectors.interpolated_percentile([], 0.5) is None

@@ -163,6 +163,52 @@ class TestDemo:
         assert result.returncode == 0, result.stderr
         assert result.stdout.split() == ["False", "200", "200", "True"]
 
+    def test_every_audiences_pages_answer_on_its_sqlite_with_its_seeded_data(self, tmp_path):
+        key_file = tmp_path / "secret_key"
+        key_file.write_text(KEY)
+        env = {
+            **bare_env(tmp_path, DJANGO_SECRET_KEY_FILE=str(key_file), **demo_variables()),
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+        }
+        pages = {
+            "alice": ["/", "/requests/", "/requests/new/", "/preferences/", "/notifications/"],
+            "carol": ["/", "/?tab=queue", "/?tab=decided", "/away/"],
+            "olga": ["/console/", "/console/sla/", "/console/tasks/", "/console/audit/"],
+        }
+        script = (
+            "import django, json, sys; django.setup(); "
+            "from django.contrib.auth.models import User; from django.test import Client; "
+            "answers = {}\n"
+            f"for name, paths in {pages!r}.items():\n"
+            "    client = Client(HTTP_HOST='127.0.0.1', raise_request_exception=False)\n"
+            "    client.force_login(User.objects.get(username=name))\n"
+            "    answers.update({f'{name} {p}': client.get(p).status_code for p in paths})\n"
+            "print(json.dumps(answers))"
+        )
+        for command in (["migrate", "--noinput", "-v0"], ["seed_demo"]):
+            subprocess.run(
+                [sys.executable, "manage.py", *command],
+                cwd=ROOT,
+                env=env,
+                check=True,
+                capture_output=True,
+                timeout=300,
+            )
+
+        result = subprocess.run(
+            [sys.executable, "-c", script],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+        assert result.returncode == 0, result.stderr
+        answers = json.loads(result.stdout.splitlines()[-1])
+        assert {page: status for page, status in answers.items() if status != 200} == {}
+        assert len(answers) == 13
+
 
 HTTPS = (
     "SECURE_SSL_REDIRECT",
