@@ -25,7 +25,7 @@ from django.db.models.fields.tuple_lookups import Tuple, TupleLessThan
 from django.utils import formats
 from django.utils.translation import gettext as _
 
-from approvals import permissions, start_forms
+from approvals import money, permissions, start_forms
 from approvals.models import Comment, HumanTask
 from approvals.states import LIVE_TASK_STATES, TaskKind, TaskState, outcome_words
 from workflows import personal, queues, registry, starting
@@ -434,6 +434,9 @@ def data_rows(data: Mapping[str, Any], schema: Any) -> list[InputRow]:
     """`data` under the labels the form of `schema` (a pydantic model, or None) uses, in
     its order: a run's input, or the values a decider entered in a task form."""
     specs = {item.name: item for item in start_forms.spec_for(schema).fields}
+    # An amount beside a currency ("amount" and "currency", as the shipped types have
+    # them) is shown as money: "1.500,00 €" in German, "€1,500.00" in English.
+    currency = data.get(CURRENCY_FIELD) if money.is_currency(data.get(CURRENCY_FIELD)) else ""
     rows = []
     for name, value in _in_order(data, schema):
         spec = specs.get(name)
@@ -461,11 +464,14 @@ def data_rows(data: Mapping[str, Any], schema: Any) -> list[InputRow]:
             rows.append(InputRow(label=label, pairs=[(k, _text(v)) for k, v in value.items()]))
         else:
             widget = spec.widget if isinstance(spec, start_forms.FieldSpec) else ""
-            rows.append(InputRow(label=label, text=_text(value, widget=widget)))
+            shown = money.money(value, currency) if widget == "decimal" and currency else None
+            rows.append(InputRow(label=label, text=shown or _text(value, widget=widget)))
     return rows
 
 
 _NUMBER_WIDGETS = frozenset({"decimal", "number", "integer"})
+# The field whose ISO 4217 code the decimal fields beside it are amounts of.
+CURRENCY_FIELD = "currency"
 
 
 def _text(value: Any, *, widget: str = "") -> str:

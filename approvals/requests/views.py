@@ -99,7 +99,7 @@ def _start_page(request: HttpRequest, page: start.FormToFill) -> HttpResponse:
         "action": request.path,
         "attachment_max_bytes": attachments.max_bytes(),
         "requester_note": (
-            f"You are the requester ({starter.username})."
+            _("You are the requester (%(name)s).") % {"name": starter.username}
             if definition.requester_field and not starter.is_operator
             else ""
         ),
