@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from approvals import money
 from approvals.models import ReportingLine
+from approvals.start_forms import choice_labels
 from workflows import registry
 from workflows.activity import ActivityContext, NonRetryableError
 from workflows.calendars import BusinessTime
@@ -187,7 +188,8 @@ EXPENSE_ROUNDS = 3
 EXPENSE = Workflow(
     name="expense",
     version=1,
-    description=(
+    title=_("expense"),
+    description=_(
         "A manager approves, finance too above a threshold, then it is paid once; "
         "either may send it back to the requester for changes, twice at most."
     ),
@@ -320,7 +322,8 @@ def screen_director(context: ActivityContext) -> dict[str, Any]:
 BACKGROUND_CHECK = Workflow(
     name="background_check",
     version=1,
-    description=(
+    title=_("background check"),
+    description=_(
         "Screen one director of a vendor: open a case with the screening provider, then "
         "screen them. Vendor onboarding runs one per director; undoing it closes the case."
     ),
@@ -372,6 +375,7 @@ class LegalReviewForm(BaseModel):
     risk_level: Literal["low", "medium", "high"] = Field(
         title=_("Risk level"),
         description=_("legal's view of the vendor's risk; high adds a security sign-off"),
+        json_schema_extra=choice_labels(low=_("low"), medium=_("medium"), high=_("high")),
     )
 
 
@@ -493,7 +497,8 @@ def _sign_off_title(data: RunData) -> str:
 VENDOR_ONBOARDING = Workflow(
     name="vendor_onboarding",
     version=1,
-    description=(
+    title=_("vendor onboarding"),
+    description=_(
         "A background check per director (three at a time), then legal and security review "
         "in parallel; both must approve the new vendor, and security signs off once more "
         "when legal rates the risk high or a director's check was flagged. Finance then "

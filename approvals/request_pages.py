@@ -465,6 +465,9 @@ def data_rows(data: Mapping[str, Any], schema: Any) -> list[InputRow]:
         else:
             widget = spec.widget if isinstance(spec, start_forms.FieldSpec) else ""
             shown = money.money(value, currency) if widget == "decimal" and currency else None
+            if widget == "select" and isinstance(spec, start_forms.FieldSpec):
+                # A choice under the label its option reads (a type may translate it).
+                shown = next((label for key, label in spec.choices if key == str(value)), None)
             rows.append(InputRow(label=label, text=shown or _text(value, widget=widget)))
     return rows
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any
@@ -24,6 +24,22 @@ import pydantic
 from django.utils.translation import gettext, gettext_lazy
 
 from workflows.cleaning import Refused, clean_text
+
+# What a choice's options read, in the reader's language (by default, each value in
+# words): `Field(json_schema_extra=choice_labels(low=gettext_lazy("low"), ...))`.
+CHOICE_LABELS = "choice_labels"
+
+
+def choice_labels(**labels: str) -> Callable[[dict[str, Any]], None]:
+    """Return a `json_schema_extra` that labels a choice's values. A function rather than
+    a dict, so that pydantic puts the lazy translations in the schema as they are (it
+    would try to serialise a dict's values) and they are said in each reader's language."""
+
+    def label(schema: dict[str, Any]) -> None:
+        schema[CHOICE_LABELS] = labels
+
+    return label
+
 
 # Rows a list offers at most, whatever its schema allows: more belongs in the API.
 MAX_ROWS = 50
@@ -210,7 +226,8 @@ def _field_spec(
     default = schema.get("default")
     if "enum" in schema:
         values = {str(value): value for value in schema["enum"]}
-        choices = tuple((key, key.replace("_", " ")) for key in values)
+        labels = schema.get(CHOICE_LABELS) or {}
+        choices = tuple((key, labels.get(key) or key.replace("_", " ")) for key in values)
         initial = str(default) if default is not None else ""
         return FieldSpec(**common, widget="select", choices=choices, values=values, initial=initial)
     kind = schema.get("type")

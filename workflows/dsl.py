@@ -657,7 +657,12 @@ class Workflow:
     start: str
     nodes: tuple[Node, ...]
     input_schema: type[pydantic.BaseModel] | None = None
+    # What people read about the type on the New request page and its start form; both
+    # may be lazy translations (gettext_lazy), said in the reader's language. The
+    # title is the type's name in words, as it fits in a sentence ("expense": "New
+    # expense", "an expense"); without one, the name with spaces.
     description: str = ""
+    title: str = ""
     # Runs of this type allowed to be live at once; more wait in `pending`.
     concurrency_limit: int | None = None
     max_parallel_branches: int = 16

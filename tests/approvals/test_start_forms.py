@@ -12,8 +12,8 @@ import pytest
 from django.utils import translation
 from pydantic import BaseModel, Field
 
-from approvals import start_forms
-from approvals.examples import EXPENSE
+from approvals import start_forms, task_forms
+from approvals.examples import EXPENSE, VENDOR_ONBOARDING
 from approvals.start_forms import FieldSpec, ListSpec, MapSpec
 from workflows.dsl import InvalidInput, Workflow
 from workflows.examples.order import ORDER
@@ -323,6 +323,14 @@ class TestInGerman:
             shown = {field.name: (str(field.label), str(field.help)) for field in spec.fields}
 
         assert shown["title"] == ("Title", "What it was for")
+
+    def test_a_choices_options_read_as_the_type_labels_them(self):
+        with translation.override("de"):
+            spec = task_forms.spec_of(VENDOR_ONBOARDING.node("legal_review"))
+            risk = next(field for field in spec.fields if field.name == "risk_level")
+            options = [(value, str(label)) for value, label in risk.choices]
+
+        assert options == [("low", "niedrig"), ("medium", "mittel"), ("high", "hoch")]
 
     def test_each_error_is_said_in_german_beside_its_box(self):
         with translation.override("de"):

@@ -299,10 +299,11 @@ class _PythonReader(ast.NodeVisitor):
             for keyword in node.keywords:
                 if keyword.arg not in _API_DOCUMENTATION:
                     self._check_sentence(keyword.value)
-        elif name == "Field" and not self.is_page:
+        elif name in {"Field", "Workflow"} and not self.is_page:
             # A workflow type's input or form field: its title labels a box of the start
             # or task form, its description helps fill it in (the API's own schemas, in
-            # the page modules, document the API for developers in English).
+            # the page modules, document the API for developers in English); a type's
+            # title and description head its start form.
             for keyword in node.keywords:
                 if keyword.arg in {"title", "description"}:
                     self._check(keyword.value)

@@ -49,7 +49,8 @@ class TestAliceInGerman:
         nav = alice.get_by_role("navigation", name="Hauptmenü")
         nav.get_by_role("link", name="Neuer Antrag").click()
         expect(alice.get_by_role("heading", name="Neuer Antrag")).to_be_visible()
-        alice.get_by_role("link", name="Expense").click()
+        alice.get_by_role("link", name="Ausgabe").click()
+        expect(alice.get_by_role("heading", name="Neuer Antrag: Ausgabe")).to_be_visible()
         # The type's own labels, help and errors are German too.
         expect(alice.get_by_text("Wofür die Ausgabe war")).to_be_visible()
         alice.get_by_label("Titel").fill("Zug nach Lyon")

@@ -154,7 +154,8 @@ SERVICE_TIMEOUTS = Timeouts(start_to_close=timedelta(minutes=2), heartbeat=timed
 ORDER = Workflow(
     name="order",
     version=1,
-    description="Reserve stock, charge, ship and notify; on failure undo in reverse order.",
+    title=_("order"),
+    description=_("Reserve stock, charge, ship and notify; on failure undo in reverse order."),
     input_schema=OrderInput,
     # Orders come from the shop's systems, and from anyone taking one by phone.
     starters=ANYONE,
