@@ -203,6 +203,13 @@ def definition_of(run: WorkflowRun) -> Workflow | None:
         return None
 
 
+def kind_words(run: WorkflowRun) -> str:
+    """The run's type in words, in the reader's language ("Ausgabe" for an expense, in
+    German): its definition's title, or its name with spaces."""
+    definition = definition_of(run)
+    return starting.kind_of(definition) if definition else run.workflow_type.replace("_", " ")
+
+
 def where_now(runs: list[WorkflowRun]) -> dict[UUID, list[Position]]:
     """Where each run stands, in four queries however many runs there are: live steps,
     open and decided tasks, and the open tasks' candidates (people, then groups)."""
@@ -331,10 +338,7 @@ def my_requests(*, user: Any, filters: RequestFilters, limit: int = PAGE_SIZE) -
         next_cursor = encode_cursor(page[-1])
     where = where_now(page)
     return Page(
-        rows=[
-            RequestRow(run=run, kind=run.workflow_type.replace("_", " "), where=where[run.pk])
-            for run in page
-        ],
+        rows=[RequestRow(run=run, kind=kind_words(run), where=where[run.pk]) for run in page],
         next_cursor=next_cursor,
     )
 
@@ -574,7 +578,7 @@ def request_page(run: WorkflowRun) -> RequestPage:
     ]
     return RequestPage(
         run=run,
-        kind=run.workflow_type.replace("_", " "),
+        kind=kind_words(run),
         requesters=requesters_of(run),
         where=positions(run, sorted(live_steps, key=lambda s: (s.scheduled_at, s.pk)), tasks),
         input_rows=input_rows(run, definition),

@@ -181,7 +181,7 @@ def _revise_page(
         "run": run,
         "revision": task,
         "asked": revisions.changes_request_of(run),
-        "kind": run.workflow_type.replace("_", " "),
+        "kind": request_pages.kind_words(run),
         "form": form,
         "note": note,
         "action": request.path,

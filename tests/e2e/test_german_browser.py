@@ -94,6 +94,7 @@ class TestAliceInGerman:
         # Money as German writes it, under the type's German labels.
         amount = alice.locator("dt", has_text="Betrag").locator("xpath=following-sibling::dd[1]")
         expect(amount).to_have_text("120,00 €")
+        shoot(alice, "german-request")
 
         alice.get_by_role("navigation", name="Hauptmenü").get_by_role(
             "link", name=re.compile("Benachrichtigungen")
