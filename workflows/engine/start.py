@@ -214,7 +214,7 @@ def _start_in_one_statement(
     with transaction.atomic():
         work.tell_run_start_hooks()
         # psycopg sends BEGIN with the first statement, and no COMMIT if none was sent.
-        if in_callers_transaction or _sent_anything():
+        if in_callers_transaction or sent_anything():
             step.pk = _insert(call, values)
     if step.pk is None:
         step.pk = _insert(call, values)  # nothing was open: the call commits as it ends
@@ -228,7 +228,9 @@ def _start_in_one_statement(
     return run
 
 
-def _sent_anything() -> bool:
+def sent_anything() -> bool:
+    """Whether this connection's transaction has sent a statement (psycopg sends BEGIN
+    with the first one, and no COMMIT if none was sent)."""
     return connection.connection.info.transaction_status != TransactionStatus.IDLE
 
 
