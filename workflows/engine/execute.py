@@ -66,8 +66,60 @@ def execute_step(*, step_id: int, now: datetime | None = None) -> None:
     clock) stands for the time of the claim and of each record; workers leave it
     out and read the clock at each.
     """
-    claim = claim_step(step_id, now=now)
+    _run_claimed(claim_step(step_id, now=now), eager_left=settings.BATON_EAGER_STEPS, now=now)
+
+
+@tracing.traced_start
+def start_workflow_here(
+    *,
+    workflow_type: str,
+    input: Any,
+    idempotency_key: str | None = None,
+    correlation_id: str = "",
+    started_by: Any = None,
+    now: datetime | None = None,
+) -> tuple[WorkflowRun, bool]:
+    """Start a run as `start_workflow` does, and run its first steps in this process.
+
+    For a process that is a worker (an activity, a script or a test that starts a run and
+    wants it done): the run's first step is claimed in the start's own write, as eager
+    dispatch claims the step after a recorded one, and run here, then the local steps
+    that follow and, with BATON_EAGER_STEPS, the remote ones, as `execute_step` runs
+    them. So a local first step costs no claim of its own, and no broker round trip
+    (DBOS runs a workflow in the process that starts it, Temporal's eager workflow start
+    hands its first task to the starter). The claim holds a lease like any other: if this
+    process dies, the sweep takes the step back once the lease expires and counts the
+    attempt, as for a worker that died. Inside a transaction, where no activity may run,
+    the run is started as `start_workflow` starts it, for a worker.
+    """
+    if connection.in_atomic_block:
+        return start.start_workflow(
+            workflow_type=workflow_type,
+            input=input,
+            idempotency_key=idempotency_key,
+            correlation_id=correlation_id,
+            started_by=started_by,
+            now=now,
+        )
+    run, created, claim = start.start_claiming(
+        workflow_type=workflow_type,
+        input=input,
+        idempotency_key=idempotency_key,
+        correlation_id=correlation_id,
+        started_by=started_by,
+        now=now,
+        parent_step=None,
+        here=True,
+    )
     eager_left = settings.BATON_EAGER_STEPS
+    if claim is not None and not claim.local:
+        eager_left -= 1
+    _run_claimed(claim, eager_left=eager_left, now=now)
+    return run, created
+
+
+def _run_claimed(claim: Claim | None, *, eager_left: int, now: datetime | None) -> None:
+    """Run the claimed step, record it, and go on with the step its record claimed, if any."""
     while claim is not None:
         outcome = run_activity(claim)
         # A worker of another queue (`Activity(queue=...)`) runs only that queue's steps.
