@@ -271,6 +271,18 @@ class TestTheRunsLastStep:
             (EventKind.COMPLETED, ""),
         ]
 
+    def test_without_functions_it_is_the_statement_itself(self, start, settings):
+        settings.BATON_DB_FUNCTIONS = False
+        run, claim = _last_step_claimed(start)
+
+        with CaptureQueriesContext(connection) as queries:
+            execute.record_outcome(claim, execute.Outcome(result=None), now=timezone.now())
+
+        [statement] = [q["sql"] for q in queries if "SAVEPOINT" not in q["sql"]]
+        assert statement.startswith("WITH run AS (SELECT ")
+        run.refresh_from_db()
+        assert run.state == RunState.SUCCEEDED
+
     def test_the_run_end_hooks_hear_of_the_ended_run(self, start, monkeypatch):
         heard = []
         monkeypatch.setattr(
