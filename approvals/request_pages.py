@@ -31,7 +31,16 @@ from approvals.states import LIVE_TASK_STATES, TaskKind, TaskState, outcome_word
 from workflows import personal, queues, registry, starting
 from workflows.cleaning import clean_datetime
 from workflows.diagram import Diagram, draw, limits_note
-from workflows.dsl import Activity, ChildWorkflow, Join, Map, Sleep, WaitForSignal, Workflow
+from workflows.dsl import (
+    Activity,
+    ChildWorkflow,
+    Join,
+    Map,
+    Sleep,
+    WaitForSignal,
+    Workflow,
+    node_words,
+)
 from workflows.models import StepEvent, StepRun, WorkflowRun
 from workflows.registry import UnknownWorkflow
 from workflows.states import FINAL_RUN_STATES, LIVE_RUN_STATES, LIVE_STEP_STATES, RunState, StepKind
@@ -65,10 +74,6 @@ class Position:
     due: datetime | None = None
     # How an ended request was last decided: "rejected by Carol Carter".
     outcome: str = ""
-
-
-def _stage(node: str) -> str:
-    return node.replace("_", " ")
 
 
 def _name(user: Any) -> str:
@@ -134,7 +139,7 @@ def positions(
         if open_tasks:
             found.extend(
                 Position(
-                    stage=_stage(step.node),
+                    stage=node_words(definition, step.node),
                     waiting_for=_waiting_for(task),
                     since=task.created_at,
                     due=task.due_at,
@@ -159,7 +164,7 @@ def _last(tasks: Iterable[HumanTask]) -> str:
 
 def _step_position(step: StepRun, definition: Workflow | None) -> Position:
     node = definition.nodes_by_name.get(step.node) if definition else None
-    stage = _stage(step.node)
+    stage = node_words(definition, step.node)
     if step.state == "waiting":
         if isinstance(node, Sleep):
             return Position(stage, _("its timer"), since=step.started_at, due=step.due_at)
@@ -551,6 +556,8 @@ class RequestPage:
     requesters: frozenset[str]
     where: list[Position]
     input_rows: list[InputRow]
+    # What names its nodes in words (the timeline's `node_words` filter); None if gone.
+    definition: Workflow | None
     diagram: Diagram | None
     events: list[StepEvent]
     tasks: list[HumanTask]
@@ -582,6 +589,7 @@ def request_page(run: WorkflowRun) -> RequestPage:
         requesters=requesters_of(run),
         where=positions(run, sorted(live_steps, key=lambda s: (s.scheduled_at, s.pk)), tasks),
         input_rows=input_rows(run, definition),
+        definition=definition,
         diagram=draw(definition, steps) if definition else None,
         events=list(run.events.select_related("step").order_by("at", "id")),
         tasks=tasks,

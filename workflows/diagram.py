@@ -9,7 +9,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from workflows.dsl import Activity, Map, Node, UserTask, Workflow, forward_successors
+from workflows.dsl import (
+    Activity,
+    Map,
+    Node,
+    UserTask,
+    Workflow,
+    forward_successors,
+    node_words,
+)
 from workflows.models import StepRun
 from workflows.states import LIVE_STEP_STATES, StepKind, StepState
 
@@ -21,6 +29,8 @@ UNDO_FAILED = "undo failed"
 @dataclass(frozen=True)
 class Box:
     name: str
+    # The node as people read it, in their language (workflows.dsl.node_words).
+    label: str
     kind: str
     x: int
     y: int
@@ -102,6 +112,7 @@ def draw(definition: Workflow, steps: Iterable[StepRun]) -> Diagram:
             state = states.get(name, "")
             boxes[name] = Box(
                 name=name,
+                label=node_words(definition, name),
                 kind=type(definition.node(name)).__name__.lower(),
                 x=MARGIN + column * (BOX_WIDTH + GAP_X),
                 y=MARGIN + row * (BOX_HEIGHT + GAP_Y),

@@ -48,7 +48,7 @@ from approvals.inbox import rows as inbox_rows
 from approvals.models import HumanTask
 from approvals.notify import links
 from approvals.states import Channel, Outcome, Priority, Sla, TaskKind
-from workflows import personal, registry
+from workflows import personal, registry, starting
 from workflows.cleaning import Refused, clean_datetime, clean_text
 from workflows.client_address import client_address
 from workflows.diagram import draw
@@ -280,6 +280,9 @@ def _task_context(
         "barred": human_tasks.why_barred(task=task, user=request.user) if task.is_live else "",
         "error": error,
         "run": run,
+        # The type and its nodes as people read them (the run keeps their technical names).
+        "definition": definition,
+        "kind": starting.kind_of(definition),
         "input_rows": [
             (key, json.dumps(value, indent=2), True)
             if isinstance(value, dict | list)

@@ -149,7 +149,7 @@ class TestDatesAndTimeZones:
 
         assert "24.12.2026 16:30 CET" in page
         assert "Fällig" in page
-        assert "submit abgeschlossen" in " ".join(page.split())  # the timeline's words
+        assert "Einreichen abgeschlossen" in " ".join(page.split())  # the timeline's words
 
     def test_english_keeps_its_own_format_in_the_sites_zone(self, client, carol, manager_task):
         manager_task.due_at = datetime(2026, 12, 24, 15, 30, tzinfo=UTC)
@@ -175,6 +175,33 @@ class TestNumbers:
         page = client.get(f"/requests/{alices_task.run_id}/").content.decode()
 
         assert "<dd>€120.00</dd>" in page
+
+
+class TestStepsInWords:
+    def test_a_german_reader_sees_the_steps_labels_where_it_stands_the_timeline_and_picture(
+        self, client, german, alices_task
+    ):
+        client.force_login(german)
+
+        page = client.get(f"/requests/{alices_task.run_id}/").content.decode()
+
+        approval = "Genehmigung durch die Führungskraft"
+        assert f"<strong>{approval}</strong>: wartet auf eine Entscheidung durch Carol" in page
+        assert "Einreichen abgeschlossen" in page
+        assert f"<title>{approval} (approval)" in page
+        assert ">manager_approval<" not in page
+        assert "manager approval" not in page
+
+    def test_the_task_page_names_its_step_and_type_in_the_readers_language(
+        self, client, carol, alices_task
+    ):
+        Preferences.objects.create(user=carol, language="de")
+        client.force_login(carol)
+
+        page = client.get(reverse("approvals:task", args=[alices_task.pk])).content.decode()
+
+        assert "Genehmigung durch die Führungskraft in einem Workflow „Ausgabe“ (v1)" in page
+        assert "Einreichen abgeschlossen" in page
 
 
 class TestTheApi:

@@ -120,7 +120,7 @@ class TestWhereNow:
 
         (where,) = page_of(alice).rows[0].where
 
-        assert where.stage == "manager approval"
+        assert where.stage == "Manager approval"
         assert where.waiting_for == "a decision by Carol"
         assert (where.since, where.due) == (task.created_at, task.due_at)
 
@@ -136,8 +136,8 @@ class TestWhereNow:
         where = page_of(operator).rows[0].where
 
         assert sorted((w.stage, w.waiting_for) for w in where) == [
-            ("legal review", "a decision by the legal group"),
-            ("security review", "a decision by the security group"),
+            ("Legal review", "a decision by the legal group"),
+            ("Security review", "a decision by the security group"),
         ]
 
     def test_a_delegated_task_says_who_holds_it_and_who_delegated(self, alice, carol, send_expense):
