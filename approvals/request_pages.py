@@ -212,8 +212,7 @@ def definition_of(run: WorkflowRun) -> Workflow | None:
 def kind_words(run: WorkflowRun) -> str:
     """The run's type in words, in the reader's language ("Ausgabe" for an expense, in
     German): its definition's title, or its name with spaces."""
-    definition = definition_of(run)
-    return starting.kind_of(definition) if definition else run.workflow_type.replace("_", " ")
+    return starting.kind_named(run.workflow_type, run.workflow_version)
 
 
 def where_now(runs: list[WorkflowRun]) -> dict[UUID, list[Position]]:

@@ -1,5 +1,6 @@
 """Words for the codes a run's timeline and a task's audit trail print: a step event's
-kind, an audit entry's event and its channel, a node's name, in the reader's language.
+kind, an audit entry's event and its channel, a node's and a type's names, in the reader's
+language.
 
 English keeps the words these pages always showed (the codes themselves, "completed",
 "retry_scheduled"), so the msgids are the codes, with a context saying what they name.
@@ -16,7 +17,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext, pgettext_lazy
 
 from approvals.states import Channel
-from workflows import dsl
+from workflows import dsl, starting
 from workflows.dsl import Workflow
 
 register = template.Library()
@@ -81,6 +82,13 @@ def audit_words(code: str) -> str:
 def channel_words(code: str) -> str:
     """A decision's channel (inbox, email, api, admin, system) in the reader's words."""
     return str(Channel(code).label) if code in Channel.values else code
+
+
+@register.filter
+def type_words(name: str, version: int | None = None) -> str:
+    """A workflow type in the reader's words ("Ausgabe" for `expense`): its title at
+    `version`, or its latest version's (workflows.starting.kind_named)."""
+    return starting.kind_named(name, version)
 
 
 @register.filter

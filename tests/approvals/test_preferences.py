@@ -18,6 +18,7 @@ from approvals.models import Notification, Preferences
 from approvals.preferences import SESSION_LANGUAGE, SESSION_TIME_ZONE
 from approvals.states import NoticeKind
 from tests.api.conftest import ApiClient
+from workflows import starting
 from workflows.tokens import issue_token
 
 pytestmark = pytest.mark.django_db
@@ -202,6 +203,43 @@ class TestStepsInWords:
 
         assert "Genehmigung durch die Führungskraft in einem Workflow „Ausgabe“ (v1)" in page
         assert "Einreichen abgeschlossen" in page
+
+
+class TestTypesInWords:
+    def test_the_inbox_filters_and_decided_list_name_types_by_their_german_titles(
+        self, client, carol, alices_task
+    ):
+        human_tasks.approve_human_task(task_id=alices_task.pk, user=carol, channel="inbox")
+        Preferences.objects.create(user=carol, language="de")
+        client.force_login(carol)
+
+        inbox = client.get(reverse("approvals:inbox")).content.decode()
+        decided = client.get(reverse("approvals:inbox"), {"tab": "decided"}).content.decode()
+
+        assert '<option value="expense" >Ausgabe</option>' in inbox
+        assert '<option value="vendor_onboarding" >Lieferanten-Onboarding</option>' in inbox
+        assert "<td>Ausgabe</td>" in decided
+
+    def test_the_console_lists_runs_and_tasks_by_the_types_german_title(
+        self, client, operator, alices_task
+    ):
+        operator.is_staff = True
+        operator.save()
+        Preferences.objects.create(user=operator, language="de")
+        client.force_login(operator)
+
+        runs = client.get("/console/").content.decode()
+        tasks = client.get("/console/tasks/").content.decode()
+        run = client.get(f"/console/runs/{alices_task.run_id}/").content.decode()
+
+        assert "<td>Ausgabe v1</td>" in runs
+        assert '<option value="expense">Ausgabe</option>' in runs
+        assert ">Ausgabe</td>" in tasks
+        assert "<h1>Ausgabe v1" in run
+
+    def test_a_type_no_longer_registered_is_its_name_with_spaces(self):
+        assert starting.kind_named("retired_type") == "retired type"
+        assert starting.kind_named("expense", 99) == "expense"  # a version that is gone
 
 
 class TestTheApi:
