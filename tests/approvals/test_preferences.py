@@ -231,11 +231,14 @@ class TestTypesInWords:
         runs = client.get("/console/").content.decode()
         tasks = client.get("/console/tasks/").content.decode()
         run = client.get(f"/console/runs/{alices_task.run_id}/").content.decode()
+        sla = client.get("/console/sla/").content.decode()
 
         assert "<td>Ausgabe v1</td>" in runs
         assert '<option value="expense">Ausgabe</option>' in runs
         assert ">Ausgabe</td>" in tasks
         assert "<h1>Ausgabe v1" in run
+        assert '<th scope="col">Workflow-Typ</th>' in sla
+        assert '<td data-label="Workflow-Typ">Ausgabe</td>' in sla
 
     def test_a_type_no_longer_registered_is_its_name_with_spaces(self):
         assert starting.kind_named("retired_type") == "retired type"
