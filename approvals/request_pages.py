@@ -181,7 +181,7 @@ def _step_position(step: StepRun, definition: Workflow | None) -> Position:
         if isinstance(node, ChildWorkflow):
             return Position(
                 stage,
-                _("a %(type)s run") % {"type": node.workflow.replace("_", " ")},
+                _("a %(type)s run") % {"type": starting.kind_named(node.workflow)},
                 since=step.started_at,
             )
     if step.state == "retry_wait":

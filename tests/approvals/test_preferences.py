@@ -189,7 +189,7 @@ class TestStepsInWords:
         approval = "Genehmigung durch die Führungskraft"
         assert f"<strong>{approval}</strong>: wartet auf eine Entscheidung durch Carol" in page
         assert "Einreichen abgeschlossen" in page
-        assert f"<title>{approval} (approval)" in page
+        assert f"<title>{approval} (Genehmigung): wartend</title>" in page
         assert ">manager_approval<" not in page
         assert "manager approval" not in page
 

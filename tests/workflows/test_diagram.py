@@ -30,6 +30,16 @@ class TestDraw:
         assert labels["reserve_inventory"] == "Bestand reservieren"
         assert labels["validate"] == "Bestellung prüfen"
 
+    def test_each_boxs_state_and_kind_are_said_in_the_readers_language(self, start, order_input):
+        run = start("order", order_input())
+
+        drawn = draw(registry.get("order", 1), run.steps.all())
+        with translation.override("de"):
+            first = next(box for box in drawn.boxes if box.name == "validate")
+            said = (first.state, first.state_words, first.kind_words)
+
+        assert said == ("scheduled", "geplant", "Aktivität")
+
     def test_a_running_run_marks_its_current_step(self, start):
         run = start("test_linear", {})
 
