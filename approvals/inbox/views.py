@@ -8,7 +8,6 @@ come back in plain words, inline, with the status the API would answer.
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 from dataclasses import replace
 from datetime import datetime
@@ -283,12 +282,8 @@ def _task_context(
         # The type and its nodes as people read them (the run keeps their technical names).
         "definition": definition,
         "kind": starting.kind_of(definition),
-        "input_rows": [
-            (key, json.dumps(value, indent=2), True)
-            if isinstance(value, dict | list)
-            else (key, value, False)
-            for key, value in sorted(personal.shown(run.input).items())
-        ],
+        # The run's input as its request page shows it: labelled, money as money.
+        "input_rows": request_pages.input_rows(run, definition),
         "events": run.events.select_related("step").order_by("at", "id"),
         "diagram": draw(definition, steps),
         "trail": audit.trail(task),

@@ -203,6 +203,8 @@ class TestStepsInWords:
 
         assert "Genehmigung durch die Führungskraft in einem Workflow „Ausgabe“ (v1)" in page
         assert "Einreichen abgeschlossen" in page
+        # The run's data as its request page shows it: German labels, money as money.
+        assert "<dt>Betrag</dt>\n    <dd>120,00 €</dd>" in page
 
 
 class TestTypesInWords:
