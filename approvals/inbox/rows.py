@@ -41,7 +41,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from approvals import task_forms
 from approvals.escalation import sla
-from approvals.models import HumanTask
+from approvals.inbox.selectors import PageTask
 from approvals.states import Priority, Sla, TaskKind, TaskState
 
 TEMPLATE = "approvals/inbox/inbox.html#task-row"
@@ -74,10 +74,6 @@ KEPT_ROWS = 2500
 
 _LINKS = ("task", "claim", "approve", "snooze")
 _ANY_TASK = UUID(int=0)
-# What get_state_display and get_priority_display say, without flattening the
-# field's choices again for every row.
-_STATE_LABELS = dict(TaskState.choices)
-_PRIORITY_LABELS = dict(Priority.choices)
 
 
 @dataclass(frozen=True)
@@ -134,17 +130,17 @@ class InboxRow:
 
 
 def rows_for(
-    tasks: list[HumanTask], *, now: datetime, barred: dict[UUID, str], decides: dict[UUID, bool]
+    tasks: list[PageTask], *, now: datetime, barred: dict[UUID, str], decides: dict[UUID, bool]
 ) -> list[InboxRow]:
-    """Return the row of each task. `barred` says why separation of duties keeps the
-    viewer from deciding a task ("" if it does not), `decides` whether the viewer is
-    the one who decides it at all. The tasks' assignee, owner, substitute_for and run
-    should come with them (select_related), or each costs a query.
+    """Return the row of each task (plain values, approvals.inbox.selectors.PageTask).
+    `barred` says why separation of duties keeps the viewer from deciding a task ("" if
+    it does not), `decides` whether the viewer is the one who decides it at all.
 
     URLs are reversed once and filled in per row: six {% url %} tags in each of 25
     rows took a fifth of the page."""
     links = {name: reverse(f"approvals:{name}", args=[_ANY_TASK]) for name in _LINKS}
     any_task = str(_ANY_TASK)
+    state_labels, priority_labels = _labels(translation.get_language())
     rows = []
     for task in tasks:
         task_id = str(task.pk)
@@ -156,16 +152,16 @@ def rows_for(
                 title=task.title,
                 kind=task.kind,
                 state=task.state,
-                state_label=_STATE_LABELS.get(task.state, task.state),
+                state_label=state_labels.get(task.state, task.state),
                 is_live=task.is_live,
                 outcome=task.outcome,
                 workflow_type=task.workflow_type,
-                priority_label=_PRIORITY_LABELS.get(task.priority, str(task.priority)),
+                priority_label=priority_labels.get(task.priority, str(task.priority)),
                 due_at=task.due_at,
                 sla=sla(due_at=task.due_at, now=now),
-                assignee=_username(task.assignee),
-                owner=_username(task.owner),
-                substitute_for=_username(task.substitute_for),
+                assignee=task.assignee,
+                owner=task.owner,
+                substitute_for=task.substitute_for,
                 decides=decides.get(task.pk, False),
                 barred=barred.get(task.pk, ""),
                 needs_form=_needs_form(task),
@@ -176,6 +172,17 @@ def rows_for(
             )
         )
     return rows
+
+
+@functools.lru_cache(maxsize=16)
+def _labels(language: str | None) -> tuple[dict[Any, str], dict[Any, str]]:
+    """What get_state_display and get_priority_display say in `language` (the active
+    one), as text: translated once, rather than a lazy label per row that each
+    comparison, hash and print of the row translated again."""
+    return (
+        {value: str(label) for value, label in TaskState.choices},
+        {value: str(label) for value, label in Priority.choices},
+    )
 
 
 def html(rows: list[InboxRow]) -> SafeString:
@@ -250,12 +257,11 @@ def _forget_drawn_shapes(**kwargs: Any) -> None:
     how a row is drawn: drop the shapes drawn and the rows kept."""
     _drawn_shape.cache_clear()
     _kept.cache_clear()
+    _labels.cache_clear()
 
 
-def _username(user: Any) -> str:
-    return user.username if user is not None else ""
-
-
-def _needs_form(task: HumanTask) -> bool:
-    node = task_forms.approval_of(task)
+def _needs_form(task: PageTask) -> bool:
+    node = task_forms.approval_node(
+        workflow_type=task.run_workflow_type, workflow_version=task.workflow_version, node=task.node
+    )
     return bool(node and node.form_is_required)
