@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import html as html_text
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -35,7 +36,8 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.template.loader import get_template
 from django.urls import reverse
-from django.utils import dateformat, formats, timezone, translation
+from django.utils import formats, timezone, translation
+from django.utils.dates import MONTHS_3
 from django.utils.html import conditional_escape
 from django.utils.safestring import SafeString, mark_safe
 
@@ -64,8 +66,9 @@ _PRINTED = (
     "snooze_url",
 )
 # A stand-in is its name between NULs, which escaping leaves as they are and the template's
-# own text never holds. Values are filled in one pass, which never looks into what it
-# filled in: a value that reads like a stand-in is shown as it is.
+# own text never holds. A shape's HTML becomes a format string, its stand-ins `{name}`,
+# and values are filled in one pass (str.format_map), which never looks into what it
+# filled in: a value that reads like a stand-in, or like a field, is shown as it is.
 _STAND_IN = re.compile("\x00([a-z_]+)\x00")
 # More shapes than a page could show: a few dozen occur.
 SHAPES = 512
@@ -219,20 +222,25 @@ def _filled(row: InboxRow, language: str) -> str:
     if due is not None:
         values["due_iso"], values["due_text"] = _printed(due[0]), _printed(due[1])
     shape = dataclasses.replace(row, due_at=None, **stand_ins)
-    drawn = _drawn_shape(shape, due is not None, language)
-    return _STAND_IN.sub(lambda found: values[found[1]], drawn)
+    return _drawn_shape(shape, due is not None, language).format_map(values)
 
 
 @functools.lru_cache(maxsize=SHAPES)
 def _drawn_shape(shape: InboxRow, has_due: bool, language: str) -> str:
+    """The shape's HTML as a format string: its text, braces doubled, and a `{name}` field
+    for each stand-in."""
     # The language is the active one: the template's own words could follow it.
     due = ("\x00due_iso\x00", "\x00due_text\x00") if has_due else None
-    return _draw(shape, due=due, error="", done="")
+    drawn = _draw(shape, due=due, error="", done="")
+    text = drawn.replace("{", "{{").replace("}", "}}")
+    return _STAND_IN.sub(lambda found: "{" + found[1] + "}", text)
 
 
 def _printed(value: Any) -> str:
     """`value` as the template prints it: localized, then escaped (render_value_in_context);
-    text is its own localized form."""
+    text is its own localized form, and escaped as conditional_escape escapes plain text."""
+    if type(value) is str:
+        return html_text.escape(value)
     return conditional_escape(value if isinstance(value, str) else str(formats.localize(value)))
 
 
@@ -244,11 +252,19 @@ def _draw(row: InboxRow, *, due: tuple[str, str] | None, error: str, done: str) 
 
 def _due(due_at: datetime | None) -> tuple[str, str] | None:
     """The due time as the row shows it, in the active time zone: ISO 8601 for the
-    machine, short for the reader (as the `date` filter writes them)."""
+    machine, short for the reader, as the `date` filter writes them with "M j, H:i"
+    (its month's name translated once per language)."""
     if due_at is None:
         return None
     local = timezone.localtime(due_at)
-    return local.isoformat(), dateformat.format(local, "M j, H:i")
+    month = _short_months(translation.get_language())[local.month]
+    return local.isoformat(), f"{month} {local.day}, {local.hour:02d}:{local.minute:02d}"
+
+
+@functools.lru_cache(maxsize=16)
+def _short_months(language: str | None) -> dict[int, str]:
+    # What dateformat's "M" prints, in `language` (the active one).
+    return {number: str(name).title() for number, name in MONTHS_3.items()}
 
 
 @receiver(setting_changed)
@@ -258,6 +274,7 @@ def _forget_drawn_shapes(**kwargs: Any) -> None:
     _drawn_shape.cache_clear()
     _kept.cache_clear()
     _labels.cache_clear()
+    _short_months.cache_clear()
 
 
 def _needs_form(task: PageTask) -> bool:
