@@ -15,7 +15,7 @@ from uuid import UUID
 
 from django.contrib.postgres.expressions import ArraySubquery
 from django.db import connection
-from django.db.models import OuterRef, QuerySet
+from django.db.models import Case, OuterRef, QuerySet, When
 from django.db.models.functions import JSONObject
 from django.utils import formats, timezone
 from django.utils.translation import gettext as _
@@ -98,10 +98,14 @@ def duties_on_page(tasks: Sequence[TaskOnPage]) -> dict[UUID, Duties]:
     }
 
 
-def page_annotations(viewer: Any) -> dict[str, Any]:
+def page_annotations(viewer: Any, *, separating: Sequence[str] | None = None) -> dict[str, Any]:
     """What a page of tasks can carry so `duties_on_page` needs no query for `viewer`:
     the viewer's own decisions in each task's run, as JSON, read through the
-    `task_decided_idx` index (PostgreSQL; elsewhere they are asked for separately)."""
+    `task_decided_idx` index (PostgreSQL; elsewhere they are asked for separately).
+
+    Only a run whose definition separates its approvers needs them: given the workflow
+    types that may (`separating_types()`), other tasks carry NULL rather than a
+    subquery's answer, which `duties_on_page` never reads for them."""
     if connection.vendor != "postgresql":
         return {}
     mine = HumanTask.objects.filter(run_id=OuterRef("run_id"), decided_by=viewer)
@@ -110,7 +114,28 @@ def page_annotations(viewer: Any) -> dict[str, Any]:
             node="node", outcome="outcome", decided_by_id="decided_by_id", decided_at="decided_at"
         )
     )
-    return {"viewer_decisions": ArraySubquery(decided)}
+    decisions: Any = ArraySubquery(decided)
+    if separating is not None:
+        decisions = Case(
+            When(run__workflow_type__in=separating, then=decisions),
+            default=None,
+            output_field=decisions.output_field,
+        )
+    return {"viewer_decisions": decisions}
+
+
+def separating_types() -> tuple[str, ...]:
+    """The workflow types of which some version separates its approvers (one person decides
+    at most one stage of a run), in order."""
+    return tuple(
+        sorted(
+            {
+                workflow.name
+                for workflow in registry.all_definitions()
+                if workflow.distinct_approvers
+            }
+        )
+    )
 
 
 def _decision(row: dict[str, Any]) -> StageDecision:

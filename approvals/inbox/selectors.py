@@ -139,7 +139,8 @@ class PageTask:
     substitute_for: str
     started_by: str
     # The viewer's own decisions in the run (approvals.duties.page_annotations), or None
-    # where the page's query could not carry them (off PostgreSQL).
+    # where the page's query did not carry them: off PostgreSQL, and for a run whose
+    # type never separates its approvers (duties_on_page reads none for those).
     viewer_decisions: tuple[Any, ...] | None
 
     @property
@@ -434,7 +435,12 @@ def _page_tasks(cursor: Any, task_ids: list[UUID], *, sort: str, user_id: int) -
     if not task_ids:
         return []
     connection = replica.read_connection()
-    shape = _RowsShape(vendor=connection.vendor, sort=sort, count=len(task_ids))
+    shape = _RowsShape(
+        vendor=connection.vendor,
+        sort=sort,
+        count=len(task_ids),
+        separating=duties.separating_types(),
+    )
     values = {"user_id": user_id, **{f"id{n}": task_id for n, task_id in enumerate(task_ids)}}
     if shape.vendor in _COMPILED_ON:
         cursor.execute(*_compiled_rows(shape).bind(values))
@@ -448,6 +454,8 @@ class _RowsShape:
     vendor: str
     sort: str
     count: int
+    # The workflow types whose tasks carry the viewer's decisions (duties.separating_types).
+    separating: tuple[str, ...] = ()
 
 
 @functools.lru_cache(maxsize=128)
@@ -465,7 +473,9 @@ def _rows_sql(shape: _RowsShape, values: Mapping[str, Any]) -> tuple[str, tuple[
     }
     # Off PostgreSQL there are none: duties_on_page then reads the decisions itself.
     none = RawSQL("NULL", (), output_field=JSONField())
-    decisions = duties.page_annotations(values["user_id"]) or {"viewer_decisions": none}
+    decisions = duties.page_annotations(values["user_id"], separating=shape.separating) or {
+        "viewer_decisions": none
+    }
     return (
         HumanTask.objects.filter(pk__in=[values[f"id{n}"] for n in range(shape.count)])
         .annotate(**usernames, **decisions)

@@ -245,6 +245,24 @@ class TestPageTasks:
         # carol, last, decided the first stage of finance_task's run.
         assert connection.vendor != "postgresql" or any(task.viewer_decisions for task in built)
 
+    def test_only_tasks_of_types_that_separate_approvers_carry_the_viewers_decisions(
+        self, finance_task, carol, monkeypatch
+    ):
+        from approvals import duties
+
+        assert "expense" in duties.separating_types()
+        monkeypatch.setattr(duties, "separating_types", lambda: ())
+
+        with connection.cursor() as cursor:
+            (built,) = selectors._page_tasks(
+                cursor, [finance_task.pk], sort="due", user_id=carol.pk
+            )
+
+        assert built.viewer_decisions is None
+        # Read apart, carol's decision of the run's first stage still bars her.
+        (conflict,) = [d.decisions for d in duties.duties_on_page([built]).values()]
+        assert [decision.decided_by_id for decision in conflict] == [carol.pk]
+
 
 class TestCounts:
     def test_each_tab_counts_what_it_lists(self, varied_tasks, people):
