@@ -241,6 +241,8 @@ def _printed(value: Any) -> str:
     text is its own localized form, and escaped as conditional_escape escapes plain text."""
     if type(value) is str:
         return html_text.escape(value)
+    if type(value) is int and not settings.USE_THOUSAND_SEPARATOR:
+        return str(value)  # what localize gives an int when it groups no digits
     return conditional_escape(value if isinstance(value, str) else str(formats.localize(value)))
 
 

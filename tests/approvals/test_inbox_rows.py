@@ -163,6 +163,16 @@ class TestRowsFilledIntoTheirShape:
         assert after != before
         assert after == inbox_rows.html_of_one(a_row(**change), error="", done="")
 
+    @pytest.mark.parametrize("grouped", [True, False], ids=["grouped", "plain"])
+    def test_a_number_is_printed_as_the_template_prints_it(self, settings, grouped):
+        settings.USE_THOUSAND_SEPARATOR = grouped
+        row = a_row(version=1234567)
+
+        html = draw(row)
+
+        assert html == inbox_rows.html_of_one(row, error="", done="")
+        assert ('value="1,234,567"' if grouped else 'value="1234567"') in html
+
     @pytest.mark.parametrize("row_cache", [True, False], ids=["kept", "not kept"])
     def test_a_row_is_the_same_html_kept_or_not(self, settings, row_cache):
         settings.BATON_INBOX_ROW_CACHE = row_cache
