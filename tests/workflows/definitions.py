@@ -492,6 +492,17 @@ REMOTE_THEN_LOCAL = Workflow(
 )
 registry.register(REMOTE_THEN_LOCAL)
 
+LOCAL_CHAIN = Workflow(
+    name="local_chain",
+    version=1,
+    start="first",
+    nodes=(
+        Activity("first", run=answer("first"), mutating=False, local=True, next="second"),
+        Activity("second", run=answer("second"), mutating=False, local=True),
+    ),
+)
+registry.register(LOCAL_CHAIN)
+
 
 # Loops: a GoBack sends the run back for another round (see tests/workflows/test_loops.py).
 def round_effect(action: str):

@@ -8,16 +8,19 @@ ends up holding the same rows.
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.db.models import Value
+from django.db.models.functions import Concat
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from bench.measure import counting
 from workflows import engine, personal, registry
-from workflows.dsl import Activity, Workflow
+from workflows.dsl import Activity, Join, Parallel, Workflow
 from workflows.engine import execute, straight
 from workflows.models import StepEvent, StepRun, WorkflowRun
 from workflows.states import EventKind, RunState, StepState
@@ -87,7 +90,7 @@ class TestTheSameRows:
 
 
 class TestWhatGoesStraight:
-    def test_an_activity_followed_by_an_activity_and_not_the_last_one(self, start, order_input):
+    def test_an_activity_followed_by_an_activity_or_ending_the_run(self, start, order_input):
         definition = registry.get("order")
         run = start("order", order_input())
 
@@ -96,7 +99,7 @@ class TestWhatGoesStraight:
 
         assert plan("validate").next.name == "reserve_inventory"
         assert plan("ship").next.name == "notify_customer"
-        assert plan("notify_customer") is None  # the run's last step ends it
+        assert plan("notify_customer").next is None  # the run's last step ends it
 
     @pytest.mark.parametrize(
         "options", [{"queue": "payments"}, {"concurrency": 1}, {"rate_limit": "2/m"}]
@@ -163,9 +166,9 @@ class TestWhatAStepCosts:
             engine.execute_step(step_id=step_id)
 
         # remote: claim, and its record claiming `local`; local: its record, which ends
-        # the run the general way (its locking read, then its writes in one round trip).
+        # the run in one statement too.
         assert counts.commits == 3
-        assert counts.round_trips == 1 + 1 + (2 + 2)
+        assert counts.round_trips == 1 + 1 + 1
         run.refresh_from_db()
         assert run.state == RunState.SUCCEEDED
 
@@ -234,3 +237,125 @@ class TestItMatchesOnlyTheStraightCase:
             EventKind.STARTED,
             EventKind.COMPLETED,
         ]
+
+
+def _last_step_claimed(start) -> tuple[WorkflowRun, execute.Claim]:
+    """A `remote_then_local` run whose last step (`local`) is claimed, as its record left it."""
+    run = start("remote_then_local")
+    first = execute.claim_step(run.steps.get().pk, now=timezone.now())
+    claim = execute.record_outcome(first, execute.Outcome(result="remote"), now=timezone.now())
+    assert claim is not None
+    assert claim.step.node == "local"
+    return run, claim
+
+
+class TestTheRunsLastStep:
+    def test_is_recorded_with_the_runs_end_in_one_statement(self, start):
+        run, claim = _last_step_claimed(start)
+
+        with CaptureQueriesContext(connection) as queries:
+            following = execute.record_outcome(
+                claim, execute.Outcome(result={"last": 1}), now=timezone.now()
+            )
+
+        assert following is None
+        [statement] = [q["sql"] for q in queries if "SAVEPOINT" not in q["sql"]]
+        assert statement.startswith(f"SELECT * FROM {straight.end_function().name}(")
+        run.refresh_from_db()
+        assert (run.state, run.result) == (RunState.SUCCEEDED, {"last": 1})
+        assert list(StepEvent.objects.filter(run=run).order_by("id").values_list("kind", "node"))[
+            -3:
+        ] == [
+            (EventKind.STARTED, "local"),
+            (EventKind.COMPLETED, "local"),
+            (EventKind.COMPLETED, ""),
+        ]
+
+    def test_without_functions_it_is_the_statement_itself(self, start, settings):
+        settings.BATON_DB_FUNCTIONS = False
+        run, claim = _last_step_claimed(start)
+
+        with CaptureQueriesContext(connection) as queries:
+            execute.record_outcome(claim, execute.Outcome(result=None), now=timezone.now())
+
+        [statement] = [q["sql"] for q in queries if "SAVEPOINT" not in q["sql"]]
+        assert statement.startswith("WITH run AS (SELECT ")
+        run.refresh_from_db()
+        assert run.state == RunState.SUCCEEDED
+
+    def test_the_run_end_hooks_hear_of_the_ended_run(self, start, monkeypatch):
+        heard = []
+        monkeypatch.setattr(
+            registry,
+            "_run_end_hooks",
+            [lambda *, ended, now: heard.extend((run.pk, run.state, kind) for run, kind in ended)],
+        )
+        run, claim = _last_step_claimed(start)
+
+        execute.record_outcome(claim, execute.Outcome(result=None), now=timezone.now())
+
+        assert heard == [(run.pk, RunState.SUCCEEDED, EventKind.COMPLETED)]
+
+    def test_a_late_result_goes_the_general_way_undoing_what_the_hooks_wrote(
+        self, start, monkeypatch
+    ):
+        def note_end(*, ended, now):
+            for run, _ in ended:
+                WorkflowRun.objects.filter(pk=run.pk).update(correlation_id="ended")
+
+        monkeypatch.setattr(registry, "_run_end_hooks", [note_end])
+        run, claim = _last_step_claimed(start)
+
+        later = timezone.now() + timedelta(days=1)  # past the attempt's lease
+        execute.record_outcome(claim, execute.Outcome(result=None), now=later)
+
+        run.refresh_from_db()
+        assert (run.state, run.correlation_id) == (RunState.RUNNING, "")
+        assert StepEvent.objects.filter(run=run, kind=EventKind.LATE_RESULT_DISCARDED).exists()
+
+    def test_not_in_a_definition_whose_joins_race(self):
+        def call(context):
+            return None
+
+        definition = Workflow(
+            name="test_straight_racing_join",
+            version=1,
+            start="fork",
+            nodes=(
+                Parallel("fork", branches=("a", "b"), join="meet"),
+                Activity("a", run=call, mutating=False, next="meet"),
+                Activity("b", run=call, mutating=False, next="meet"),
+                Join("meet", wait_for="any", next="last"),
+                Activity("last", run=call, mutating=False),
+            ),
+        )
+
+        assert definition.has_racing_joins
+        assert straight.plan_for(definition, StepRun(node="last")) is None
+
+
+@pytest.mark.django_db(transaction=True)
+class TestTheRunsLastStepOnItsOwn:
+    def test_a_run_end_hook_that_writes_commits_with_the_end_or_not_at_all(
+        self, start, monkeypatch
+    ):
+        def note_end(*, ended, now):
+            for run, _ in ended:  # a write: it opens the transaction (BEGIN)
+                WorkflowRun.objects.filter(pk=run.pk).update(
+                    correlation_id=Concat("correlation_id", Value("+"))
+                )
+
+        monkeypatch.setattr(registry, "_run_end_hooks", [note_end])
+        run, claim = _last_step_claimed(start)
+        refused = replace(claim, token=uuid.uuid4())  # an attempt that lost its lease
+
+        with counting() as counts:
+            execute.record_outcome(claim, execute.Outcome(result=None), now=timezone.now())
+            execute.record_outcome(refused, execute.Outcome(result=None), now=timezone.now())
+
+        # The hook's write opened the transaction and the end joined it; the refused record
+        # rolled the hook's write back and went the general way, which told no hook.
+        assert counts.commits == 2
+        run.refresh_from_db()
+        assert (run.state, run.correlation_id) == (RunState.SUCCEEDED, "+")
+        assert StepEvent.objects.filter(run=run, kind=EventKind.LATE_RESULT_DISCARDED).exists()

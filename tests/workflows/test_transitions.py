@@ -7,17 +7,19 @@ move they do not allow, and makes every move they do, for each model it writes.
 from __future__ import annotations
 
 import itertools
+import uuid
 
 import django_fsm as fsm
 import pytest
 from django.db import connection
 from django.db.models import Model
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from approvals.models import HumanTask
 from approvals.states import TaskState
-from workflows.engine import transitions
-from workflows.models import StepRun, WorkflowRun
+from workflows.engine import straight, transitions
+from workflows.models import StepEvent, StepRun, WorkflowRun
 from workflows.states import RunState, StepState
 
 pytestmark = pytest.mark.django_db
@@ -151,3 +153,59 @@ class TestGuardedUpdate:
     def test_a_field_that_is_no_state_machine_is_not_read(self):
         with pytest.raises(TypeError):
             transitions.allowed(StepRun, "node")
+
+
+class TestTheCompiledEnd:
+    """The statement that records a run's last step and ends the run (straight.record_end)
+    moves the step to succeeded and the run to succeeded: it refuses every source the state
+    machines do not allow, and takes only those its straight case knows (a running step,
+    a run moving forward), leaving the others to the general way."""
+
+    def _end(self, row_of, *, step_state: str, run_state: str):
+        step = row_of(StepRun, step_state)
+        run = row_of(WorkflowRun, run_state)
+        token = uuid.uuid4()
+        StepRun.objects.filter(pk=step.pk).update(lease_token=token, due_at=None)
+        now = timezone.now()
+        return (
+            run,
+            step,
+            straight.record_end(
+                step_id=step.pk,
+                run_id=run.pk,
+                lease_token=token,
+                started_at=now,
+                result={"ok": True},
+                now=now,
+            ),
+        )
+
+    @pytest.mark.parametrize("source", transitions.allowed(StepRun).states)
+    def test_a_step_leaves_only_from_running(self, source, row_of):
+        run, step, ended = self._end(row_of, step_state=source, run_state=RunState.RUNNING)
+
+        allowed = transitions.allowed(StepRun).allows(source, StepState.SUCCEEDED)
+        if source == StepState.RUNNING:
+            assert allowed
+            assert ended is not None
+            assert _state(StepRun, step.pk) == StepState.SUCCEEDED
+            assert _state(WorkflowRun, run.pk) == RunState.SUCCEEDED
+        else:
+            assert ended is None
+            assert _state(StepRun, step.pk) == source
+            assert _state(WorkflowRun, run.pk) == RunState.RUNNING
+
+    @pytest.mark.parametrize("source", transitions.allowed(WorkflowRun).states)
+    def test_a_run_ends_only_from_running_or_waiting(self, source, row_of):
+        run, step, ended = self._end(row_of, step_state=StepState.RUNNING, run_state=source)
+
+        allowed = transitions.allowed(WorkflowRun).allows(source, RunState.SUCCEEDED)
+        if source in (RunState.RUNNING, RunState.WAITING):
+            assert allowed
+            assert ended is not None
+            assert _state(WorkflowRun, run.pk) == RunState.SUCCEEDED
+        else:
+            assert ended is None
+            assert _state(WorkflowRun, run.pk) == source
+            assert _state(StepRun, step.pk) == StepState.RUNNING
+            assert not StepEvent.objects.filter(run=run, kind="completed").exists()

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from workflows.engine import advance, children, execute, moves, signals, start, undo
 from workflows.engine.errors import EngineError, IllegalRunOperation, RunAlreadyEnded, RunNotFound
-from workflows.engine.execute import execute_step
+from workflows.engine.execute import execute_step, start_workflow_here
 from workflows.engine.migrate import MigrationReport, RunMove, migrate_runs, preview_migration
 from workflows.engine.notes import warn_run
 from workflows.engine.operate import (
@@ -102,6 +102,7 @@ __all__ = [
     "skip_step",
     "start_pending_runs",
     "start_workflow",
+    "start_workflow_here",
     "sweep",
     "update_run",
     "warn_run",

@@ -18,10 +18,10 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from workflows import metrics, personal, queues, tracing
+from workflows import metrics, personal, queues, registry, tracing
 from workflows.activity import ActivityCancelled, ActivityContext, LeaseLost
 from workflows.dsl import Activity, Workflow
-from workflows.engine import advance, functions, limits, prepared, straight, undo
+from workflows.engine import advance, functions, limits, prepared, start, straight, undo
 from workflows.engine.nodes import map as map_node
 from workflows.engine.work import (
     CANCELLABLE_STEP_STATES,
@@ -37,6 +37,7 @@ from workflows.engine.work import (
     send_on_commit,
     settle,
     steps_of,
+    tell_parents_on_commit,
 )
 from workflows.models import StepRun, WorkflowRun, new_row, step_key
 from workflows.retries import is_final_error, next_attempt_at
@@ -65,8 +66,60 @@ def execute_step(*, step_id: int, now: datetime | None = None) -> None:
     clock) stands for the time of the claim and of each record; workers leave it
     out and read the clock at each.
     """
-    claim = claim_step(step_id, now=now)
+    _run_claimed(claim_step(step_id, now=now), eager_left=settings.BATON_EAGER_STEPS, now=now)
+
+
+@tracing.traced_start
+def start_workflow_here(
+    *,
+    workflow_type: str,
+    input: Any,
+    idempotency_key: str | None = None,
+    correlation_id: str = "",
+    started_by: Any = None,
+    now: datetime | None = None,
+) -> tuple[WorkflowRun, bool]:
+    """Start a run as `start_workflow` does, and run its first steps in this process.
+
+    For a process that is a worker (an activity, a script or a test that starts a run and
+    wants it done): the run's first step is claimed in the start's own write, as eager
+    dispatch claims the step after a recorded one, and run here, then the local steps
+    that follow and, with BATON_EAGER_STEPS, the remote ones, as `execute_step` runs
+    them. So a local first step costs no claim of its own, and no broker round trip
+    (DBOS runs a workflow in the process that starts it, Temporal's eager workflow start
+    hands its first task to the starter). The claim holds a lease like any other: if this
+    process dies, the sweep takes the step back once the lease expires and counts the
+    attempt, as for a worker that died. Inside a transaction, where no activity may run,
+    the run is started as `start_workflow` starts it, for a worker.
+    """
+    if connection.in_atomic_block:
+        return start.start_workflow(
+            workflow_type=workflow_type,
+            input=input,
+            idempotency_key=idempotency_key,
+            correlation_id=correlation_id,
+            started_by=started_by,
+            now=now,
+        )
+    run, created, claim = start.start_claiming(
+        workflow_type=workflow_type,
+        input=input,
+        idempotency_key=idempotency_key,
+        correlation_id=correlation_id,
+        started_by=started_by,
+        now=now,
+        parent_step=None,
+        here=True,
+    )
     eager_left = settings.BATON_EAGER_STEPS
+    if claim is not None and not claim.local:
+        eager_left -= 1
+    _run_claimed(claim, eager_left=eager_left, now=now)
+    return run, created
+
+
+def _run_claimed(claim: Claim | None, *, eager_left: int, now: datetime | None) -> None:
+    """Run the claimed step, record it, and go on with the step its record claimed, if any."""
     while claim is not None:
         outcome = run_activity(claim)
         # A worker of another queue (`Activity(queue=...)`) runs only that queue's steps.
@@ -110,7 +163,8 @@ def claim_step(step_id: int, *, now: datetime | None) -> Claim | None:
 # (written before leases were stored on steps) is left to `_claim_with_orm`.
 _CLAIM_TEMPLATE = """
 WITH run AS (
-    SELECT id, state, workflow_type, workflow_version, input, correlation_id
+    SELECT id, state, workflow_type, workflow_version, input, correlation_id,
+        started_by_id, parent_step_id
     FROM {runs}
     WHERE id = (SELECT run_id FROM {steps} WHERE id = %(step_id)s)
     FOR NO KEY UPDATE
@@ -126,7 +180,8 @@ WHERE step.id = %(step_id)s AND step.run_id = run.id
   AND CASE WHEN step.kind = '{forward}' THEN run.state IN ({moving})
       ELSE run.state IN ({undoing}) END
 RETURNING step.node, step.kind, step.round, step.attempt, step.item, step.item_value,
-    run.id, run.workflow_type, run.workflow_version, run.input, run.correlation_id
+    run.id, run.workflow_type, run.workflow_version, run.input, run.correlation_id,
+    run.started_by_id, run.parent_step_id
 """
 # A forward step of a limited activity (`limited`: their keys, see engine/limits.py) is
 # left to `_claim_with_orm`, which counts it against its limits in the same transaction.
@@ -181,6 +236,8 @@ def claim_function() -> functions.Function:
         (run, "workflow_version"),
         (run, "input"),
         (run, "correlation_id"),
+        (run, "started_by"),
+        (run, "parent_step"),
     ]
     return functions.Function(
         prefix="baton_claim_step",
@@ -226,13 +283,17 @@ def _claim_in_one_statement(step_id: int, *, now: datetime) -> Claim | None:
     if row is None:
         return None
     (node_name, kind, round, attempt, item, item_value) = row[:6]
-    run_id, workflow_type, version, data, correlation_id = row[6:]
+    run_id, workflow_type, version, data, correlation_id, started_by_id, parent_step_id = row[6:]
+    # What the run's last step needs to end it on the straight path (`_record_end`): who
+    # to tell and which parent step waits for it.
     run = WorkflowRun(
         id=run_id,
         workflow_type=workflow_type,
         workflow_version=version,
         input=json.loads(data) if isinstance(data, str) else data,
         correlation_id=correlation_id,
+        started_by_id=started_by_id,
+        parent_step_id=parent_step_id,
     )
     step = StepRun(
         id=step_id,
@@ -531,6 +592,8 @@ def _record_straight(
     (and schedule it for a worker when not).
     """
     following = plan.next
+    if following is None:
+        return _record_end(claim, result, now=now)
     claimed = following.local or eager
     token = uuid.uuid4() if claimed else None
     recorded = straight.record(
@@ -572,6 +635,68 @@ def _record_straight(
     return _attempt(run, next_step, following, token=token, now=now)
 
 
+class _EndRefused(Exception):
+    """The end's statement matched nothing: undo what the run-end hooks wrote."""
+
+
+def _record_end(claim: Claim, result: Any, *, now: datetime) -> object | None:
+    """Record the success of the run's last step and end the run in one statement
+    (`straight.record_end`), or return `_NOT_STRAIGHT` (nothing written) as
+    `_record_straight` does.
+
+    The run-end hooks are told first, as the unit of work tells them before it writes, in
+    a transaction: one that writes (a requester's notification, a webhook's delivery) keeps
+    it open and the statement joins it, so both commit or neither does; one that writes
+    nothing leaves nothing open, and the statement commits on its own, in one round trip.
+    """
+    run = claim.step.run
+    ended = new_row(
+        WorkflowRun,
+        id=run.pk,
+        workflow_type=run.workflow_type,
+        workflow_version=run.workflow_version,
+        input=run.input,
+        correlation_id=run.correlation_id,
+        started_by_id=run.started_by_id,
+        parent_step_id=run.parent_step_id,
+        state=RunState.SUCCEEDED,
+        result=result,
+        finished_at=now,
+    )
+    ended._state.adding = False
+    values = {
+        "step_id": claim.step_id,
+        "run_id": claim.run_id,
+        "lease_token": claim.token,
+        "started_at": claim.started_at,
+        "result": result,
+        "now": now,
+    }
+    in_callers_transaction = connection.in_atomic_block
+    scheduled_at = None
+    try:
+        with transaction.atomic():
+            for hook in registry.run_end_hooks():
+                hook(ended=[(ended, EventKind.COMPLETED)], now=now)
+            # A hook's on-commit work (none without a write, today) keeps it open too,
+            # so that it runs only if the end is written.
+            if in_callers_transaction or start.sent_anything() or connection.run_on_commit:
+                scheduled_at = straight.record_end(**values)
+                if scheduled_at is None:
+                    raise _EndRefused
+    except _EndRefused:
+        return _NOT_STRAIGHT
+    if scheduled_at is None:
+        # Nothing was open: the statement commits as it ends.
+        scheduled_at = straight.record_end(**values)
+        if scheduled_at is None:
+            return _NOT_STRAIGHT
+    _told(run, claim.step, claim, scheduled_at, now, ended=ended)
+    if ended.parent_step_id is not None:
+        tell_parents_on_commit([ended.parent_step_id], now=now)
+    return None
+
+
 @dataclass(frozen=True)
 class _Attempted:
     """The step an event of the straight path counts for (see `metrics.count_events`)."""
@@ -588,7 +713,7 @@ class _Told:
     """An event the straight path wrote, as `metrics` and the log read it."""
 
     run: WorkflowRun
-    step: _Attempted
+    step: _Attempted | None
     kind: str
     at: datetime
     attempt: int
@@ -596,9 +721,16 @@ class _Told:
 
 
 def _told(
-    run: WorkflowRun, step: StepRun, claim: Claim, scheduled_at: datetime, now: datetime
+    run: WorkflowRun,
+    step: StepRun,
+    claim: Claim,
+    scheduled_at: datetime,
+    now: datetime,
+    *,
+    ended: WorkflowRun | None = None,
 ) -> None:
-    """Log and count the straight path's two events, as the unit of work would."""
+    """Log and count the straight path's events, as the unit of work would: the attempt's
+    two, and the run's COMPLETED when the step `ended` the run."""
     attempted = _Attempted(
         node=step.node, kind=step.kind, scheduled_at=scheduled_at, started_at=claim.started_at
     )
@@ -606,11 +738,16 @@ def _told(
         _Told(run, attempted, EventKind.STARTED, claim.started_at, step.attempt, {}),
         _Told(run, attempted, EventKind.COMPLETED, now, step.attempt, {}),
     ]
+    if ended is not None:
+        events.append(_Told(ended, None, EventKind.COMPLETED, now, 0, {}))
     metrics.record_events(events)  # type: ignore[arg-type]
     if logger.isEnabledFor(logging.INFO):
         fields = log_fields(run, step)
         for event in events:
-            logger.info(f"step.{event.kind}", extra=fields)
+            if event.step is None:
+                logger.info(f"run.{event.kind}", extra=log_fields(event.run))
+            else:
+                logger.info(f"step.{event.kind}", extra=fields)
 
 
 def _step_succeeded(

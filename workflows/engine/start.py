@@ -13,6 +13,7 @@ import functools
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections, transaction
 from django.db.models import Field, Model
 from django.utils import timezone
@@ -24,6 +25,7 @@ from workflows.engine import advance, functions
 from workflows.engine.work import (
     LIVE_FORWARD_RUN_STATES,
     UNDOING_RUN_STATES,
+    Claim,
     UnitOfWork,
     definition_of,
     send_on_commit,
@@ -51,14 +53,49 @@ def start_workflow(
     UnknownWorkflow or InvalidInput before anything is written. A child run names
     the step of its parent that waits for it (`parent_step`, see nodes/child.py).
     """
+    run, created, _claim = start_claiming(
+        workflow_type=workflow_type,
+        input=input,
+        idempotency_key=idempotency_key,
+        correlation_id=correlation_id,
+        started_by=started_by,
+        now=now,
+        parent_step=parent_step,
+        here=False,
+    )
+    return run, created
+
+
+def start_claiming(
+    *,
+    workflow_type: str,
+    input: Any,
+    idempotency_key: str | None,
+    correlation_id: str,
+    started_by: Any,
+    now: datetime | None,
+    parent_step: StepRun | None,
+    here: bool,
+) -> tuple[WorkflowRun, bool, Claim | None]:
+    """Start a run as `start_workflow` does; with `here`, its first step is claimed for this
+    process in the start's own write, as a worker's record claims the step after it
+    (`activity.enter`): a local activity, or a remote one if eager dispatch is on. Return
+    the run, whether it was created, and that claim, which the caller runs
+    (`execute.start_workflow_here`); its step was sent to no worker."""
     definition = registry.get(workflow_type)
     data = definition.validate_input(input)
     now = now or timezone.now()
+    work = UnitOfWork(inline=here, eager=here and settings.BATON_EAGER_STEPS > 0)
     if not idempotency_key and parent_step is None and _starts_straight(definition):
-        return _start_in_one_statement(
-            definition, data, correlation_id=correlation_id, started_by=started_by, now=now
-        ), True
-    work = UnitOfWork()
+        run = _start_in_one_statement(
+            definition,
+            data,
+            correlation_id=correlation_id,
+            started_by=started_by,
+            now=now,
+            work=work,
+        )
+        return run, True, work.inline_claim
     with transaction.atomic():
         run = _new_run(
             definition,
@@ -80,7 +117,7 @@ def start_workflow(
                     run.save(force_insert=True)
             except IntegrityError:
                 # A start with the same key came first: return its run, start nothing.
-                return _run_for_key(workflow_type, idempotency_key), False  # type: ignore[return-value]
+                return _run_for_key(workflow_type, idempotency_key), False, None  # type: ignore[return-value]
         else:
             work.insert(run)
         work.event(run, None, EventKind.STARTED, now, detail={"version": definition.version})
@@ -90,7 +127,7 @@ def start_workflow(
             )
             settle(run, work)
         work.finish(run)
-    return run, True
+    return run, True, work.inline_claim
 
 
 def _new_run(
@@ -181,16 +218,22 @@ def _starts_straight(definition: Workflow) -> bool:
 
 
 def _start_in_one_statement(
-    definition: Workflow, data: Any, *, correlation_id: str, started_by: Any, now: datetime
+    definition: Workflow,
+    data: Any,
+    *,
+    correlation_id: str,
+    started_by: Any,
+    now: datetime,
+    work: UnitOfWork,
 ) -> WorkflowRun:
-    """Start a run whose start `_starts_straight` allows: made as the general way makes it,
-    written by one call of `start_function`.
+    """Start a run whose start `_starts_straight` allows: made as the general way makes it
+    (through `work`), written by one call of `start_function`. A first step `work` claimed
+    (`start_claiming`) is inserted as claimed, and sent to no worker.
 
     The run-start hooks are told first, in a transaction: one that writes (a webhook's
     delivery) keeps it open, and the call joins it, so both commit or neither does; one
     that writes nothing leaves nothing open, and the call commits on its own.
     """
-    work = UnitOfWork()
     run = _new_run(
         definition,
         data,
@@ -207,14 +250,15 @@ def _start_in_one_statement(
     settle(run, work)
     [step] = work.new_steps
     [event] = work.events
-    if work.changed or work.new_runs != [run] or work.to_send != [step]:
+    claimed = work.inline_claim is not None
+    if work.changed or work.new_runs != [run] or work.to_send != ([] if claimed else [step]):
         raise RuntimeError(f"A start of {definition.name} wrote more than its straight case.")
     call, values = _start_call(run, step, event)
     in_callers_transaction = connection.in_atomic_block
     with transaction.atomic():
         work.tell_run_start_hooks()
         # psycopg sends BEGIN with the first statement, and no COMMIT if none was sent.
-        if in_callers_transaction or _sent_anything():
+        if in_callers_transaction or sent_anything():
             step.pk = _insert(call, values)
     if step.pk is None:
         step.pk = _insert(call, values)  # nothing was open: the call commits as it ends
@@ -224,11 +268,14 @@ def _start_in_one_statement(
         if isinstance(row, SavesChanges):
             row.mark_saved()
     metrics.record_events([event])
-    send_on_commit([step.pk], tracing.run_contexts([(step.pk, run.trace_context)]))
+    if not claimed:
+        send_on_commit([step.pk], tracing.run_contexts([(step.pk, run.trace_context)]))
     return run
 
 
-def _sent_anything() -> bool:
+def sent_anything() -> bool:
+    """Whether this connection's transaction has sent a statement (psycopg sends BEGIN
+    with the first one, and no COMMIT if none was sent)."""
     return connection.connection.info.transaction_status != TransactionStatus.IDLE
 
 

@@ -1,4 +1,5 @@
-"""The straight path of a step: an activity succeeded and the next node is an activity.
+"""The straight path of a step: an activity succeeded and the next node is an activity,
+or there is none and the run ends.
 
 That is most steps of most runs, and it needs nothing of the graph once it is known
 to be the case: the step succeeds, its STARTED and COMPLETED events are written, the
@@ -7,7 +8,9 @@ one: a local activity, or eager dispatch), and a waiting run wakes. Through mode
 instances, django-fsm transitions and the unit of work, that costs a read and a write
 of four statements and about 1.5 ms of Python. Here it is one statement (`_SQL`, a
 CTE), built once per process from the models' metadata, with every value bound and
-rows read back as tuples.
+rows read back as tuples. The run's last step is its own statement (`record_end`): the
+step succeeds, the run succeeds with its result (`WorkflowRun.succeed`), and the run's
+COMPLETED event is written after the attempt's two.
 
 Nothing is decided twice:
 - what the finished step, the new step and the woken run become is read from their
@@ -22,9 +25,10 @@ A step that is not in that case matches nothing, and `record` returns None, havi
 written nothing: the caller goes the general way (`execute.record_outcome`), which also
 says why (a late result, a cancelled run, a paused one). Being one statement, it needs
 no transaction of its own: it commits as it ends, in one round trip. Every other node kind,
-a map's item, an undo, a next node a join closes, and the run's last step go the
-general way from the start (`plan_for`), as does a next activity with a queue of its
-own or limits. PostgreSQL only.
+a map's item, an undo, a next node a join closes, and the last step of a definition whose
+joins race (the run may not end while a losing branch is undone) go the general way from
+the start (`plan_for`), as does a next activity with a queue of its own or limits.
+PostgreSQL only: SQLite (the demo) records every step the general way.
 """
 
 from __future__ import annotations
@@ -48,9 +52,10 @@ from workflows.states import EventKind, RunState, StepKind, StepState
 
 @dataclass(frozen=True)
 class Plan:
-    """The straight case of a node of a definition: the activity entered after it."""
+    """The straight case of a node of a definition: the activity entered after it, or
+    None when the node is the run's last (its success ends the run: `record_end`)."""
 
-    next: Activity
+    next: Activity | None
 
 
 @dataclass(frozen=True)
@@ -86,9 +91,13 @@ def _plan(definition: Workflow, node_name: str) -> Plan | None:
     if connections[DEFAULT_DB_ALIAS].vendor != "postgresql":
         return None
     node = definition.node(node_name)
-    following = getattr(node, "next", None)
-    if not isinstance(node, Activity) or following is None:
+    if not isinstance(node, Activity):
         return None
+    following = node.next
+    if following is None:
+        # The run's last step: it ends the run, unless a branch that lost an `any` or
+        # N-of-M join is still being undone (the general way waits for that undo).
+        return None if definition.has_racing_joins else Plan(next=None)
     if following in definition.join_of:
         return None  # the branch may have lost its join's race: the general way checks
     next_node = definition.node(following)
@@ -125,6 +134,8 @@ def record(
     or its run is not as the straight case needs: the caller goes the general way.
     One statement, atomic by itself: outside a transaction it commits as it ends.
     """
+    if plan.next is None:
+        raise ValueError("The run's last step is recorded by `record_end`.")
     sql, params = _statement()
     connection = connections[DEFAULT_DB_ALIAS]
     values = {
@@ -159,6 +170,46 @@ def record(
     if isinstance(trace_context, str):
         trace_context = json.loads(trace_context)
     return Recorded(next_step_id, trace_context or {}, scheduled_at)
+
+
+def record_end(
+    *,
+    step_id: int,
+    run_id: uuid.UUID,
+    lease_token: uuid.UUID,
+    started_at: datetime,
+    result: Any,
+    now: datetime,
+) -> datetime | None:
+    """Record the success of step `step_id`, the run's last, and end the run, in one statement.
+
+    The step succeeds, its run succeeds with its result, and the attempt's two events and
+    the run's COMPLETED are written, as the general way writes them. Returns when the step
+    was scheduled (for its metric), or None, having written nothing, when the step or its
+    run is not as the straight case needs. One statement: outside a transaction it commits
+    as it ends; the caller tells the run-end hooks first (see `execute._record_end`).
+    """
+    connection = connections[DEFAULT_DB_ALIAS]
+    values = {
+        "run_id": run_id,
+        "step_id": step_id,
+        "lease_token": lease_token,
+        "now": now,
+        "started_at": started_at,
+        "result": _RESULT.get_db_prep_save(result, connection=connection),
+    }
+    if functions.used(connection):
+        sql = end_function().call_sql
+        bound = [values[name] for name, _model, _field in _END_ARGUMENTS]
+    else:
+        sql, params = _statement(ends=True)
+        bound = [
+            value.bound(values, False) if isinstance(value, _Param) else value for value in params
+        ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, bound)
+        row = cursor.fetchone()
+    return None if row is None else row[0]
 
 
 _RESULT = StepRun._meta.get_field("result")
@@ -213,6 +264,13 @@ def _woken_run() -> dict[str, Any]:
     return _set_by(run)
 
 
+def _ended_run() -> dict[str, Any]:
+    """What `WorkflowRun.succeed` sets on a run whose last step succeeded."""
+    run = _template(WorkflowRun, RunState.RUNNING)
+    run.succeed(result=_Param("result"), now=_Param("now"))
+    return _set_by(run)
+
+
 def _next_steps() -> tuple[StepRun, StepRun]:
     """The next activity's new step as `activity.enter` makes it: scheduled for a worker
     (`work.new_step`), or claimed by this one (`execute.claim_inline`: `StepRun.start`)."""
@@ -251,8 +309,9 @@ def _prepared(field: Field, value: Any) -> Any:
 
 
 @functools.cache
-def _statement() -> tuple[str, tuple[Any, ...]]:
-    """The statement, and its parameters in order (constants, or `_Param`s bound per call)."""
+def _statement(*, ends: bool = False) -> tuple[str, tuple[Any, ...]]:
+    """The statement, and its parameters in order (constants, or `_Param`s bound per call);
+    with `ends`, the one that records the run's last step and ends the run."""
     connection = connections[DEFAULT_DB_ALIAS]
     qn = connection.ops.quote_name
     steps, runs, events = (qn(m._meta.db_table) for m in (StepRun, WorkflowRun, StepEvent))
@@ -311,11 +370,18 @@ def _statement() -> tuple[str, tuple[Any, ...]]:
         f"step.{col(StepRun, 'attempt')} AS {qn('attempt')}, "
         f"step.{col(StepRun, 'scheduled_at')} AS {qn('scheduled_at')})"
     )
-    # A waiting run wakes: a worker has its next step.
-    woken = _woken_run()
     auto_now = [
         f.attname for f in WorkflowRun._meta.concrete_fields if getattr(f, "auto_now", False)
     ]
+    event_fields = [
+        f for f in StepEvent._meta.concrete_fields if f is not StepEvent._meta.auto_field
+    ]
+    if ends:
+        return _end_statement(
+            run_sql, done_sql, params, bind, raw, col, auto_now, event_fields, qn, runs, events
+        )
+    # A waiting run wakes: a worker has its next step.
+    woken = _woken_run()
     run_set = ", ".join(
         [
             *(
@@ -336,9 +402,6 @@ def _statement() -> tuple[str, tuple[Any, ...]]:
     )
     # The attempt's two events, as the general way's unit of work writes them.
     from_done = {"run_id": "run_id", "step_id": "id", "node": "node", "attempt": "attempt"}
-    event_fields = [
-        f for f in StepEvent._meta.concrete_fields if f is not StepEvent._meta.auto_field
-    ]
     rows = []
     for order, (kind, at) in enumerate(
         ((EventKind.STARTED, _Param("started_at")), (EventKind.COMPLETED, _Param("now")))
@@ -395,6 +458,90 @@ def _statement() -> tuple[str, tuple[Any, ...]]:
     return sql, tuple(params)
 
 
+def _end_statement(
+    run_sql: str,
+    done_sql: str,
+    params: list[Any],
+    bind: Any,
+    raw: Any,
+    col: Any,
+    auto_now: list[str],
+    event_fields: list[Field],
+    qn: Any,
+    runs: str,
+    events: str,
+) -> tuple[str, tuple[Any, ...]]:
+    """The rest of `_statement(ends=True)`: the run succeeds with the step's result (if its
+    state machine allows it from the state it is in), and the three events are written."""
+    run_field = WorkflowRun._meta.get_field
+    end_from = [
+        state
+        for state in transitions.allowed(WorkflowRun).sources(RunState.SUCCEEDED)
+        if state in (RunState.RUNNING, RunState.WAITING)
+    ]
+    if not end_from:
+        raise RuntimeError("The state machines no longer allow the straight case's end.")
+    ended = _ended_run()
+    run_set = ", ".join(
+        [
+            *(
+                f"{col(WorkflowRun, name)} = {bind(run_field(name), value, cast=True)}"
+                for name, value in ended.items()
+                if name not in auto_now
+            ),
+            *(
+                f"{col(WorkflowRun, name)} = {bind(run_field(name), _Param('now'), cast=True)}"
+                for name in auto_now
+            ),
+        ]
+    )
+    ended_sql = (
+        f"ended AS (UPDATE {runs} SET {run_set} WHERE {col(WorkflowRun, 'id')} IN "  # nosec B608
+        f"(SELECT {qn('run_id')} FROM done) "
+        f"AND {col(WorkflowRun, 'state')} = ANY({raw(end_from)}) "
+        f"RETURNING {col(WorkflowRun, 'id')} AS {qn('id')})"
+    )
+    # The attempt's two events and the run's COMPLETED, in the order the general way's
+    # unit of work writes them (ids follow the ORDER BY).
+    from_done = {"run_id": "run_id", "step_id": "id", "node": "node", "attempt": "attempt"}
+    selects = []
+    for order, (kind, at) in enumerate(
+        ((EventKind.STARTED, _Param("started_at")), (EventKind.COMPLETED, _Param("now")))
+    ):
+        event = new_row(StepEvent, kind=kind, at=at)
+        values = [
+            f"done.{qn(from_done[field.attname])}"
+            if field.attname in from_done
+            else bind(field, event.__dict__[field.attname], cast=True)
+            for field in event_fields
+        ]
+        selects.append(f"SELECT {order} AS {qn('order')}, {', '.join(values)} FROM done")
+    run_event = new_row(StepEvent, kind=EventKind.COMPLETED, at=_Param("now"), node="", attempt=0)
+    values = []
+    for field in event_fields:
+        if field.attname == "run_id":
+            values.append(f"ended.{qn('id')}")
+        elif field.attname == "step_id":
+            values.append("NULL")
+        else:
+            values.append(bind(field, run_event.__dict__[field.attname], cast=True))
+    selects.append(f"SELECT 2, {', '.join(values)} FROM ended")
+    columns = ", ".join(qn(field.column) for field in event_fields)
+    picked = ", ".join(f"{qn('e')}.{qn(field.column)}" for field in event_fields)
+    events_sql = (
+        f"events AS (INSERT INTO {events} ({columns}) SELECT {picked} FROM "  # nosec B608
+        f"({' UNION ALL '.join(selects)}) AS {qn('e')} ({qn('order')}, {columns}) "
+        f"ORDER BY {qn('e')}.{qn('order')})"
+    )
+    # Model metadata only (quoted table and column names, column types); every value
+    # is bound.
+    sql = (
+        f"WITH {run_sql}, {done_sql}, {ended_sql}, {events_sql} "  # nosec B608
+        f"SELECT done.{qn('scheduled_at')} FROM done, ended"
+    )
+    return sql, tuple(params)
+
+
 # The function's arguments, in order, each typed as the column it stands for; the last,
 # `claimed`, says whether the next step is claimed by this worker.
 _ARGUMENTS: tuple[tuple[str, type[Model], str], ...] = (
@@ -417,6 +564,35 @@ def _argument_types() -> list[str]:
     return [*(functions.column_type(model, name) for _name, model, name in _ARGUMENTS), "boolean"]
 
 
+# The end's function's arguments, as `_ARGUMENTS`.
+_END_ARGUMENTS = _ARGUMENTS[:6]
+
+
+@functools.cache
+def end_function() -> functions.Function:
+    """`_statement(ends=True)` as a PostgreSQL function, as `function` is made."""
+    sql, params = _statement(ends=True)
+    positions = {name: index for index, (name, _model, _field) in enumerate(_END_ARGUMENTS, 1)}
+    return functions.Function(
+        prefix="baton_record_end",
+        arguments=tuple(functions.column_type(model, name) for _n, model, name in _END_ARGUMENTS),
+        returns="o_scheduled_at timestamptz",
+        body=_function_body(sql, params, lambda value: f"${positions[value.name]}"),
+    )
+
+
+def _function_body(sql: str, params: tuple[Any, ...], argument: Any) -> str:
+    """`sql` with each parameter written in: a constant as SQL, a `_Param` as `argument`
+    makes it."""
+    pieces = sql.split("%s")
+    if len(pieces) != len(params) + 1:
+        raise RuntimeError("The straight statement's placeholders do not match its parameters.")
+    return pieces[0] + "".join(
+        (argument(value) if isinstance(value, _Param) else functions.literal(value)) + piece
+        for value, piece in zip(params, pieces[1:], strict=True)
+    )
+
+
 @functools.cache
 def function() -> functions.Function:
     """The statement as a PostgreSQL function (`workflows.engine.functions`): the same
@@ -433,15 +609,9 @@ def function() -> functions.Function:
         one, other = argument(value.claimed), argument(value.scheduled)
         return one if one == other else f"CASE WHEN {claimed} THEN {one} ELSE {other} END"
 
-    pieces = sql.split("%s")
-    if len(pieces) != len(params) + 1:
-        raise RuntimeError("The straight statement's placeholders do not match its parameters.")
-    body = pieces[0] + "".join(
-        argument(value) + piece for value, piece in zip(params, pieces[1:], strict=True)
-    )
     return functions.Function(
         prefix="baton_record_straight",
         arguments=tuple(_argument_types()),
         returns="o_next_step_id bigint, o_trace_context jsonb, o_scheduled_at timestamptz",
-        body=body,
+        body=_function_body(sql, params, argument),
     )

@@ -224,9 +224,7 @@ class UnitOfWork:
             if run.parent_step_id is not None and run.state in FINAL_RUN_STATES
         ]
         if waiting_parents:
-            # Told after the child's commit, never under its lock: the parent's use cases
-            # lock parent then child, so a child never waits for its parent's lock.
-            transaction.on_commit(lambda: tell_parents(waiting_parents, now=now), robust=True)
+            tell_parents_on_commit(waiting_parents, now=now)
         for hook in registry.run_end_hooks():
             hook(ended=ended, now=now)
 
@@ -249,6 +247,13 @@ class UnitOfWork:
             for model in (StepRun, WorkflowRun):
                 statements += batch.updates(model, [row for row in rows if isinstance(row, model)])
         return statements
+
+
+def tell_parents_on_commit(step_ids: list[int], *, now: datetime) -> None:
+    """Tell each parent step that its child ended, once the child's transaction commits."""
+    # Told after the child's commit, never under its lock: the parent's use cases lock
+    # parent then child, so a child never waits for its parent's lock.
+    transaction.on_commit(lambda: tell_parents(step_ids, now=now), robust=True)
 
 
 def tell_parents(step_ids: list[int], *, now: datetime) -> None:
