@@ -12,9 +12,13 @@ from typing import Any, Literal
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from approvals import money
 from approvals.models import ReportingLine
+from approvals.start_forms import choice_labels
 from workflows import registry
 from workflows.activity import ActivityContext, NonRetryableError
 from workflows.calendars import BusinessTime
@@ -49,13 +53,21 @@ class ExpenseInput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     requester: str = Field(
-        min_length=1, max_length=150, description="the username of whom it is for, e.g. alice"
+        min_length=1,
+        max_length=150,
+        title=_("Requester"),
+        description=_("the username of whom it is for, e.g. alice"),
     )
-    title: str = Field(min_length=1, max_length=120, description="what it was for")
-    amount: Amount
-    currency: Currency
+    title: str = Field(
+        min_length=1, max_length=120, title=_("Title"), description=_("what it was for")
+    )
+    amount: Amount = Field(title=_("Amount"))
+    currency: Currency = Field(title=_("Currency"))
     description: str = Field(
-        default="", max_length=2000, description="anything your approvers should know"
+        default="",
+        max_length=2000,
+        title=_("Description"),
+        description=_("anything your approvers should know"),
     )
     # Personal: sealed at rest, shown only to who may see the request, and erased with
     # `manage.py erase_personal_data` (SECURITY.md, "Personal data").
@@ -63,8 +75,8 @@ class ExpenseInput(BaseModel):
         default="",
         max_length=34,
         pattern=r"^([A-Z]{2}[0-9]{2}[A-Z0-9]{10,30})?$",
-        title="Bank account (IBAN)",
-        description="the IBAN to pay it to if not the one on file, e.g. DE89370400440532013000",
+        title=_("Bank account (IBAN)"),
+        description=_("the IBAN to pay it to if not the one on file, e.g. DE89370400440532013000"),
         json_schema_extra=PERSONAL,
     )
 
@@ -73,9 +85,11 @@ class ExpenseInput(BaseModel):
     def requester_has_a_manager(cls, value: str) -> str:
         user = get_user_model().objects.filter(username=value, is_active=True).first()
         if user is None:
-            raise ValueError(f"no active user called {value!r}")
+            raise ValueError(_("no active user called %(name)s") % {"name": repr(value)})
         if not ReportingLine.objects.filter(user=user).exists():
-            raise ValueError(f"{value} has no manager to approve it (set a reporting line)")
+            raise ValueError(
+                _("%(name)s has no manager to approve it (set a reporting line)") % {"name": value}
+            )
         return value
 
 
@@ -137,7 +151,8 @@ class FinanceApprovalForm(BaseModel):
         min_length=1,
         max_length=20,
         pattern=r"^[A-Z]{2,4}-[0-9]{3,6}$",
-        description="the cost centre to charge, e.g. FIN-1200",
+        title=_("Cost centre"),
+        description=_("the cost centre to charge, e.g. FIN-1200"),
     )
 
 
@@ -145,11 +160,17 @@ def _manager_of(data: RunData) -> list[str]:
     return [data.results["submit"]["manager"]]
 
 
+# Task titles are stored with the task, written in the site's language
+# (approvals.human_tasks.lifecycle makes them under settings.LANGUAGE_CODE).
+
+
 def _expense_title(data: RunData) -> str:
-    return (
-        f"Expense: {data.input['title']} — {data.input['amount']} {data.input['currency']} "
-        f"({data.input['requester']})"
-    )
+    amount, currency = data.input["amount"], data.input["currency"]
+    return gettext("Expense: %(title)s — %(amount)s (%(requester)s)") % {
+        "title": data.input["title"],
+        "amount": money.money(amount, currency) or f"{amount} {currency}",
+        "requester": data.input["requester"],
+    }
 
 
 def _needs_finance(data: RunData) -> bool:
@@ -167,7 +188,8 @@ EXPENSE_ROUNDS = 3
 EXPENSE = Workflow(
     name="expense",
     version=1,
-    description=(
+    title=_("expense"),
+    description=_(
         "A manager approves, finance too above a threshold, then it is paid once; "
         "either may send it back to the requester for changes, twice at most."
     ),
@@ -248,22 +270,25 @@ _COUNTRY = Field(
     default="",
     max_length=2,
     pattern=r"^([A-Z]{2})?$",
-    description="a two-letter ISO 3166 country code, e.g. DE",
+    title=_("Country"),
+    description=_("a two-letter ISO 3166 country code, e.g. DE"),
 )
 
 
 class Director(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=120, description="the director's full name")
+    name: str = Field(
+        min_length=1, max_length=120, title=_("Name"), description=_("the director's full name")
+    )
     country: str = _COUNTRY
 
 
 class BackgroundCheckInput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    vendor_name: str = Field(min_length=1, max_length=120)
-    director: Director
+    vendor_name: str = Field(min_length=1, max_length=120, title=_("Vendor name"))
+    director: Director = Field(title=_("Director"))
 
 
 def open_screening_case(context: ActivityContext) -> dict[str, Any]:
@@ -297,7 +322,8 @@ def screen_director(context: ActivityContext) -> dict[str, Any]:
 BACKGROUND_CHECK = Workflow(
     name="background_check",
     version=1,
-    description=(
+    title=_("background check"),
+    description=_(
         "Screen one director of a vendor: open a case with the screening provider, then "
         "screen them. Vendor onboarding runs one per director; undoing it closes the case."
     ),
@@ -323,13 +349,14 @@ BACKGROUND_CHECK = Workflow(
 class VendorInput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    vendor_name: str = Field(min_length=1, max_length=120)
-    contact_email: Email
+    vendor_name: str = Field(min_length=1, max_length=120, title=_("Vendor name"))
+    contact_email: Email = Field(title=_("Contact email"))
     country: str = _COUNTRY
     directors: list[Director] = Field(
         default_factory=list,
         max_length=MAX_DIRECTORS,
-        description="the vendor's directors: each gets a background check before the reviews",
+        title=_("Directors"),
+        description=_("the vendor's directors: each gets a background check before the reviews"),
     )
 
 
@@ -342,10 +369,13 @@ class LegalReviewForm(BaseModel):
         min_length=1,
         max_length=40,
         pattern=r"^[A-Za-z0-9][A-Za-z0-9/_.-]*$",
-        description="the signed contract's reference, e.g. LEG-2026-014",
+        title=_("Contract id"),
+        description=_("the signed contract's reference, e.g. LEG-2026-014"),
     )
     risk_level: Literal["low", "medium", "high"] = Field(
-        description="legal's view of the vendor's risk; high adds a security sign-off"
+        title=_("Risk level"),
+        description=_("legal's view of the vendor's risk; high adds a security sign-off"),
+        json_schema_extra=choice_labels(low=_("low"), medium=_("medium"), high=_("high")),
     )
 
 
@@ -378,19 +408,24 @@ class VendorBankDetails(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     account_holder: str = Field(
-        min_length=1, max_length=120, description="the name on the vendor's bank account"
+        min_length=1,
+        max_length=120,
+        title=_("Account holder"),
+        description=_("the name on the vendor's bank account"),
     )
     iban: str = Field(
         min_length=15,
         max_length=34,
         pattern=r"^[A-Z]{2}[0-9]{2}[A-Z0-9]{11,30}$",
-        description="capitals and digits without spaces, e.g. DE89370400440532013000",
+        title=_("IBAN"),
+        description=_("capitals and digits without spaces, e.g. DE89370400440532013000"),
     )
     bic: str = Field(
         default="",
         max_length=11,
         pattern=r"^([A-Z]{6}[A-Z0-9]{2}([A-Z0-9]{3})?)?$",
-        description="the bank's BIC, if the IBAN's country needs one",
+        title=_("BIC"),
+        description=_("the bank's BIC, if the IBAN's country needs one"),
     )
 
 
@@ -426,15 +461,16 @@ def notify_vendor_rejected(context: ActivityContext) -> dict[str, Any]:
     return {"outcome": "rejected"}
 
 
-def _vendor_title(review: str):
-    def title(data: RunData) -> str:
-        return f"{review} review: vendor {data.input['vendor_name']}"
+def _legal_title(data: RunData) -> str:
+    return gettext("Legal review: vendor %(vendor)s") % {"vendor": data.input["vendor_name"]}
 
-    return title
+
+def _security_title(data: RunData) -> str:
+    return gettext("Security review: vendor %(vendor)s") % {"vendor": data.input["vendor_name"]}
 
 
 def _bank_details_title(data: RunData) -> str:
-    return f"Bank details: vendor {data.input['vendor_name']}"
+    return gettext("Bank details: vendor %(vendor)s") % {"vendor": data.input["vendor_name"]}
 
 
 def _sign_off_title(data: RunData) -> str:
@@ -444,17 +480,25 @@ def _sign_off_title(data: RunData) -> str:
         for check in data.results.get("background_checks") or []
         if check["outcome"] != "clear"
     ]
-    reasons = [f"background check flagged {', '.join(flagged)}"] if flagged else []
+    reasons = (
+        [gettext("background check flagged %(names)s") % {"names": ", ".join(flagged)}]
+        if flagged
+        else []
+    )
     if legal.get("risk_level") == "high":
-        reasons.append("legal rated the risk high")
-    reasons.append(f"contract {legal.get('contract_id', '')}")
-    return f"Security sign-off: vendor {data.input['vendor_name']} ({', '.join(reasons)})"
+        reasons.append(gettext("legal rated the risk high"))
+    reasons.append(gettext("contract %(contract)s") % {"contract": legal.get("contract_id", "")})
+    return gettext("Security sign-off: vendor %(vendor)s (%(reasons)s)") % {
+        "vendor": data.input["vendor_name"],
+        "reasons": ", ".join(reasons),
+    }
 
 
 VENDOR_ONBOARDING = Workflow(
     name="vendor_onboarding",
     version=1,
-    description=(
+    title=_("vendor onboarding"),
+    description=_(
         "A background check per director (three at a time), then legal and security review "
         "in parallel; both must approve the new vendor, and security signs off once more "
         "when legal rates the risk high or a director's check was flagged. Finance then "
@@ -477,7 +521,7 @@ VENDOR_ONBOARDING = Workflow(
         Parallel("reviews", branches=("legal_review", "security_review"), join="reviews_done"),
         Approval(
             "legal_review",
-            title=_vendor_title("Legal"),
+            title=_legal_title,
             groups=("legal",),
             on_approve="reviews_done",
             on_reject="reviews_done",
@@ -485,7 +529,7 @@ VENDOR_ONBOARDING = Workflow(
         ),
         Approval(
             "security_review",
-            title=_vendor_title("Security"),
+            title=_security_title,
             groups=("security",),
             on_approve="reviews_done",
             on_reject="reviews_done",

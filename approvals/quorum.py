@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from django.utils.translation import gettext, ngettext
+
 
 class Verdict(Enum):
     APPROVED = "approved"
@@ -49,15 +51,31 @@ def verdict(shares: Shares, *, required: int) -> Verdict | None:
 
 
 def unreachable_reason(shares: Shares, *, required: int, barred: list[str]) -> str:
-    """Say, in words, why an approval can no longer get the approvals it needs."""
-    needed = f"{required} approval{'s' if required != 1 else ''}"
-    counts = [f"{shares.approved} approved", f"{shares.rejected} rejected"]
+    """Say, in words of the active language, why an approval can no longer get the
+    approvals it needs."""
+    needs = ngettext(
+        "This approval needs %(count)s approval and can no longer get it",
+        "This approval needs %(count)s approvals and can no longer get them",
+        required,
+    ) % {"count": required}
+    counts = [
+        gettext("%(count)s approved") % {"count": shares.approved},
+        gettext("%(count)s rejected") % {"count": shares.rejected},
+    ]
     if shares.open:
-        counts.append(f"{shares.open} still open")
-    held = ", ".join(barred) if barred else "nobody"
-    return (
-        f"This approval needs {needed} and can no longer get them ({', '.join(counts)}): "
-        f"nobody who may decide is left for {shares.undecidable} share"
-        f"{'s' if shares.undecidable != 1 else ''} (held by {held}, whom separation of duties "
-        "keeps from deciding it). It is rejected."
-    )
+        counts.append(gettext("%(count)s still open") % {"count": shares.open})
+    left = ngettext(
+        "nobody who may decide is left for %(count)s share (held by %(holders)s, whom"
+        " separation of duties keeps from deciding it)",
+        "nobody who may decide is left for %(count)s shares (held by %(holders)s, whom"
+        " separation of duties keeps from deciding them)",
+        shares.undecidable,
+    ) % {
+        "count": shares.undecidable,
+        "holders": ", ".join(barred) if barred else gettext("nobody"),
+    }
+    return gettext("%(needs)s (%(counts)s): %(left)s. It is rejected.") % {
+        "needs": needs,
+        "counts": ", ".join(counts),
+        "left": left,
+    }

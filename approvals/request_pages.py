@@ -25,7 +25,7 @@ from django.db.models.fields.tuple_lookups import Tuple, TupleLessThan
 from django.utils import formats
 from django.utils.translation import gettext as _
 
-from approvals import permissions, start_forms
+from approvals import money, permissions, start_forms
 from approvals.models import Comment, HumanTask
 from approvals.states import LIVE_TASK_STATES, TaskKind, TaskState, outcome_words
 from workflows import personal, queues, registry, starting
@@ -203,6 +203,13 @@ def definition_of(run: WorkflowRun) -> Workflow | None:
         return None
 
 
+def kind_words(run: WorkflowRun) -> str:
+    """The run's type in words, in the reader's language ("Ausgabe" for an expense, in
+    German): its definition's title, or its name with spaces."""
+    definition = definition_of(run)
+    return starting.kind_of(definition) if definition else run.workflow_type.replace("_", " ")
+
+
 def where_now(runs: list[WorkflowRun]) -> dict[UUID, list[Position]]:
     """Where each run stands, in four queries however many runs there are: live steps,
     open and decided tasks, and the open tasks' candidates (people, then groups)."""
@@ -331,10 +338,7 @@ def my_requests(*, user: Any, filters: RequestFilters, limit: int = PAGE_SIZE) -
         next_cursor = encode_cursor(page[-1])
     where = where_now(page)
     return Page(
-        rows=[
-            RequestRow(run=run, kind=run.workflow_type.replace("_", " "), where=where[run.pk])
-            for run in page
-        ],
+        rows=[RequestRow(run=run, kind=kind_words(run), where=where[run.pk]) for run in page],
         next_cursor=next_cursor,
     )
 
@@ -434,6 +438,9 @@ def data_rows(data: Mapping[str, Any], schema: Any) -> list[InputRow]:
     """`data` under the labels the form of `schema` (a pydantic model, or None) uses, in
     its order: a run's input, or the values a decider entered in a task form."""
     specs = {item.name: item for item in start_forms.spec_for(schema).fields}
+    # An amount beside a currency ("amount" and "currency", as the shipped types have
+    # them) is shown as money: "1.500,00 €" in German, "€1,500.00" in English.
+    currency = data.get(CURRENCY_FIELD) if money.is_currency(data.get(CURRENCY_FIELD)) else ""
     rows = []
     for name, value in _in_order(data, schema):
         spec = specs.get(name)
@@ -461,11 +468,17 @@ def data_rows(data: Mapping[str, Any], schema: Any) -> list[InputRow]:
             rows.append(InputRow(label=label, pairs=[(k, _text(v)) for k, v in value.items()]))
         else:
             widget = spec.widget if isinstance(spec, start_forms.FieldSpec) else ""
-            rows.append(InputRow(label=label, text=_text(value, widget=widget)))
+            shown = money.money(value, currency) if widget == "decimal" and currency else None
+            if widget == "select" and isinstance(spec, start_forms.FieldSpec):
+                # A choice under the label its option reads (a type may translate it).
+                shown = next((label for key, label in spec.choices if key == str(value)), None)
+            rows.append(InputRow(label=label, text=shown or _text(value, widget=widget)))
     return rows
 
 
 _NUMBER_WIDGETS = frozenset({"decimal", "number", "integer"})
+# The field whose ISO 4217 code the decimal fields beside it are amounts of.
+CURRENCY_FIELD = "currency"
 
 
 def _text(value: Any, *, widget: str = "") -> str:
@@ -565,7 +578,7 @@ def request_page(run: WorkflowRun) -> RequestPage:
     ]
     return RequestPage(
         run=run,
-        kind=run.workflow_type.replace("_", " "),
+        kind=kind_words(run),
         requesters=requesters_of(run),
         where=positions(run, sorted(live_steps, key=lambda s: (s.scheduled_at, s.pk)), tasks),
         input_rows=input_rows(run, definition),

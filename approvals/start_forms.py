@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any
@@ -24,6 +24,22 @@ import pydantic
 from django.utils.translation import gettext, gettext_lazy
 
 from workflows.cleaning import Refused, clean_text
+
+# What a choice's options read, in the reader's language (by default, each value in
+# words): `Field(json_schema_extra=choice_labels(low=gettext_lazy("low"), ...))`.
+CHOICE_LABELS = "choice_labels"
+
+
+def choice_labels(**labels: str) -> Callable[[dict[str, Any]], None]:
+    """Return a `json_schema_extra` that labels a choice's values. A function rather than
+    a dict, so that pydantic puts the lazy translations in the schema as they are (it
+    would try to serialise a dict's values) and they are said in each reader's language."""
+
+    def label(schema: dict[str, Any]) -> None:
+        schema[CHOICE_LABELS] = labels
+
+    return label
+
 
 # Rows a list offers at most, whatever its schema allows: more belongs in the API.
 MAX_ROWS = 50
@@ -210,7 +226,8 @@ def _field_spec(
     default = schema.get("default")
     if "enum" in schema:
         values = {str(value): value for value in schema["enum"]}
-        choices = tuple((key, key.replace("_", " ")) for key in values)
+        labels = schema.get(CHOICE_LABELS) or {}
+        choices = tuple((key, labels.get(key) or key.replace("_", " ")) for key in values)
         initial = str(default) if default is not None else ""
         return FieldSpec(**common, widget="select", choices=choices, values=values, initial=initial)
     kind = schema.get("type")
@@ -510,7 +527,11 @@ def read(spec: FormSpec, posted: Mapping[str, str]) -> tuple[dict[str, Any], For
         try:
             values[name] = clean_text(raw, max_length=None, multiline=spec.widget == "textarea")
         except Refused as error:
-            refused[name] = f"{spec.label or 'This'} {error}."
+            # The subject of cleaning's sentences ("must not contain control characters").
+            refused[name] = gettext("%(label)s %(error)s.") % {
+                "label": spec.label or gettext("The text"),
+                "error": error,
+            }
             values[name] = "".join(c for c in raw if unicodedata.category(c) not in ("Cc", "Cs"))
             return ""
         return values[name]
@@ -622,10 +643,12 @@ def with_errors(form: Form, errors: list[dict[str, str]]) -> Form:
         if box is None:
             name = parts[0] if parts[0] != "input" else ""
             label = spec.label if spec else name.replace("_", " ").capitalize()
-            said = plain(error["message"], capital=not name)
+            said = plain(error, capital=not name)
             above.append(f"{label}: {said}" if name else said)
+        elif box not in placed and error.get("type") == "too_short" and isinstance(spec, ListSpec):
+            placed[box] = gettext("Add at least %(count)s.") % {"count": spec.min_rows}
         elif box not in placed:
-            placed[box] = plain(error["message"], box_spec)
+            placed[box] = plain(error, box_spec)
     return replace(form, errors=placed, form_errors=(*form.form_errors, *above))
 
 
@@ -652,42 +675,43 @@ def _box_for(form: Form, spec: Spec, rest: list[str]) -> tuple[str | None, Field
     return row_name(spec, index, column), column
 
 
-# pydantic's messages in plain words, in the reader's language (its own are English);
-# "%(count)s" takes the first number the message holds.
-_PLAIN = [
-    (re.compile(r"^Field required$"), gettext_lazy("This is required.")),
-    (re.compile(r"^String should have at least 1 character"), gettext_lazy("This is required.")),
-    (
-        re.compile(r"^List should have at least (\d+) items?"),
-        gettext_lazy("Add at least %(count)s."),
-    ),
-    (re.compile(r"^Input should be a valid integer"), gettext_lazy("Enter a whole number.")),
-    (re.compile(r"^Input should be a valid (number|decimal)"), gettext_lazy("Enter a number.")),
-    (re.compile(r"^Input should be a valid date"), gettext_lazy("Enter a date (YYYY-MM-DD).")),
-    (re.compile(r"^Input should be a valid datetime"), gettext_lazy("Enter a date and a time.")),
-    (
-        re.compile(r"^Input should be (('[^']*'(, | or )?)+)$"),
-        gettext_lazy("Choose one of the options."),
-    ),
-]
+# Errors in the words of a person filling in a form, by pydantic's error type (the API
+# says them as workflows.field_errors does); other types keep that sentence.
+_PLAIN = {
+    "missing": gettext_lazy("This is required."),
+    "int_type": gettext_lazy("Enter a whole number."),
+    "int_parsing": gettext_lazy("Enter a whole number."),
+    "int_from_float": gettext_lazy("Enter a whole number."),
+    "float_type": gettext_lazy("Enter a number."),
+    "float_parsing": gettext_lazy("Enter a number."),
+    "decimal_type": gettext_lazy("Enter a number."),
+    "decimal_parsing": gettext_lazy("Enter a number."),
+    "date_type": gettext_lazy("Enter a date (YYYY-MM-DD)."),
+    "date_parsing": gettext_lazy("Enter a date (YYYY-MM-DD)."),
+    "date_from_datetime_parsing": gettext_lazy("Enter a date (YYYY-MM-DD)."),
+    "date_from_datetime_inexact": gettext_lazy("Enter a date (YYYY-MM-DD)."),
+    "datetime_type": gettext_lazy("Enter a date and a time."),
+    "datetime_parsing": gettext_lazy("Enter a date and a time."),
+    "datetime_from_date_parsing": gettext_lazy("Enter a date and a time."),
+    "literal_error": gettext_lazy("Choose one of the options."),
+    "enum": gettext_lazy("Choose one of the options."),
+}
 
 
-def plain(message: str, spec: FieldSpec | None = None, *, capital: bool = True) -> str:
-    """Say a pydantic message in words a person filling in a form uses (`capital`: as
-    a sentence of its own, rather than after a field's name, where a username that
-    starts it keeps its case)."""
-    if message.startswith("String should match pattern"):
-        return (
-            f"Enter {spec.help[:1].lower()}{spec.help[1:]}."
-            if spec and spec.help
-            else gettext("This is not in the expected form.")
-        )
-    for pattern, words in _PLAIN:
-        found = pattern.match(message)
-        if found:
-            count = found.group(1) if found.groups() else ""
-            return str(words) % {"count": count} if "%(count)s" in str(words) else str(words)
-    message = message.removeprefix("Value error, ")
+def plain(error: Mapping[str, str], spec: FieldSpec | None = None, *, capital: bool = True) -> str:
+    """Say an error of `InvalidInput.errors` (its `type` is pydantic's, its `message`
+    already in the reader's language) in words a person filling in a form uses
+    (`capital`: as a sentence of its own, rather than after a field's name, where a
+    username that starts it keeps its case)."""
+    kind = error.get("type", "")
+    if kind == "string_pattern_mismatch":
+        if spec and spec.help:
+            return gettext("Enter %(what)s.") % {"what": f"{spec.help[:1].lower()}{spec.help[1:]}"}
+        return gettext("This is not in the expected form.")
+    if kind in _PLAIN:
+        return str(_PLAIN[kind])
+    # An error described elsewhere than workflows.field_errors keeps pydantic's prefix.
+    message = error.get("message", "").removeprefix("Value error, ")
     if capital:
         message = message[:1].upper() + message[1:]
     return message if message.endswith((".", "!", "?", ")")) else f"{message}."

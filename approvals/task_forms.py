@@ -116,7 +116,7 @@ def in_words(form: type[pydantic.BaseModel], errors: list[dict[str, str]]) -> st
         spec = specs.get(name)
         label = spec.label if spec else name.replace("_", " ").capitalize()
         field_spec = spec if isinstance(spec, start_forms.FieldSpec) else None
-        problems.append(f"{label}: {start_forms.plain(error['message'], field_spec)}")
+        problems.append(f"{label}: {start_forms.plain(error, field_spec)}")
     return " ".join(problems)
 
 

@@ -36,7 +36,7 @@ from approvals.sso import access_tokens
 from approvals.states import Channel
 from approvals.task_forms import document_task_forms
 from config import locale, outages
-from workflows import tokens
+from workflows import field_errors, tokens
 from workflows.api import ApiProblem, document_updates, signals_router
 from workflows.api import router as workflows_router
 
@@ -199,7 +199,7 @@ def on_problem(request: HttpRequest, error: ApiProblem) -> HttpResponse:
 
 @api.exception_handler(ValidationError)
 def on_invalid(request: HttpRequest, error: ValidationError) -> HttpResponse:
-    errors = [{"field": _field(item["loc"]), "message": _message(item)} for item in error.errors]
+    errors = [_described(item) for item in error.errors]
     unknown = [item["field"] for item in errors if item["message"] == str(UNKNOWN_FIELD)]
     detail = _("The request does not fit the API.")
     if unknown:
@@ -210,8 +210,12 @@ def on_invalid(request: HttpRequest, error: ValidationError) -> HttpResponse:
 UNKNOWN_FIELD = gettext_lazy("is not a field of this request")
 
 
-def _message(item: dict[str, Any]) -> str:
-    return str(UNKNOWN_FIELD) if item.get("type") == "extra_forbidden" else item["msg"]
+def _described(item: dict[str, Any]) -> dict[str, str]:
+    """One of pydantic's errors in the reader's language (workflows.field_errors)."""
+    described = field_errors.described(item, field=_field(item["loc"]))
+    if item.get("type") == "extra_forbidden":
+        described["message"] = str(UNKNOWN_FIELD)
+    return described
 
 
 def _field(location: tuple[Any, ...] | list[Any]) -> str:

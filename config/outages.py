@@ -28,6 +28,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils.translation import gettext
 from django.views import defaults
 
 logger = logging.getLogger("baton.database")
@@ -80,12 +81,13 @@ def unavailable(request: HttpRequest, error: BaseException) -> HttpResponse:
     if request.path_info.startswith("/api/"):
         body = {
             "type": "about:blank",
-            "title": "Service unavailable",
+            "title": gettext("Service unavailable"),
             "status": 503,
-            "detail": (
-                "The database cannot be reached for a moment (a restart or a failover). "
-                f"Nothing was done; try again in {RETRY_AFTER} seconds."
-            ),
+            "detail": gettext(
+                "The database cannot be reached for a moment (a restart or a failover)."
+                " Nothing was done; try again in %(seconds)s seconds."
+            )
+            % {"seconds": RETRY_AFTER},
         }
         response = HttpResponse(json.dumps(body), status=503, content_type=PROBLEM)
     else:

@@ -9,6 +9,7 @@ from django.contrib import admin, messages
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from workflows import calendars, due_times, engine, registry
@@ -293,8 +294,10 @@ class BusinessCalendarAdmin(admin.ModelAdmin):
             return "-"
         names = _definitions_using(obj)
         if not names:
-            return "no registered definition (it may be deleted)"
-        return f"{', '.join(names)} (so it cannot be renamed or deleted)"
+            return gettext("no registered definition (it may be deleted)")
+        return gettext("%(types)s (so it cannot be renamed or deleted)") % {
+            "types": ", ".join(names)
+        }
 
     @admin.display(description=_("Working week"))
     def working_week(self, obj: BusinessCalendar) -> str:

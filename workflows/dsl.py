@@ -20,8 +20,9 @@ from typing import Annotated, Any, Literal
 from uuid import UUID
 
 import pydantic
+from django.utils.translation import gettext
 
-from workflows import personal, queues
+from workflows import field_errors, personal, queues
 from workflows.activity import ActivityContext
 from workflows.calendars import BusinessTime, Duration
 from workflows.cleaning import Refused, refuse_unstorable
@@ -636,10 +637,9 @@ def _validated(
     except pydantic.ValidationError as error:
         raise invalid(
             [
-                {
-                    "field": ".".join(str(part) for part in problem["loc"]) or "input",
-                    "message": problem["msg"],
-                }
+                field_errors.described(
+                    problem, field=".".join(str(part) for part in problem["loc"]) or "input"
+                )
                 for problem in error.errors()
             ]
         ) from None
@@ -657,7 +657,12 @@ class Workflow:
     start: str
     nodes: tuple[Node, ...]
     input_schema: type[pydantic.BaseModel] | None = None
+    # What people read about the type on the New request page and its start form; both
+    # may be lazy translations (gettext_lazy), said in the reader's language. The
+    # title is the type's name in words, as it fits in a sentence ("expense": "New
+    # expense", "an expense"); without one, the name with spaces.
     description: str = ""
+    title: str = ""
     # Runs of this type allowed to be live at once; more wait in `pending`.
     concurrency_limit: int | None = None
     max_parallel_branches: int = 16
@@ -784,7 +789,15 @@ class Workflow:
                 before = None
             return personal.seal_fields(validated, self.personal_input, previous=before)
         if not isinstance(data, dict):
-            raise InvalidInput([{"field": "input", "message": "must be a JSON object"}])
+            raise InvalidInput(
+                [
+                    {
+                        "field": "input",
+                        "message": gettext("must be a JSON object"),
+                        "type": "dict_type",
+                    }
+                ]
+            )
         try:
             refuse_unstorable(data)
         except Refused as error:

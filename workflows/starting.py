@@ -122,8 +122,8 @@ def requester_input(workflow: Workflow, input: Any, starter: Starter) -> tuple[A
 
 
 def kind_of(workflow: Workflow) -> str:
-    """The type's name in words: "vendor onboarding"."""
-    return workflow.name.replace("_", " ")
+    """The type's name in words, in the reader's language: "vendor onboarding"."""
+    return str(workflow.title) if workflow.title else workflow.name.replace("_", " ")
 
 
 def a_kind_of(workflow: Workflow) -> str:

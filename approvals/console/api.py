@@ -15,6 +15,7 @@ from typing import Any
 from uuid import UUID
 
 from django.http import HttpRequest
+from django.utils.translation import gettext as _
 from ninja import Field, Router, Schema, Status
 
 from approvals.act import Act
@@ -62,8 +63,13 @@ def _act(request: HttpRequest, reason: str) -> Act:
 
 
 def _problem(error: services.ConsoleError) -> ApiProblem:
-    titles = {403: "Forbidden", 404: "Not found", 409: "Not possible now", 422: "Invalid result"}
-    return ApiProblem(error.status, titles.get(error.status, "Refused"), str(error))
+    titles = {
+        403: _("Forbidden"),
+        404: _("Not found"),
+        409: _("Not possible now"),
+        422: _("Invalid result"),
+    }
+    return ApiProblem(error.status, titles.get(error.status, _("Refused")), str(error))
 
 
 @router.post(

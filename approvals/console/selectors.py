@@ -267,11 +267,18 @@ def _search(term: str, workflow_type: str) -> Q:
 def business_keys(run: WorkflowRun) -> list[tuple[str, str]]:
     """The run's declared business keys and their values; else its request headline."""
     definition = request_pages.definition_of(run)
-    keys = [
-        (name.replace("_", " "), str(run.input[name]))
-        for name in (definition.searchable if definition else ())
-        if isinstance(run.input, dict) and run.input.get(name) not in (None, "")
-    ]
+    shown = {
+        row.label: row.text
+        for row in request_pages.data_rows(
+            {
+                name: run.input[name]
+                for name in (definition.searchable if definition else ())
+                if isinstance(run.input, dict) and run.input.get(name) not in (None, "")
+            },
+            definition.input_schema if definition else None,
+        )
+    }
+    keys = list(shown.items())
     if not keys:
         headline = request_pages.headline(run)
         keys = [("", headline)] if headline else []

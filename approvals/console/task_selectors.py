@@ -29,6 +29,7 @@ from django.contrib.auth.models import Group
 from django.db.models import Prefetch, Q, QuerySet
 from django.db.models.fields.tuple_lookups import Tuple, TupleLessThan
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from approvals import escalation, request_pages
 from approvals.console.selectors import query_date, query_text, start_of
@@ -40,7 +41,10 @@ from workflows import replica
 PAGE_SIZE = 25
 LIVE = "live"
 # What the state filter offers: the live states together, then each of the model's.
-STATES: dict[str, str] = {LIVE: "live (open, claimed or delegated)", **dict(TaskState.choices)}
+STATES: dict[str, str] = {
+    LIVE: gettext_lazy("live (open, claimed or delegated)"),
+    **dict(TaskState.choices),
+}
 _STATE_SETS: dict[str, tuple[str, ...]] = {
     LIVE: tuple(LIVE_TASK_STATES),
     **{state: (state,) for state in TaskState.values},
@@ -149,7 +153,7 @@ def read_filters(query: Mapping[str, str], *, group_ids: Collection[int] | None)
         problems=tuple(problems),
     )
     if filters.states == ():
-        leave_none = (
+        leave_none = _(
             "These filters leave no task: an SLA state is a live task's, and a decision "
             "day a completed task's."
         )

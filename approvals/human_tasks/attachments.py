@@ -42,16 +42,20 @@ from approvals.request_pages import RequestNotFound, visible_request
 
 # What may be attached, by the type its content shows, and how people call it.
 ACCEPTED = {
-    "application/pdf": "PDF",
-    "image/png": "PNG image",
-    "image/jpeg": "JPEG image",
-    "image/gif": "GIF image",
-    "image/webp": "WebP image",
-    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": "Word document",
-    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": "Excel workbook",
-    "application/vnd.oasis.opendocument.text": "OpenDocument text",
-    "application/vnd.oasis.opendocument.spreadsheet": "OpenDocument spreadsheet",
-    "text/plain": "plain text",
+    "application/pdf": gettext_lazy("PDF"),
+    "image/png": gettext_lazy("PNG image"),
+    "image/jpeg": gettext_lazy("JPEG image"),
+    "image/gif": gettext_lazy("GIF image"),
+    "image/webp": gettext_lazy("WebP image"),
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": gettext_lazy(
+        "Word document"
+    ),
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": gettext_lazy(
+        "Excel workbook"
+    ),
+    "application/vnd.oasis.opendocument.text": gettext_lazy("OpenDocument text"),
+    "application/vnd.oasis.opendocument.spreadsheet": gettext_lazy("OpenDocument spreadsheet"),
+    "text/plain": gettext_lazy("plain text"),
 }
 ACCEPTED_IN_WORDS = gettext_lazy(
     "a PDF, an image (PNG, JPEG, GIF or WebP), a Word, Excel or OpenDocument file,"

@@ -17,10 +17,11 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Q
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
 from approvals import audit, duties, permissions, quorum, rework_rounds, task_forms
@@ -307,9 +308,13 @@ def settle_approval(task: HumanTask, now: datetime) -> None:
         return
     reason = ""
     if found is quorum.Verdict.UNREACHABLE:
-        reason = quorum.unreachable_reason(
-            shares, required=node.required, barred=[holders_of(share) for share in barred]
-        )
+        # Kept as written, in the site's language (not the language of whoever decided
+        # last): it goes on the run's timeline, into the barred shares' audit trail and
+        # into the step's result, records that are read as they were made.
+        with translation.override(settings.LANGUAGE_CODE):
+            reason = quorum.unreachable_reason(
+                shares, required=node.required, barred=[holders_of(share) for share in barred]
+            )
         _record_unreachable(task, barred, reason, now)
     signal = {
         quorum.Verdict.APPROVED: node.approved_signal,

@@ -4,11 +4,13 @@ its own transaction when a run enters or leaves the node.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from django.utils import timezone
+from django.utils import timezone, translation
 
 from approvals import audit, duties, escalation, permissions, run_data_filters
 from approvals.human_tasks import inbox_entries
@@ -122,7 +124,7 @@ def _open_task(
         node=node.name,
         kind=TaskKind.ENTRY if isinstance(node, UserTask) else TaskKind.APPROVAL,
         workflow_type=run.workflow_type,
-        title=" ".join(node.title_for(data).split())[:200],
+        title=stored_title(lambda: node.title_for(data)),
         search_data=run_data_filters.searchable_values(
             run.workflow_type, run.workflow_version, run.input
         ),
@@ -173,3 +175,14 @@ def close_tasks_for_step(run: WorkflowRun, step: StepRun, node: Node) -> None:
             channel=Channel.SYSTEM,
             now=now,
         )
+
+
+def stored_title(make: Callable[[], str]) -> str:
+    """Return the title `make` writes, as a task keeps it: in the site's language.
+
+    A title is stored with the task and copied into its inbox rows, where people search
+    and sort by it, so it is written once, in settings.LANGUAGE_CODE, rather than in the
+    language of whoever's action opened the task (a request, or a worker in English).
+    """
+    with translation.override(settings.LANGUAGE_CODE):
+        return " ".join(str(make()).split())[:200]

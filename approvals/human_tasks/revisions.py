@@ -34,6 +34,7 @@ from approvals.human_tasks.errors import (
     TaskClosed,
     TaskNotFound,
 )
+from approvals.human_tasks.lifecycle import stored_title
 from approvals.models import COMMENT_MAX_LENGTH, Comment, HumanTask
 from approvals.notify import notifications
 from approvals.states import LIVE_TASK_STATES, Channel, Outcome, Priority, TaskKind, TaskState
@@ -73,7 +74,7 @@ def open_revision_task(run: WorkflowRun, step: StepRun, node: Revise) -> HumanTa
         node=node.name,
         kind=TaskKind.REVISION,
         workflow_type=run.workflow_type,
-        title=" ".join(_title(node, run, asked).split())[:200],
+        title=stored_title(lambda: _title(node, run, asked)),
         state=TaskState.CLAIMED if assignee else TaskState.OPEN,
         priority=Priority.NORMAL,
         assignee=assignee,
@@ -102,9 +103,9 @@ def _title(node: Revise, run: WorkflowRun, asked: HumanTask | None) -> str:
     if node.title:
         return node.title
     if asked is None:
-        return "Changes requested"
+        return _("Changes requested")
     who = asked.decided_by.get_full_name() or asked.decided_by.get_username()
-    return f"Changes requested by {who}: {asked.comment}"
+    return _("Changes requested by %(who)s: %(comment)s") % {"who": who, "comment": asked.comment}
 
 
 def changes_request_of(run: WorkflowRun) -> HumanTask | None:
@@ -149,12 +150,11 @@ def why_not_answer(*, run: WorkflowRun, user: Any) -> str:
     asked_by = requesters(run, definition)
     if user.get_username() in asked_by or request_pages.is_request_operator(user):
         return ""
-    who = " or ".join(sorted(asked_by)) or "whoever asked for it"
-    return (
-        f"Only {who}, who asked for this {run.workflow_type.replace('_', ' ')}, may change "
-        "and resubmit it (or an operator acting for them); reviewers ask for changes, "
-        "they do not make them."
-    )
+    who = _(" or ").join(sorted(asked_by)) or _("whoever asked for it")
+    return _(
+        "Only %(who)s, who asked for this %(type)s, may change and resubmit it (or an"
+        " operator acting for them); reviewers ask for changes, they do not make them."
+    ) % {"who": who, "type": run.workflow_type.replace("_", " ")}
 
 
 def changes_between(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, list[Any]]:

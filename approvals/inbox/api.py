@@ -395,8 +395,7 @@ def refusals_as_problems() -> Iterator[None]:
             # Named as the caller wrote them: inside the body's `form`.
             extra = {
                 "errors": [
-                    {"field": f"{where}.{problem['field']}", "message": problem["message"]}
-                    for problem in error.errors
+                    {**problem, "field": f"{where}.{problem['field']}"} for problem in error.errors
                 ]
             }
         raise ApiProblem(

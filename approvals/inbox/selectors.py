@@ -26,6 +26,7 @@ from django.db.models.expressions import RawSQL
 from django.db.models.fields.tuple_lookups import Tuple, TupleGreaterThan
 from django.db.models.functions import Coalesce
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from approvals import duties, run_data_filters
 from approvals.escalation import DUE_SOON
@@ -41,7 +42,7 @@ from workflows.models import WorkflowRun
 from workflows.rows import converted
 
 TABS = dict(InboxTab.choices)
-SORTS = {"due": "Due time", "priority": "Priority"}
+SORTS = {"due": gettext_lazy("Due time"), "priority": gettext_lazy("Priority")}
 PAGE_SIZE = 25
 # Tab counts are exact below this; at it, the inbox shows "99+".
 COUNT_CAP = 100

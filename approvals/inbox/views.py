@@ -774,7 +774,7 @@ def email_link(request: HttpRequest, token: str) -> HttpResponse:
     if request.method == "GET":
         return _link_page(request, context)
     if not constant_time_compare(request.POST.get("confirm", ""), context["confirm"]):
-        context["error"] = "This form expired. Please confirm again."
+        context["error"] = gettext("This form expired. Please confirm again.")
         return _link_page(request, context, status=403)
     outcome = request.POST.get("outcome", "")
     # Only approving reads the form; rejecting needs its reason alone.

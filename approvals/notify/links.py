@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core import signing
+from django.utils.translation import gettext_lazy
 
 from approvals.models import EmailLink, HumanTask
 from workflows import metrics
@@ -19,7 +20,7 @@ _SALT = "approvals.email-link"
 _TOKEN = re.compile(r"[0-9A-Za-z_:-]{1,200}")
 
 
-_NOT_VALID = (
+_NOT_VALID = gettext_lazy(
     "This link is not valid: it was changed or cut short. Open the task from your inbox instead."
 )
 
@@ -30,13 +31,15 @@ class LinkProblem(Exception):
     MESSAGES = {
         "tampered": _NOT_VALID,
         "malformed": _NOT_VALID,
-        "expired": "This link has expired. Open the task from your inbox instead.",
-        "used": "This link was already used. Each emailed link works once.",
-        "stale": (
+        "expired": gettext_lazy("This link has expired. Open the task from your inbox instead."),
+        "used": gettext_lazy("This link was already used. Each emailed link works once."),
+        "stale": gettext_lazy(
             "This task has changed since the email was sent (it was decided, reassigned "
             "or escalated), so the link no longer applies."
         ),
-        "forwarded": "This link was sent to someone else. Only its recipient can use it.",
+        "forwarded": gettext_lazy(
+            "This link was sent to someone else. Only its recipient can use it."
+        ),
     }
 
     # Only a guessed, altered or someone else's link gives these; an honest

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.db.models import F
 from django.utils import timezone
+from django.utils.translation import gettext_lazy
 from pydantic import BaseModel, ConfigDict
 from standardwebhooks import Webhook
 
@@ -219,7 +220,8 @@ def delivery_workflow() -> Workflow:
         name=DELIVERY_TYPE,
         version=1,
         start="deliver",
-        description="Send one outbound webhook, retried with backoff.",
+        title=gettext_lazy("webhook delivery"),
+        description=gettext_lazy("Send one outbound webhook, retried with backoff."),
         input_schema=DeliveryInput,
         nodes=(
             Activity(

@@ -99,7 +99,7 @@ def _start_page(request: HttpRequest, page: start.FormToFill) -> HttpResponse:
         "action": request.path,
         "attachment_max_bytes": attachments.max_bytes(),
         "requester_note": (
-            f"You are the requester ({starter.username})."
+            _("You are the requester (%(name)s).") % {"name": starter.username}
             if definition.requester_field and not starter.is_operator
             else ""
         ),
@@ -181,7 +181,7 @@ def _revise_page(
         "run": run,
         "revision": task,
         "asked": revisions.changes_request_of(run),
-        "kind": run.workflow_type.replace("_", " "),
+        "kind": request_pages.kind_words(run),
         "form": form,
         "note": note,
         "action": request.path,

@@ -14,9 +14,12 @@ from django.contrib.auth.views import LoginView, redirect_to_login
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
-PASSWORDS_OFF = "Signing in with a password is turned off here: sign in with {provider} instead."
+PASSWORDS_OFF = gettext_lazy(
+    "Signing in with a password is turned off here: sign in with %(provider)s instead."
+)
 
 
 class SignInView(LoginView):
@@ -39,7 +42,7 @@ class SignInView(LoginView):
 
 
 def _passwords_off(request: HttpRequest) -> HttpResponse:
-    message = PASSWORDS_OFF.format(provider=settings.BATON_OIDC_PROVIDER_NAME)
+    message = PASSWORDS_OFF % {"provider": settings.BATON_OIDC_PROVIDER_NAME}
     return render(
         request,
         "registration/login.html",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import template
+from django.utils.translation import gettext
 
 from workflows import personal
 
@@ -16,5 +17,5 @@ register = template.Library()
 def audited_value(value: Any) -> Any:
     """Return "(personal, kept as a keyed digest)" for a digest, else `value` as it is."""
     if isinstance(value, dict) and personal.DIGEST in value:
-        return "(personal, kept as a keyed digest)"
+        return gettext("(personal, kept as a keyed digest)")
     return value

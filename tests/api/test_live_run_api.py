@@ -340,5 +340,9 @@ class TestNumbersJsonCannotCarry:
 
         assert response.status_code == 422
         assert response.json()["errors"] == [
-            {"field": "payload", "message": "numbers must be finite (JSON has no NaN or Infinity)"}
+            {
+                "field": "payload",
+                "message": "numbers must be finite (JSON has no NaN or Infinity)",
+                "type": "refused",
+            }
         ]

@@ -31,7 +31,7 @@ class TestInbox:
         body = api_as("carol").get("/tasks", q="hotel").json()
 
         assert [item["title"] for item in body["items"]] == [
-            "Expense: Hotel in Paris — 120.00 EUR (alice)"
+            "Expense: Hotel in Paris — €120.00 (alice)"
         ]
 
     def test_a_bad_filter_is_422(self, api_as):
@@ -175,7 +175,11 @@ class TestUnknownFields:
 
         assert response.status_code == 422
         assert response.json()["errors"] == [
-            {"field": "reason", "message": "is not a field of this request"}
+            {
+                "field": "reason",
+                "message": "is not a field of this request",
+                "type": "extra_forbidden",
+            }
         ]
 
 
@@ -227,7 +231,7 @@ class TestTaskForms:
 
         assert response.status_code == 422
         assert response.json()["errors"] == [
-            {"field": "form.cost_centre", "message": "Field required"}
+            {"field": "form.cost_centre", "message": "Field required", "type": "missing"}
         ]
 
     def test_reject_needs_no_form_and_refuses_one(self, api_as, finance_task):
@@ -385,7 +389,7 @@ class TestDecidedTab:
         expenses = api.get("/tasks", tab="decided", type="expense", outcome="approved").json()
 
         assert [item["title"] for item in rejected["items"]] == [
-            "Expense: Hotel in Paris — 120.00 EUR (alice)"
+            "Expense: Hotel in Paris — €120.00 (alice)"
         ]
         assert [item["title"].split(" — ")[0] for item in searched["items"]] == ["Expense: Trip 1"]
         assert other_type["items"] == []

@@ -75,7 +75,9 @@ class TestStart:
         response = api_as("alice").post("/workflows", {"input": {}})
 
         assert response.status_code == 422
-        assert response.json()["errors"] == [{"field": "type", "message": "Field required"}]
+        assert response.json()["errors"] == [
+            {"field": "type", "message": "Field required", "type": "missing"}
+        ]
 
     def test_a_body_too_large_is_413(self, api_as, order_input):
         response = start_order(api_as("alice"), order_input, order_id="x" * 300_000)
@@ -417,6 +419,7 @@ class TestCraftedDatesAndText:
                 "field": "started_after",
                 "message": "must lie between 0001-01-02 and 9999-12-30 (UTC)"
                 " once its time zone is applied",
+                "type": "refused",
             }
         ]
 
@@ -447,6 +450,7 @@ class TestCraftedDatesAndText:
             {
                 "field": "correlation_id",
                 "message": "must not contain control characters (found U+001B at position 5)",
+                "type": "refused",
             }
         ]
         assert WorkflowRun.objects.count() == 0
@@ -476,7 +480,11 @@ class TestUnknownFields:
             "The request does not fit the API. Unknown fields: idempotency_key."
         )
         assert response.json()["errors"] == [
-            {"field": "idempotency_key", "message": "is not a field of this request"}
+            {
+                "field": "idempotency_key",
+                "message": "is not a field of this request",
+                "type": "extra_forbidden",
+            }
         ]
         assert WorkflowRun.objects.count() == 0
 

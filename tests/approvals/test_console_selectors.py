@@ -134,4 +134,4 @@ class TestSearch:
         run = start("order", order_input(order_id="B-2002", customer_email="ada@example.com"))
 
         # The customer's email is personal: sealed, so neither searchable nor a key.
-        assert business_keys(run) == [("order id", "B-2002")]
+        assert business_keys(run) == [("Order id", "B-2002")]

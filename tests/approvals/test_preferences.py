@@ -162,19 +162,19 @@ class TestDatesAndTimeZones:
 
 
 class TestNumbers:
-    def test_an_amount_is_written_with_the_readers_decimal_mark(self, client, german, alices_task):
+    def test_an_amount_is_written_as_money_in_the_readers_locale(self, client, german, alices_task):
         client.force_login(german)
 
         page = client.get(f"/requests/{alices_task.run_id}/").content.decode()
 
-        assert "<dd>120,00</dd>" in page
+        assert "<dd>120,00 €</dd>" in page
 
-    def test_english_keeps_the_amount_as_it_was_entered(self, client, alice, alices_task):
+    def test_english_puts_the_currency_symbol_first(self, client, alice, alices_task):
         client.force_login(alice)
 
         page = client.get(f"/requests/{alices_task.run_id}/").content.decode()
 
-        assert "<dd>120.00</dd>" in page
+        assert "<dd>€120.00</dd>" in page
 
 
 class TestTheApi:
@@ -212,6 +212,34 @@ class TestTheApi:
             "Nicht gefunden: diese Aufgabe (oder nicht für Sie sichtbar)."
         )
         assert in_english.json()["title"] == "Not found"
+
+    def test_pydantics_field_errors_are_said_in_german_with_their_type(self, german):
+        _, secret = issue_token(user=german)
+        body = {"type": "order", "input": {"amount": "0", "currency": "EUR", "x": 1}}
+
+        response = ApiClient(secret).post("/workflows", body)
+
+        assert response.status_code == 422
+        errors = {error["field"]: error for error in response.json()["errors"]}
+        assert errors["order_id"] == {
+            "field": "order_id",
+            "message": "Feld erforderlich",
+            "type": "missing",
+        }
+        assert errors["amount"]["message"] == "muss größer als null sein"
+        assert errors["x"]["type"] == "extra_forbidden"
+        assert errors["x"]["message"] == "Zusätzliche Eingaben sind nicht erlaubt"
+
+    def test_a_task_forms_schema_is_labelled_in_the_readers_language(self, finance_task, bob):
+        # bob is in finance: he reads the task, and its form's schema, in German.
+        Preferences.objects.create(user=bob, language="de")
+        _, secret = issue_token(user=bob)
+
+        task = ApiClient(secret).get(f"/tasks/{finance_task.pk}").json()
+
+        cost_centre = task["form_schema"]["properties"]["cost_centre"]
+        assert cost_centre["title"] == "Kostenstelle"
+        assert cost_centre["description"] == "die zu belastende Kostenstelle, z. B. FIN-1200"
 
     def test_a_refusal_from_a_use_case_is_translated(self, carol, manager_task):
         Preferences.objects.create(user=carol, language="de")
@@ -260,7 +288,7 @@ class TestWrittenForTheReader:
 
         (message,) = [message for message in mail.outbox if message.to == ["carol@example.com"]]
         assert message.subject == (
-            "[Baton] Neue Aufgabe für Sie: Expense: Train to Lyon — 120.00 EUR (alice)"
+            "[Baton] Neue Aufgabe für Sie: Expense: Train to Lyon — €120.00 (alice)"
         )
         assert message.body.startswith("Hallo Carol,")
 

@@ -430,7 +430,7 @@ class TestDecisionValues:
 
         page = browser("alice").get(f"/requests/{finance_task.run_id}/").content.decode()
 
-        decision = re.search(r"<h3>[^<]*1500.00 EUR[^<]*</h3>(?:(?!</article>).)*", page, re.S)
+        decision = re.search(r"<h3>[^<]*€1,500.00[^<]*</h3>(?:(?!</article>).)*", page, re.S)
         assert "<dt>Cost centre</dt>" in page
         assert "<dd>FIN-1200</dd>" in page
         assert page.count("<dd>FIN-1200</dd>") == 1

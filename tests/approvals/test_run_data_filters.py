@@ -91,4 +91,4 @@ class TestTheInbox:
 
         assert 'value="amount&gt;1000"' in response.text
         assert two_expenses[1].title in response.text
-        assert "120.00 EUR" not in response.text
+        assert "€120.00" not in response.text

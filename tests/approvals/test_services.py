@@ -39,7 +39,7 @@ class TestOpeningTasks:
             carol,
             "manager_approval",
         )
-        assert task.title == "Expense: Train to Lyon — 120.00 EUR (alice)"
+        assert task.title == "Expense: Train to Lyon — €120.00 (alice)"
         assert events(task) == ["created"]
 
     def test_an_absent_manager_gets_a_visible_substitute(self, start_expense, carol, bob):
@@ -486,7 +486,9 @@ class TestTaskForms:
             human_tasks.approve_human_task(task_id=finance_task.pk, user=bob, channel=INBOX)
 
         assert refused.value.status == 422
-        assert refused.value.errors == [{"field": "cost_centre", "message": "Field required"}]
+        assert refused.value.errors == [
+            {"field": "cost_centre", "message": "Field required", "type": "missing"}
+        ]
         assert str(refused.value) == (
             "Fill in the form to approve: Cost centre: This is required. Nothing was decided."
         )
@@ -520,7 +522,11 @@ class TestTaskForms:
             )
 
         assert refused.value.errors == [
-            {"field": "project", "message": "Extra inputs are not permitted"}
+            {
+                "field": "project",
+                "message": "Extra inputs are not permitted",
+                "type": "extra_forbidden",
+            }
         ]
 
     def test_rejecting_needs_a_reason_but_no_form(self, finance_task, bob, drive):

@@ -9,10 +9,11 @@ from typing import Any, Literal
 
 import pydantic
 import pytest
+from django.utils import translation
 from pydantic import BaseModel, Field
 
-from approvals import start_forms
-from approvals.examples import EXPENSE
+from approvals import start_forms, task_forms
+from approvals.examples import EXPENSE, VENDOR_ONBOARDING
 from approvals.start_forms import FieldSpec, ListSpec, MapSpec
 from workflows.dsl import InvalidInput, Workflow
 from workflows.examples.order import ORDER
@@ -277,44 +278,68 @@ class TestErrors:
 
 
 @pytest.mark.parametrize(
-    ("message", "words"),
+    ("kind", "message", "words"),
     [
-        ("Field required", "This is required."),
-        ("Input should be a valid integer, unable to parse string", "Enter a whole number."),
-        ("Input should be 'flaky', 'outage' or 'slow'", "Choose one of the options."),
-        ("Value error, must be greater than zero", "Must be greater than zero."),
-        ("Input should be a valid date or datetime, invalid", "Enter a date (YYYY-MM-DD)."),
+        ("missing", "Field required", "This is required."),
+        ("int_parsing", "Input should be a valid integer", "Enter a whole number."),
+        (
+            "literal_error",
+            "Input should be one of: 'flaky' or 'slow'",
+            "Choose one of the options.",
+        ),
+        ("value_error", "must be greater than zero", "Must be greater than zero."),
+        (
+            "date_from_datetime_parsing",
+            "Input should be a valid date",
+            "Enter a date (YYYY-MM-DD).",
+        ),
+        ("greater_than", "Input should be greater than 0", "Input should be greater than 0."),
     ],
 )
-def test_pydantic_messages_are_said_in_plain_words(message, words):
-    assert start_forms.plain(message) == words
+def test_pydantic_errors_are_said_in_plain_words_by_their_type(kind, message, words):
+    assert start_forms.plain({"field": "x", "message": message, "type": kind}) == words
 
 
 def test_a_pattern_mismatch_says_what_is_expected_from_the_description():
     amount = FieldSpec(name="amount", label="Amount", help="An amount with two decimals")
+    error = {"field": "amount", "message": "", "type": "string_pattern_mismatch"}
 
-    assert start_forms.plain("String should match pattern '^x$'", amount) == (
-        "Enter an amount with two decimals."
-    )
+    assert start_forms.plain(error, amount) == "Enter an amount with two decimals."
 
 
-class TestFilled:
-    def test_a_run_s_input_shown_in_the_form_reads_back_as_the_same_input(self):
-        spec = start_forms.spec_for(Sample)
-        data, _ = start_forms.read(spec, POSTED)
+class TestInGerman:
+    def test_the_shipped_types_labels_and_help_are_german(self):
+        with translation.override("de"):
+            spec = start_forms.spec_for(EXPENSE.input_schema, leave_out=("requester",))
+            shown = {field.name: (str(field.label), str(field.help)) for field in spec.fields}
 
-        form = start_forms.filled(spec, data)
+        assert shown["title"] == ("Titel", "Wofür die Ausgabe war")
+        assert shown["amount"][0] == "Betrag"
+        assert shown["amount"][1].startswith("Einen Betrag mit höchstens zwei Nachkommastellen")
 
-        assert start_forms.read(spec, {**form.values, "lines-rows": "2"})[0] == data
-        assert form.values["colour"] == "dark_green"
-        assert form.values["urgent"] == "on"
-        assert form.values["lines-1-sku"] == "CH-2"
-        assert form.rows["lines"] == 2
+    def test_the_same_form_reads_english_for_an_english_reader(self):
+        with translation.override("en"):
+            spec = start_forms.spec_for(EXPENSE.input_schema, leave_out=("requester",))
+            shown = {field.name: (str(field.label), str(field.help)) for field in spec.fields}
 
-    def test_a_field_the_input_lacks_shows_its_default(self):
-        form = start_forms.filled(start_forms.spec_for(Sample), {"title": "Chairs"})
+        assert shown["title"] == ("Title", "What it was for")
 
-        assert form.values["title"] == "Chairs"
-        assert form.values["colour"] == "red"
-        assert form.values["notes"] == ""
-        assert form.rows["lines"] == 1
+    def test_a_choices_options_read_as_the_type_labels_them(self):
+        with translation.override("de"):
+            spec = task_forms.spec_of(VENDOR_ONBOARDING.node("legal_review"))
+            risk = next(field for field in spec.fields if field.name == "risk_level")
+            options = [(value, str(label)) for value, label in risk.choices]
+
+        assert options == [("low", "niedrig"), ("medium", "mittel"), ("high", "hoch")]
+
+    def test_each_error_is_said_in_german_beside_its_box(self):
+        with translation.override("de"):
+            form = TestErrors().errors_for(
+                {**POSTED, "title": "", "amount": "lots", "lines-2-quantity": "0"}
+            )
+
+        assert form.errors == {
+            "title": "Das ist nötig.",
+            "amount": "Geben Sie eine Zahl ein.",
+            "lines-2-quantity": "Eingabe muss größer als oder gleich 1 sein.",
+        }

@@ -39,7 +39,7 @@ class TestReadingAPostedForm:
         _, form = task_forms.read(approval(), {})
 
         shown = task_forms.with_errors(
-            form, [{"field": "form.cost_centre", "message": "Field required"}]
+            form, [{"field": "form.cost_centre", "message": "Field required", "type": "missing"}]
         )
 
         assert shown.errors == {"cost_centre": "This is required."}

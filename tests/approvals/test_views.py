@@ -40,7 +40,7 @@ class TestInboxPage:
         response = client.get(reverse("approvals:inbox"))
 
         assert response.status_code == 200
-        assert "Expense: Train to Lyon — 120.00 EUR (alice)" in response.text
+        assert "Expense: Train to Lyon — €120.00 (alice)" in response.text
         assert 'aria-label="1 tasks"' in response.text
 
     def test_the_queue_tab_shows_open_group_tasks(self, client, bob, carol, start_expense, drive):
@@ -52,7 +52,7 @@ class TestInboxPage:
 
         response = client.get(reverse("approvals:inbox"), {"tab": "queue"})
 
-        assert "5000.00 EUR" in response.text
+        assert "€5,000.00" in response.text
 
     def test_filters_by_search_and_priority(self, client, carol, start_expense):
         start_expense(title="Hotel in Paris")

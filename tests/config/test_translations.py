@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = sorted(path for path in (ROOT / "templates").rglob("*") if path.is_file())
 # The modules whose words reach people: the approvals app (but its commands, which
 # operators run in English), the site's configuration, and what of workflows pages and
-# the API show: the run API, starting, cleaning, states, the models and the admin.
+# the API show: the run API, starting, cleaning, states, the models, the admin,
+# pydantic's errors, and the shipped `order` type's fields.
 PYTHON = sorted(
     [
         path
@@ -33,7 +34,17 @@ PYTHON = sorted(
     ]
     + [
         ROOT / "workflows" / name
-        for name in ("api.py", "starting.py", "cleaning.py", "states.py", "models.py", "admin.py")
+        for name in (
+            "api.py",
+            "starting.py",
+            "cleaning.py",
+            "states.py",
+            "models.py",
+            "admin.py",
+            "field_errors.py",
+            "examples/fields.py",
+            "examples/order.py",
+        )
     ]
 )
 CATALOGUE = ROOT / "locale" / "de" / "LC_MESSAGES" / "django.po"
@@ -113,6 +124,45 @@ class TestPython:
             (6, "There is no user ."),
             (7, "Cost centre"),
         ]
+
+    def test_a_sentence_returned_assigned_or_tabled_without_gettext_is_found(self, tmp_path):
+        module = tmp_path / "quorum.py"
+        module.write_text(
+            "def reason(count):\n"
+            "    return f'This approval needs {count} approvals.'\n"
+            "def title(data):\n"
+            "    return _('Bank details') if data else 'Bank details of a vendor'\n"
+            "error = 'This form expired. Please confirm again.'\n"
+            "MESSAGES = {'used': 'This link was already used.', 'ok': _('It works.')}\n"
+            "class Form(BaseModel):\n"
+            "    title: str = Field(title='Title', description=_('what it was for'))\n"
+        )
+
+        findings = python_findings(module, tmp_path)
+
+        assert [(finding.line, finding.text) for finding in findings] == [
+            (2, "This approval needs  approvals."),
+            (4, "Bank details of a vendor"),
+            (5, "This form expired. Please confirm again."),
+            (6, "This link was already used."),
+            (8, "Title"),
+        ]
+
+    def test_code_headers_names_and_the_operators_words_are_not_sentences(self, tmp_path):
+        module = tmp_path / "views.py"
+        module.write_text(
+            "query = 'SELECT id FROM approvals_humantask WHERE state = %s'\n"
+            "response['Cache-Control'] = 'private, no-store'\n"
+            "kind = 'text/csv; charset=utf-8'\n"
+            "class Entry:\n"
+            "    def __str__(self):\n"
+            "        return f'#{self.pk} in {self.tab} of user {self.user_id}'\n"
+            "def unlock(token):\n"
+            "    what = f'API token {token}'\n"
+            "name = 'approvals/inbox/inbox.html'\n"
+        )
+
+        assert python_findings(module, tmp_path) == []
 
     def test_a_programmers_error_is_left_in_english(self, tmp_path):
         module = tmp_path / "dsl.py"

@@ -122,6 +122,7 @@ DEVELOPER_ERRORS = frozenset(
         "Http404",
         "ImportError",
         "ImproperlyConfigured",
+        "InvalidOrder",
         "KeyError",
         "LookupError",
         "NoManager",
@@ -209,9 +210,62 @@ def _unmarked_words(node: ast.expr) -> str | None:
     return None
 
 
+# Where a sentence returned or put in a variable is not read in a page, an email or the
+# API, and why. Modules: the audit chain's verification and the auditors' offline
+# check speak to operators and auditors in English, like the commands that run them;
+# system checks speak to developers; settings hold no sentences. Functions: an
+# object's name (`__str__`, kept as the audit log's object_repr, so the same in every
+# language), the OpenAPI document's words for developers (`document_*`, `_kind`), and
+# the command line's unlock (operators run commands in English).
+NOT_READ_MODULES = frozenset(
+    {"approvals/audit/chain.py", "approvals/audit/verify_export.py", "approvals/checks.py"}
+    | {"config/settings.py"}
+)
+NOT_READ_FUNCTIONS = frozenset({"__str__", "__repr__", "_kind", "unlock"})
+_NOT_READ_PREFIXES = ("document_",)
+# An HTTP header's value (`response["Cache-Control"] = "private, no-store"`).
+_HEADER = re.compile(r"^[A-Za-z]+(-[A-Za-z]+)+$")
+
+
+def _alternatives(node: ast.expr) -> list[ast.expr]:
+    """The values an expression may be: both sides of `a if c else b` and `a or b`."""
+    if isinstance(node, ast.IfExp):
+        return _alternatives(node.body) + _alternatives(node.orelse)
+    if isinstance(node, ast.BoolOp):
+        return [value for part in node.values for value in _alternatives(part)]
+    if isinstance(node, ast.Dict):
+        # A table of messages by kind: each value is one of them.
+        return [found for value in node.values for found in _alternatives(value)]
+    return [node]
+
+
+# What a string put in a variable may be without being a sentence: SQL, a media type,
+# a format with named placeholders.
+_CODE = re.compile(
+    r"^\s*(SELECT|INSERT|UPDATE|DELETE|WITH|CREATE|ALTER|DROP|LOCK|SET)\b"
+    r"|^[a-z]+/[a-z0-9.+-]+(;|$)|%\("
+)
+
+
+def _is_header(target: ast.expr) -> bool:
+    return (
+        isinstance(target, ast.Subscript)
+        and isinstance(target.slice, ast.Constant)
+        and isinstance(target.slice.value, str)
+        and bool(_HEADER.fullmatch(target.slice.value))
+    )
+
+
+def _is_code(node: ast.expr) -> bool:
+    text = _unmarked_words(node)
+    return text is not None and bool(_CODE.search(text))
+
+
 class _PythonReader(ast.NodeVisitor):
-    def __init__(self, *, is_page: bool, is_selectors: bool) -> None:
+    def __init__(self, *, is_page: bool, is_selectors: bool, reads_results: bool = True) -> None:
         self.found: list[tuple[int, str]] = []
+        # Whether the sentences its functions return or assign are read by people.
+        self.reads_results = reads_results
         # A list's filters, which say why a value of the query was left out.
         self.is_selectors = is_selectors
         # A page's or an API's module: every sentence it passes on is one a person reads.
@@ -245,6 +299,14 @@ class _PythonReader(ast.NodeVisitor):
             for keyword in node.keywords:
                 if keyword.arg not in _API_DOCUMENTATION:
                     self._check_sentence(keyword.value)
+        elif name in {"Field", "Workflow"} and not self.is_page:
+            # A workflow type's input or form field: its title labels a box of the start
+            # or task form, its description helps fill it in (the API's own schemas, in
+            # the page modules, document the API for developers in English); a type's
+            # title and description head its start form.
+            for keyword in node.keywords:
+                if keyword.arg in {"title", "description"}:
+                    self._check(keyword.value)
         for keyword in node.keywords:
             if keyword.arg in _READ_KEYWORDS or (
                 name in _ADMIN_DECORATORS and keyword.arg == "description"
@@ -269,13 +331,49 @@ class _PythonReader(ast.NodeVisitor):
         if text is not None and re.search(r"[^\W\d_]\S*\s+\S*[^\W\d_]", text.strip()):
             self.found.append((node.lineno, text))
 
+    def _reads_results(self) -> bool:
+        """Whether what is returned or assigned here is read by people (see NOT_READ_*)."""
+        return self.reads_results and not (
+            self._function in NOT_READ_FUNCTIONS or self._function.startswith(_NOT_READ_PREFIXES)
+        )
+
+    _function = ""
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        outer = self._function
+        self._function = node.name
+        self.generic_visit(node)
+        self._function = outer
+
+    def visit_Return(self, node: ast.Return) -> None:
+        # A sentence a function hands back (a title, a reason, a label) is read as it is.
+        if node.value is not None and self._reads_results():
+            for value in _alternatives(node.value):
+                self._check_sentence(value)
+        self.generic_visit(node)
+
     def visit_Assign(self, node: ast.Assign) -> None:
         # Meta's verbose names and a choices class's labels: NAME = "value", "Label".
         for target in node.targets:
             if _name(target) in _READ_KEYWORDS:
                 self._check(node.value)
+        # A sentence put in a variable is one on its way to a page (SQL is not a sentence,
+        # nor is an HTTP header's value).
+        headers = [target for target in node.targets if _is_header(target)]
+        if self._reads_results() and not headers:
+            for value in _alternatives(node.value):
+                if not _is_code(value):
+                    self._check_sentence(value)
         if isinstance(node.value, ast.Tuple) and len(node.value.elts) == 2 and self._in_choices:
             self._check(node.value.elts[1])
+        self.generic_visit(node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        # `context: dict[str, Any] = {...}`: the same as an assignment without a type.
+        if node.value is not None and self._reads_results() and not _is_header(node.target):
+            for value in _alternatives(node.value):
+                if not _is_code(value):
+                    self._check_sentence(value)
         self.generic_visit(node)
 
     _in_choices = False
@@ -292,6 +390,7 @@ def python_findings(path: Path, root: Path) -> list[Finding]:
     reader = _PythonReader(
         is_page=path.name in PAGE_MODULES or path.name.endswith("_api.py"),
         is_selectors=path.name.endswith("selectors.py"),
+        reads_results=str(path.relative_to(root)) not in NOT_READ_MODULES,
     )
     reader.visit(ast.parse(path.read_text(), filename=str(path)))
     name = str(path.relative_to(root))

@@ -49,16 +49,23 @@ class TestAliceInGerman:
         nav = alice.get_by_role("navigation", name="Hauptmenü")
         nav.get_by_role("link", name="Neuer Antrag").click()
         expect(alice.get_by_role("heading", name="Neuer Antrag")).to_be_visible()
-        alice.get_by_role("link", name="Expense").click()
-        alice.get_by_label("Title").fill("Zug nach Lyon")
-        alice.get_by_label("Amount").fill("120.001")
-        alice.get_by_label("Currency").fill("EUR")
+        alice.get_by_role("link", name="Ausgabe").click()
+        expect(alice.get_by_role("heading", name="Neuer Antrag: Ausgabe")).to_be_visible()
+        # The type's own labels, help and errors are German too.
+        expect(alice.get_by_text("Wofür die Ausgabe war")).to_be_visible()
+        alice.get_by_label("Titel").fill("Zug nach Lyon")
+        alice.get_by_label("Betrag").fill("120.001")
+        alice.get_by_label("Währung").fill("EUR")
         alice.get_by_role("button", name="Antrag senden").click()
 
         expect(alice.get_by_role("alert")).to_contain_text(
             "Ihr Antrag wurde nicht gesendet: korrigieren Sie die unten markierten Felder."
         )
-        alice.get_by_label("Amount").fill("120.00")
+        expect(alice.locator("form.start-form")).to_contain_text(
+            "Geben Sie einen Betrag mit höchstens zwei Nachkommastellen, z. B. 42.50 ein."
+        )
+        shoot(alice, "german-start-form-error")
+        alice.get_by_label("Betrag").fill("120.00")
         alice.get_by_role("button", name="Antrag senden").click()
         expect(alice.get_by_role("status")).to_have_text("Ihr Antrag wurde gesendet.")
         run = drive(WorkflowRun.objects.get())
@@ -84,6 +91,10 @@ class TestAliceInGerman:
         decision = alice.locator("article.decision-entry", has_text="Genehmigt von Carol")
         expect(decision).to_contain_text(f"Genehmigt von Carol am {when} über Posteingang")
         expect(alice.get_by_role("heading", name="Entscheidungen")).to_be_visible()
+        # Money as German writes it, under the type's German labels.
+        amount = alice.locator("dt", has_text="Betrag").locator("xpath=following-sibling::dd[1]")
+        expect(amount).to_have_text("120,00 €")
+        shoot(alice, "german-request")
 
         alice.get_by_role("navigation", name="Hauptmenü").get_by_role(
             "link", name=re.compile("Benachrichtigungen")

@@ -105,7 +105,7 @@ class TestFinanceRecordsACostCentre:
     ):
         page = sign_in("bob")
         page.goto("/?tab=queue")
-        row = page.locator("tr", has_text="1500.00 EUR")
+        row = page.locator("tr", has_text="€1,500.00")
         expect(row.get_by_role("checkbox")).to_have_count(0)  # no bulk approval without it
         row.get_by_role("link", name=re.compile("fill in its form")).click()
         expect(page.get_by_role("group", name="To approve, fill in")).to_be_visible()
@@ -167,7 +167,7 @@ class TestSentBackForChanges:
 
         # carol sends it back, saying why
         carol = sign_in("carol")
-        carol.get_by_role("link", name=re.compile("Conference in Berlin — 1500.00 EUR")).click()
+        carol.get_by_role("link", name=re.compile("Conference in Berlin — €1,500.00")).click()
         carol.get_by_role("button", name="Request changes").click()
         panel = carol.locator("#decision-panel")
         expect(panel.get_by_role("alert")).to_contain_text("a reason is required")
@@ -201,13 +201,13 @@ class TestSentBackForChanges:
 
         # carol approves it this time; finance (bob) approves with a cost centre
         carol.goto("/")
-        carol.get_by_role("link", name=re.compile("Conference in Berlin — 1350.00 EUR")).click()
+        carol.get_by_role("link", name=re.compile("Conference in Berlin — €1,350.00")).click()
         carol.get_by_role("button", name="Approve", exact=True).click()
         expect(carol.locator("#decision-panel").get_by_role("status")).to_have_text("Approved.")
         run = drive(run)
         bob = sign_in("bob")
         bob.goto("/?tab=queue")
-        bob.locator("tr", has_text="1350.00 EUR").get_by_role(
+        bob.locator("tr", has_text="€1,350.00").get_by_role(
             "link", name=re.compile("fill in its form")
         ).click()
         bob.get_by_label("Cost centre").fill("FIN-1200")
@@ -225,5 +225,5 @@ class TestSentBackForChanges:
         finance = alice.locator("article.decision-entry", has_text="Approved by Bob")
         expect(finance.locator(".form-values")).to_contain_text("FIN-1200")
         asked = alice.get_by_role("region", name="What was asked")
-        expect(asked).to_contain_text("1350.00")
+        expect(asked).to_contain_text("€1,350.00")
         shoot(alice, "request-paid-with-changes")

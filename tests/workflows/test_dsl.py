@@ -444,7 +444,11 @@ class TestValidateInput:
             ORDER.validate_input(order_input(coupon="FREE"))
 
         assert raised.value.errors == [
-            {"field": "coupon", "message": "Extra inputs are not permitted"}
+            {
+                "field": "coupon",
+                "message": "Extra inputs are not permitted",
+                "type": "extra_forbidden",
+            }
         ]
 
     def test_text_with_a_nul_character_is_refused(self, order_input):

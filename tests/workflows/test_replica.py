@@ -25,7 +25,7 @@ from tests.replica import ReplicaPair, wait_until
 from workflows import replica
 from workflows.replica import PIN_COOKIE, REPLICA
 
-TASK = "Expense: Train to Lyon — 120.00 EUR (alice)"
+TASK = "Expense: Train to Lyon — €120.00 (alice)"
 # The heavy read-only pages, as the console's operator sees them.
 HEAVY_PAGES = [
     "/",

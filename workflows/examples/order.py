@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, Literal
 
+from django.utils.translation import gettext_lazy as _
 from pydantic import BaseModel, ConfigDict, Field
 
 from workflows import personal, registry
@@ -24,24 +25,32 @@ class OrderItem(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     sku: str = Field(
-        min_length=1, max_length=64, title="SKU", description="the stock-keeping unit, e.g. BOOK-1"
+        min_length=1,
+        max_length=64,
+        title=_("SKU"),
+        description=_("the stock-keeping unit, e.g. BOOK-1"),
     )
-    quantity: int = Field(ge=1, le=10_000)
+    quantity: int = Field(ge=1, le=10_000, title=_("Quantity"))
 
 
 class OrderInput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     order_id: str = Field(
-        min_length=1, max_length=100, description="the shop's reference for it, e.g. A-1001"
+        min_length=1,
+        max_length=100,
+        title=_("Order id"),
+        description=_("the shop's reference for it, e.g. A-1001"),
     )
     # Personal: sealed at rest, and erased with `manage.py erase_personal_data`.
-    customer_email: Email = Field(json_schema_extra=PERSONAL)
-    items: list[OrderItem] = Field(min_length=1, max_length=100)
-    amount: Amount
-    currency: Currency
+    customer_email: Email = Field(title=_("Customer email"), json_schema_extra=PERSONAL)
+    items: list[OrderItem] = Field(min_length=1, max_length=100, title=_("Items"))
+    amount: Amount = Field(title=_("Amount"))
+    currency: Currency = Field(title=_("Currency"))
     simulate: dict[SimulatedService, Behaviour] = Field(
-        default_factory=dict, description="make the demo services misbehave (for the demo only)"
+        default_factory=dict,
+        title=_("Simulate"),
+        description=_("make the demo services misbehave (for the demo only)"),
     )
 
 
@@ -145,7 +154,8 @@ SERVICE_TIMEOUTS = Timeouts(start_to_close=timedelta(minutes=2), heartbeat=timed
 ORDER = Workflow(
     name="order",
     version=1,
-    description="Reserve stock, charge, ship and notify; on failure undo in reverse order.",
+    title=_("order"),
+    description=_("Reserve stock, charge, ship and notify; on failure undo in reverse order."),
     input_schema=OrderInput,
     # Orders come from the shop's systems, and from anyone taking one by phone.
     starters=ANYONE,
