@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID
 
 from django.contrib.postgres.expressions import ArraySubquery
 from django.db import connection
-from django.db.models import OuterRef, QuerySet
+from django.db.models import Case, OuterRef, QuerySet, When
 from django.db.models.functions import JSONObject
 from django.utils import formats, timezone
 from django.utils.translation import gettext as _
@@ -28,61 +28,84 @@ from workflows.dsl import Workflow
 from workflows.models import WorkflowRun
 
 
+class TaskOnPage(Protocol):
+    """What `duties_on_page` reads of each task of a page, and the refusals name, as plain
+    values (approvals.inbox.selectors.PageTask)."""
+
+    @property
+    def pk(self) -> UUID: ...
+    @property
+    def workflow_type(self) -> str: ...
+    @property
+    def run_id(self) -> UUID: ...
+    @property
+    def node(self) -> str: ...
+    @property
+    def run_workflow_type(self) -> str: ...
+    @property
+    def workflow_version(self) -> int: ...
+    @property
+    def run_input(self) -> Any: ...
+    @property
+    def started_by(self) -> str: ...
+    @property
+    def viewer_decisions(self) -> Sequence[dict[str, Any]] | None: ...
+
+
 def duties_for(run: WorkflowRun, node: str) -> Duties:
     """Return the duties of `node`'s tasks in `run` (the run's requesters, its decisions)."""
     definition = registry.get(run.workflow_type, run.workflow_version)
     decisions = _decisions([run.pk]) if definition.distinct_approvers else {}
-    return _duties(run, definition, node, decisions.get(run.pk, ()))
+    started_by = run.started_by.get_username() if run.started_by_id else None
+    return _duties(
+        definition,
+        node=node,
+        run_input=run.input,
+        started_by=started_by,
+        decisions=decisions.get(run.pk, ()),
+    )
 
 
 def duties_of(task: HumanTask) -> Duties:
     return duties_for(task.run, task.node)
 
 
-def duties_on_page(tasks: Sequence[HumanTask]) -> dict[UUID, Duties]:
-    """Return each task's duties, in at most two queries however many tasks there are.
-
-    None when the page's own query brought the runs along (`select_related("run",
-    "run__started_by")`) and the viewer's decisions (`page_annotations(viewer)`), as
-    the inbox's does: those duties then answer for that viewer only.
-    """
+def duties_on_page(tasks: Sequence[TaskOnPage]) -> dict[UUID, Duties]:
+    """Return each task's duties: no query when the tasks carry the viewer's decisions
+    (`page_annotations(viewer)`, as the inbox's page does on PostgreSQL; those duties then
+    answer for that viewer only), else one however many tasks there are."""
     if not tasks:
         return {}
-    runs = {task.run_id: task.run for task in tasks if HumanTask.run.is_cached(task)}
-    missing = {task.run_id for task in tasks} - runs.keys()
-    if missing:
-        runs.update(
-            (run.pk, run)
-            for run in WorkflowRun.objects.filter(pk__in=missing)
-            .select_related("started_by")
-            # `state` too: django-fsm reads it when each row is loaded.
-            .only(
-                "id", "state", "workflow_type", "workflow_version", "input", "started_by__username"
-            )
-        )
     definitions = {
-        run_id: registry.get(run.workflow_type, run.workflow_version)
-        for run_id, run in runs.items()
+        task.run_id: registry.get(task.run_workflow_type, task.workflow_version) for task in tasks
     }
     distinct = {run_id for run_id, workflow in definitions.items() if workflow.distinct_approvers}
     decisions: dict[UUID, tuple[StageDecision, ...]] = {}
     for task in tasks:
-        if task.run_id in distinct and hasattr(task, "viewer_decisions"):
-            decisions[task.run_id] = tuple(_decision(row) for row in task.viewer_decisions or ())
+        if task.run_id in distinct and task.viewer_decisions is not None:
+            decisions[task.run_id] = tuple(_decision(row) for row in task.viewer_decisions)
     if unread := distinct - decisions.keys():
         decisions.update(_decisions(unread))
     return {
         task.pk: _duties(
-            runs[task.run_id], definitions[task.run_id], task.node, decisions.get(task.run_id, ())
+            definitions[task.run_id],
+            node=task.node,
+            run_input=task.run_input,
+            started_by=task.started_by or None,
+            decisions=decisions.get(task.run_id, ()),
         )
         for task in tasks
     }
 
 
-def page_annotations(viewer: Any) -> dict[str, Any]:
+def page_annotations(viewer: Any, *, separating: Sequence[str] | None = None) -> dict[str, Any]:
     """What a page of tasks can carry so `duties_on_page` needs no query for `viewer`:
     the viewer's own decisions in each task's run, as JSON, read through the
-    `task_decided_idx` index (PostgreSQL; elsewhere they are asked for separately)."""
+    `task_decided_idx` index (PostgreSQL; elsewhere they are asked for separately).
+
+    Only a run whose definition separates its approvers needs them: given the workflow
+    types that may (`separating_types()`), other tasks carry NULL rather than a
+    subquery's answer, which `duties_on_page` never reads for them."""
     if connection.vendor != "postgresql":
         return {}
     mine = HumanTask.objects.filter(run_id=OuterRef("run_id"), decided_by=viewer)
@@ -91,7 +114,28 @@ def page_annotations(viewer: Any) -> dict[str, Any]:
             node="node", outcome="outcome", decided_by_id="decided_by_id", decided_at="decided_at"
         )
     )
-    return {"viewer_decisions": ArraySubquery(decided)}
+    decisions: Any = ArraySubquery(decided)
+    if separating is not None:
+        decisions = Case(
+            When(run__workflow_type__in=separating, then=decisions),
+            default=None,
+            output_field=decisions.output_field,
+        )
+    return {"viewer_decisions": decisions}
+
+
+def separating_types() -> tuple[str, ...]:
+    """The workflow types of which some version separates its approvers (one person decides
+    at most one stage of a run), in order."""
+    return tuple(
+        sorted(
+            {
+                workflow.name
+                for workflow in registry.all_definitions()
+                if workflow.distinct_approvers
+            }
+        )
+    )
 
 
 def _decision(row: dict[str, Any]) -> StageDecision:
@@ -104,12 +148,16 @@ def _decision(row: dict[str, Any]) -> StageDecision:
 
 
 def _duties(
-    run: WorkflowRun, definition: Workflow, node: str, decisions: tuple[StageDecision, ...]
+    definition: Workflow,
+    *,
+    node: str,
+    run_input: Any,
+    started_by: str | None,
+    decisions: tuple[StageDecision, ...],
 ) -> Duties:
-    started_by = run.started_by.get_username() if run.started_by_id else None
     return Duties(
         node=node,
-        requesters=run_requesters(workflow=definition, run_input=run.input, started_by=started_by),
+        requesters=run_requesters(workflow=definition, run_input=run_input, started_by=started_by),
         distinct_approvers=definition.distinct_approvers,
         decisions=decisions,
     )

@@ -27,11 +27,20 @@ PREFIX = "form-"
 
 def approval_of(task: Any) -> Approval | None:
     """Return the approval node that opened `task` (None if its definition is gone)."""
+    return approval_node(
+        workflow_type=task.run.workflow_type,
+        workflow_version=task.run.workflow_version,
+        node=task.node,
+    )
+
+
+def approval_node(*, workflow_type: str, workflow_version: int, node: str) -> Approval | None:
+    """Return the approval node `node` of a definition (None if it is gone, or no approval)."""
     try:
-        node = registry.get(task.run.workflow_type, task.run.workflow_version).node(task.node)
+        found = registry.get(workflow_type, workflow_version).node(node)
     except (registry.UnknownWorkflow, KeyError):
         return None
-    return node if isinstance(node, Approval) else None
+    return found if isinstance(found, Approval) else None
 
 
 def spec_of(node: Approval | None, files: Sequence[Any] = ()) -> start_forms.FormSpec | None:

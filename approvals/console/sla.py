@@ -47,9 +47,12 @@ from workflows.states import RunState
 # Days of decision times, today included: whole UTC days, as the trends count them.
 LATENCY_DAYS = 7
 OVERDUE_LIST_SIZE = 10
-# People listed under "Held by each person", most overdue first: a company has
-# thousands of reviewers, and a page of thousands of rows helps no one.
+# People listed under "Held by each person" and groups under "Waiting in each group's
+# queue", most overdue first: a company has thousands of reviewers and hundreds of
+# groups, and a page of thousands of rows helps no one (nor does a snapshot of them:
+# 5,000 people's rows were most of the page's time at a million open tasks).
 PEOPLE_SHOWN = 50
+GROUPS_SHOWN = 50
 # Days in the trends (decisions, runs finished, failures, cycle times), today included.
 TREND_DAYS = 14
 # A run that ended in one of these failed, whatever was undone after.
@@ -220,8 +223,12 @@ class Dashboard:
     now: datetime
     overall: SlaCounts
     by_type: list[SlaCounts] = field(default_factory=list)
+    # The `GROUPS_SHOWN` groups and `PEOPLE_SHOWN` people with the most overdue tasks
+    # (then by name), and how many more there are.
     by_group: list[SlaCounts] = field(default_factory=list)
+    groups_not_shown: int = 0
     by_assignee: list[SlaCounts] = field(default_factory=list)
+    people_not_shown: int = 0
     oldest_overdue: list[HumanTask] = field(default_factory=list)
     latency: list[Latency] = field(default_factory=list)
     # The trend window: its first day and every day in it, oldest first.
@@ -237,15 +244,6 @@ class Dashboard:
     @property
     def shows_runs(self) -> bool:
         return self.group_ids is None
-
-    @property
-    def people_shown(self) -> list[SlaCounts]:
-        """The people with the most overdue tasks (then by name), `PEOPLE_SHOWN` at most."""
-        return self.by_assignee[:PEOPLE_SHOWN]
-
-    @property
-    def people_not_shown(self) -> int:
-        return max(0, len(self.by_assignee) - PEOPLE_SHOWN)
 
     @property
     def first_day(self) -> date:
@@ -382,8 +380,10 @@ def dashboard(*, now: datetime, group_ids: Collection[int] | None = None) -> Das
         now=now,
         overall=overall,
         by_type=by_type,
-        by_group=by_group,
-        by_assignee=by_assignee,
+        by_group=by_group[:GROUPS_SHOWN],
+        groups_not_shown=max(0, len(by_group) - GROUPS_SHOWN),
+        by_assignee=by_assignee[:PEOPLE_SHOWN],
+        people_not_shown=max(0, len(by_assignee) - PEOPLE_SHOWN),
         oldest_overdue=oldest_overdue,
         latency=latency,
         days=days,

@@ -91,8 +91,13 @@ def from_data(data: dict[str, Any]) -> sla.Dashboard:
         now=datetime.fromisoformat(data["now"]),
         overall=sla.SlaCounts(**data["overall"]),
         by_type=counts(data["by_type"]),
-        by_group=counts(data["by_group"]),
-        by_assignee=counts(data["by_assignee"]),
+        # A snapshot saved before the lists were cut holds every row: cut it here.
+        by_group=counts(data["by_group"][: sla.GROUPS_SHOWN]),
+        groups_not_shown=data.get("groups_not_shown", _beyond(data["by_group"], sla.GROUPS_SHOWN)),
+        by_assignee=counts(data["by_assignee"][: sla.PEOPLE_SHOWN]),
+        people_not_shown=data.get(
+            "people_not_shown", _beyond(data["by_assignee"], sla.PEOPLE_SHOWN)
+        ),
         latency=[sla.Latency(**row) for row in data["latency"]],
         days=[day(text) for text in data["days"]],
         latency_since=day(data["latency_since"]) if data["latency_since"] else None,
@@ -110,3 +115,7 @@ def from_data(data: dict[str, Any]) -> sla.Dashboard:
         cycle_times=[sla.CycleTime(**row) for row in data["cycle_times"]],
         group_ids=None,
     )
+
+
+def _beyond(rows: list[Any], shown: int) -> int:
+    return max(0, len(rows) - shown)

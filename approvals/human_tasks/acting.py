@@ -5,7 +5,7 @@ it accepts. `Act` is who acts, through which channel, from where and when.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -210,20 +210,21 @@ def may_decide(user: Any, task_duties: permissions.Duties) -> bool:
 
 def why_barred(*, task: HumanTask, user: Any) -> str:
     """Return why separation of duties keeps `user` from claiming or deciding `task`, or ""."""
-    return _why(task, user, duties.duties_of(task))
+    return _why(task.workflow_type, user, duties.duties_of(task))
 
 
-def barred_on_page(*, tasks: list[HumanTask], user: Any) -> dict[UUID, str]:
-    """Return, for each task of a page, why `user` may not decide it ("" if they may)."""
+def barred_on_page(*, tasks: Sequence[duties.TaskOnPage], user: Any) -> dict[UUID, str]:
+    """Return, for each task of a page (plain values), why `user` may not decide it
+    ("" if they may)."""
     page = duties.duties_on_page(tasks)
-    return {task.pk: _why(task, user, page[task.pk]) for task in tasks}
+    return {task.pk: _why(task.workflow_type, user, page[task.pk]) for task in tasks}
 
 
-def _why(task: HumanTask, user: Any, task_duties: permissions.Duties) -> str:
+def _why(workflow_type: str, user: Any, task_duties: permissions.Duties) -> str:
     conflict = _conflict_of(user, task_duties)
     if conflict is None:
         return ""
-    return duties.refusal_for_actor(conflict, workflow_type=task.workflow_type, action="decide")
+    return duties.refusal_for_actor(conflict, workflow_type=workflow_type, action="decide")
 
 
 def audit_task(task: HumanTask, event: str, request: Act, **extra: Any) -> None:

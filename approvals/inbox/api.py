@@ -279,7 +279,7 @@ def list_tasks(request: HttpRequest, query: Query[InboxQuery]) -> dict[str, Any]
             400, _("Bad cursor"), _("The cursor is not one this API gave out.")
         ) from None
     return {
-        "items": [task_out(task) for task in page.tasks],
+        "items": [task_out(task) for task in selectors.loaded_tasks(page)],
         "next_cursor": page.next_cursor or None,
     }
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import html as html_text
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -35,13 +36,14 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.template.loader import get_template
 from django.urls import reverse
-from django.utils import dateformat, formats, timezone, translation
+from django.utils import formats, timezone, translation
+from django.utils.dates import MONTHS_3
 from django.utils.html import conditional_escape
 from django.utils.safestring import SafeString, mark_safe
 
 from approvals import task_forms
 from approvals.escalation import sla
-from approvals.models import HumanTask
+from approvals.inbox.selectors import PageTask
 from approvals.states import Priority, Sla, TaskKind, TaskState
 
 TEMPLATE = "approvals/inbox/inbox.html#task-row"
@@ -64,8 +66,9 @@ _PRINTED = (
     "snooze_url",
 )
 # A stand-in is its name between NULs, which escaping leaves as they are and the template's
-# own text never holds. Values are filled in one pass, which never looks into what it
-# filled in: a value that reads like a stand-in is shown as it is.
+# own text never holds. A shape's HTML becomes a format string, its stand-ins `{name}`,
+# and values are filled in one pass (str.format_map), which never looks into what it
+# filled in: a value that reads like a stand-in, or like a field, is shown as it is.
 _STAND_IN = re.compile("\x00([a-z_]+)\x00")
 # More shapes than a page could show: a few dozen occur.
 SHAPES = 512
@@ -74,10 +77,6 @@ KEPT_ROWS = 2500
 
 _LINKS = ("task", "claim", "approve", "snooze")
 _ANY_TASK = UUID(int=0)
-# What get_state_display and get_priority_display say, without flattening the
-# field's choices again for every row.
-_STATE_LABELS = dict(TaskState.choices)
-_PRIORITY_LABELS = dict(Priority.choices)
 
 
 @dataclass(frozen=True)
@@ -134,17 +133,17 @@ class InboxRow:
 
 
 def rows_for(
-    tasks: list[HumanTask], *, now: datetime, barred: dict[UUID, str], decides: dict[UUID, bool]
+    tasks: list[PageTask], *, now: datetime, barred: dict[UUID, str], decides: dict[UUID, bool]
 ) -> list[InboxRow]:
-    """Return the row of each task. `barred` says why separation of duties keeps the
-    viewer from deciding a task ("" if it does not), `decides` whether the viewer is
-    the one who decides it at all. The tasks' assignee, owner, substitute_for and run
-    should come with them (select_related), or each costs a query.
+    """Return the row of each task (plain values, approvals.inbox.selectors.PageTask).
+    `barred` says why separation of duties keeps the viewer from deciding a task ("" if
+    it does not), `decides` whether the viewer is the one who decides it at all.
 
     URLs are reversed once and filled in per row: six {% url %} tags in each of 25
     rows took a fifth of the page."""
     links = {name: reverse(f"approvals:{name}", args=[_ANY_TASK]) for name in _LINKS}
     any_task = str(_ANY_TASK)
+    state_labels, priority_labels = _labels(translation.get_language())
     rows = []
     for task in tasks:
         task_id = str(task.pk)
@@ -156,16 +155,16 @@ def rows_for(
                 title=task.title,
                 kind=task.kind,
                 state=task.state,
-                state_label=_STATE_LABELS.get(task.state, task.state),
+                state_label=state_labels.get(task.state, task.state),
                 is_live=task.is_live,
                 outcome=task.outcome,
                 workflow_type=task.workflow_type,
-                priority_label=_PRIORITY_LABELS.get(task.priority, str(task.priority)),
+                priority_label=priority_labels.get(task.priority, str(task.priority)),
                 due_at=task.due_at,
                 sla=sla(due_at=task.due_at, now=now),
-                assignee=_username(task.assignee),
-                owner=_username(task.owner),
-                substitute_for=_username(task.substitute_for),
+                assignee=task.assignee,
+                owner=task.owner,
+                substitute_for=task.substitute_for,
                 decides=decides.get(task.pk, False),
                 barred=barred.get(task.pk, ""),
                 needs_form=_needs_form(task),
@@ -176,6 +175,17 @@ def rows_for(
             )
         )
     return rows
+
+
+@functools.lru_cache(maxsize=16)
+def _labels(language: str | None) -> tuple[dict[Any, str], dict[Any, str]]:
+    """What get_state_display and get_priority_display say in `language` (the active
+    one), as text: translated once, rather than a lazy label per row that each
+    comparison, hash and print of the row translated again."""
+    return (
+        {value: str(label) for value, label in TaskState.choices},
+        {value: str(label) for value, label in Priority.choices},
+    )
 
 
 def html(rows: list[InboxRow]) -> SafeString:
@@ -212,20 +222,27 @@ def _filled(row: InboxRow, language: str) -> str:
     if due is not None:
         values["due_iso"], values["due_text"] = _printed(due[0]), _printed(due[1])
     shape = dataclasses.replace(row, due_at=None, **stand_ins)
-    drawn = _drawn_shape(shape, due is not None, language)
-    return _STAND_IN.sub(lambda found: values[found[1]], drawn)
+    return _drawn_shape(shape, due is not None, language).format_map(values)
 
 
 @functools.lru_cache(maxsize=SHAPES)
 def _drawn_shape(shape: InboxRow, has_due: bool, language: str) -> str:
+    """The shape's HTML as a format string: its text, braces doubled, and a `{name}` field
+    for each stand-in."""
     # The language is the active one: the template's own words could follow it.
     due = ("\x00due_iso\x00", "\x00due_text\x00") if has_due else None
-    return _draw(shape, due=due, error="", done="")
+    drawn = _draw(shape, due=due, error="", done="")
+    text = drawn.replace("{", "{{").replace("}", "}}")
+    return _STAND_IN.sub(lambda found: "{" + found[1] + "}", text)
 
 
 def _printed(value: Any) -> str:
     """`value` as the template prints it: localized, then escaped (render_value_in_context);
-    text is its own localized form."""
+    text is its own localized form, and escaped as conditional_escape escapes plain text."""
+    if type(value) is str:
+        return html_text.escape(value)
+    if type(value) is int and not settings.USE_THOUSAND_SEPARATOR:
+        return str(value)  # what localize gives an int when it groups no digits
     return conditional_escape(value if isinstance(value, str) else str(formats.localize(value)))
 
 
@@ -237,11 +254,19 @@ def _draw(row: InboxRow, *, due: tuple[str, str] | None, error: str, done: str) 
 
 def _due(due_at: datetime | None) -> tuple[str, str] | None:
     """The due time as the row shows it, in the active time zone: ISO 8601 for the
-    machine, short for the reader (as the `date` filter writes them)."""
+    machine, short for the reader, as the `date` filter writes them with "M j, H:i"
+    (its month's name translated once per language)."""
     if due_at is None:
         return None
     local = timezone.localtime(due_at)
-    return local.isoformat(), dateformat.format(local, "M j, H:i")
+    month = _short_months(translation.get_language())[local.month]
+    return local.isoformat(), f"{month} {local.day}, {local.hour:02d}:{local.minute:02d}"
+
+
+@functools.lru_cache(maxsize=16)
+def _short_months(language: str | None) -> dict[int, str]:
+    # What dateformat's "M" prints, in `language` (the active one).
+    return {number: str(name).title() for number, name in MONTHS_3.items()}
 
 
 @receiver(setting_changed)
@@ -250,12 +275,12 @@ def _forget_drawn_shapes(**kwargs: Any) -> None:
     how a row is drawn: drop the shapes drawn and the rows kept."""
     _drawn_shape.cache_clear()
     _kept.cache_clear()
+    _labels.cache_clear()
+    _short_months.cache_clear()
 
 
-def _username(user: Any) -> str:
-    return user.username if user is not None else ""
-
-
-def _needs_form(task: HumanTask) -> bool:
-    node = task_forms.approval_of(task)
+def _needs_form(task: PageTask) -> bool:
+    node = task_forms.approval_node(
+        workflow_type=task.run_workflow_type, workflow_version=task.workflow_version, node=task.node
+    )
     return bool(node and node.form_is_required)

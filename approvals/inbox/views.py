@@ -359,7 +359,7 @@ def _row_after_action(
     reviewer = human_tasks.reviewer_for(request.user)
     now = timezone.now()
     (row,) = inbox_rows.rows_for(
-        [task],
+        [selectors.PageTask.of(task)],
         now=now,
         barred={task.pk: human_tasks.why_barred(task=task, user=request.user)},
         decides={task.pk: permissions.can_decide(reviewer, human_tasks.facts_for(task))},

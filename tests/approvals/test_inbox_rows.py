@@ -16,7 +16,7 @@ from django.template.loader import get_template
 from django.template.smartif import TokenBase
 from django.test import Client
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import dateformat, timezone, translation
 
 from approvals.inbox import rows as inbox_rows
 from approvals.inbox.rows import InboxRow
@@ -163,6 +163,16 @@ class TestRowsFilledIntoTheirShape:
         assert after != before
         assert after == inbox_rows.html_of_one(a_row(**change), error="", done="")
 
+    @pytest.mark.parametrize("grouped", [True, False], ids=["grouped", "plain"])
+    def test_a_number_is_printed_as_the_template_prints_it(self, settings, grouped):
+        settings.USE_THOUSAND_SEPARATOR = grouped
+        row = a_row(version=1234567)
+
+        html = draw(row)
+
+        assert html == inbox_rows.html_of_one(row, error="", done="")
+        assert ('value="1,234,567"' if grouped else 'value="1234567"') in html
+
     @pytest.mark.parametrize("row_cache", [True, False], ids=["kept", "not kept"])
     def test_a_row_is_the_same_html_kept_or_not(self, settings, row_cache):
         settings.BATON_INBOX_ROW_CACHE = row_cache
@@ -189,6 +199,33 @@ class TestRowsFilledIntoTheirShape:
 
         assert html == inbox_rows.html_of_one(row, error="", done="")
         assert "\x00owner\x00 and \x00due_text\x00" in html
+
+    def test_text_like_a_format_field_is_shown_as_it_is(self):
+        row = a_row(title="{owner} {} {{title}} {0!r:>9}", owner="alice")
+
+        html = draw(row)
+
+        assert html == inbox_rows.html_of_one(row, error="", done="")
+        assert "{owner} {} {{title}} {0!r:&gt;9}" in html
+
+    @pytest.mark.parametrize("language", ["en", "de"])
+    def test_the_due_time_reads_as_the_date_filter_writes_it_in_each_month(self, language):
+        times = [
+            datetime(2026, month, 2 + month, 2 * month - 1, 4 * month, tzinfo=UTC)
+            for month in range(1, 13)
+        ]
+
+        with translation.override(language), timezone.override("Europe/Berlin"):
+            shown = [inbox_rows._due(at) for at in times]
+            wanted = [
+                (
+                    timezone.localtime(at).isoformat(),
+                    dateformat.format(timezone.localtime(at), "M j, H:i"),
+                )
+                for at in times
+            ]
+
+        assert shown == wanted
 
     def test_the_due_time_follows_the_active_time_zone(self):
         with timezone.override("UTC"):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -156,10 +156,43 @@ class TestPeople:
         response = olga_client.get("/console/sla/")
 
         board = response.context["board"]
-        assert len(board.people_shown) == 50
-        assert {"reviewer-050", "reviewer-054"} <= {row.name for row in board.people_shown}
+        assert len(board.by_assignee) == 50
+        assert {"reviewer-050", "reviewer-054"} <= {row.name for row in board.by_assignee}
         assert "reviewer-054" in response.text  # overdue: listed first
         assert "reviewer-049" not in response.text  # on time, and last by name
-        hidden = len(board.by_assignee) - 50  # every holder is still counted
+        hidden = board.people_not_shown  # every holder is still counted
         assert hidden >= 5
         assert f"{hidden} more hold tasks" in response.text
+
+    def test_the_snapshot_keeps_only_the_people_the_page_shows(self, make_task, now):
+        people = User.objects.bulk_create(
+            User(username=f"reviewer-{number:03d}") for number in range(55)
+        )
+        for person in people:
+            make_task(state=TaskState.CLAIMED, assignee=person, due_at=now + timedelta(days=3))
+
+        snapshot = sla_snapshot.refresh(now=now)
+
+        assert len(snapshot.data["by_assignee"]) == 50
+        assert snapshot.data["people_not_shown"] >= 5
+
+
+class TestGroups:
+    def test_the_page_lists_the_fifty_most_overdue_groups_and_counts_the_rest(
+        self, olga_client, make_task, now
+    ):
+        groups = Group.objects.bulk_create(Group(name=f"team-{number:03d}") for number in range(55))
+        for number, group in enumerate(groups):
+            late = now - timedelta(hours=1) if number >= 50 else now + timedelta(days=3)
+            make_task(state=TaskState.OPEN, groups=[group], due_at=late)
+        sla_snapshot.refresh(now=now)
+
+        response = olga_client.get("/console/sla/")
+
+        board = response.context["board"]
+        assert len(board.by_group) == 50
+        assert {"team-050", "team-054"} <= {row.name for row in board.by_group}
+        assert "team-049" not in response.text  # on time, and last by name
+        hidden = board.groups_not_shown  # every group with a queue is still counted
+        assert hidden >= 5
+        assert f"{hidden} more have tasks waiting" in response.text

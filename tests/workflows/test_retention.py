@@ -274,6 +274,28 @@ class TestEventMonths:
 
         assert report.count("runs") == 2
 
+    def test_a_batch_reads_by_index_whatever_the_planner_estimates(self, runs, monkeypatch):
+        # At 10M runs the planner's estimate for a skewed table chose to read all 25M
+        # notifications to delete a batch's; a batch is now planned without sequential
+        # scans, and the setting is put back after it (here the test's transaction
+        # goes on, as a caller's would).
+        age(runs["recent"], 100)
+        seen = []
+
+        def hook(run_ids):
+            with connection.cursor() as cursor:
+                cursor.execute("SHOW enable_seqscan")
+                seen.append(cursor.fetchone()[0])
+
+        monkeypatch.setattr(retention.registry, "_prune_hooks", [hook])
+
+        retention.prune_runs(finished_before=timezone.now() - timedelta(days=40))
+
+        assert seen == ["off"]
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW enable_seqscan")
+            assert cursor.fetchone()[0] == "on"
+
 
 class TestAttachments:
     def test_a_pruned_runs_attachments_go_with_it_files_and_all(
