@@ -421,6 +421,14 @@ CATALOGUE: dict[str, Spec] = dict(
             Target(1.2, on="ratio"),
         ),
         _spec(
+            "scale_sla_manager_p95_ms",
+            "scale",
+            "SLA dashboard p95 (a group manager, counted live), years of history",
+            "ms",
+            "small database",
+            Target(1.2, on="ratio"),
+        ),
+        _spec(
             "scale_sla_refresh_ms",
             "scale",
             "SLA snapshot count (beat, once a minute), years of history",

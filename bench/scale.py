@@ -14,7 +14,8 @@ large ÷ small:
   the server's work, with no HTTP or concurrency): the inbox's first and deep
   page (the reviewer's 2,000 open tasks), the console's runs filtered by
   business key and searched by it, the SLA dashboard (an operator, from the
-  snapshot beat keeps: `approvals.console.sla_snapshot`), and
+  snapshot beat keeps: `approvals.console.sla_snapshot`; a manager of one of
+  the seed's groups, counted live over the tasks offered to it), and
   `GET /api/v1/workflows?correlation_id=`: p95 of `samples` requests each;
 - the count beat makes of the SLA dashboard every minute (once per pass);
 - the sweep with `SCALE_DUE` timers due among the waiting runs;
@@ -68,6 +69,8 @@ def pages(*, samples: int, deep_pages: int) -> dict[str, float]:
     reviewer.force_login(User.objects.get(username=seed.REVIEWER))
     operator = Client(HTTP_HOST="127.0.0.1")
     operator.force_login(User.objects.get(username=scale_seed.OPERATOR))
+    manager = Client(HTTP_HOST="127.0.0.1")
+    manager.force_login(User.objects.get(username=scale_seed.MANAGER))
     deep, _ = inbox.deep_page(client=reviewer, pages=deep_pages)
     key = scale_seed.business_key(12_345 if _runs() > 12_345 else 1_234)
     paths = {
@@ -76,6 +79,7 @@ def pages(*, samples: int, deep_pages: int) -> dict[str, float]:
         "console_by_key": (operator, f"/console/?correlation_id={key}&state=succeeded"),
         "console_search": (operator, f"/console/?q={key}"),
         "sla": (operator, "/console/sla/"),
+        "sla_manager": (manager, "/console/sla/"),
         "api_by_key": (operator, f"/api/v1/workflows?correlation_id={key}&state=succeeded"),
     }
     out = {}
@@ -202,6 +206,7 @@ FIGURES = (
     ("scale_console_by_key_p95_ms", "console_by_key_p95_ms"),
     ("scale_console_search_p95_ms", "console_search_p95_ms"),
     ("scale_sla_p95_ms", "sla_p95_ms"),
+    ("scale_sla_manager_p95_ms", "sla_manager_p95_ms"),
     ("scale_sla_refresh_ms", "sla_refresh_ms"),
     ("scale_api_by_key_p95_ms", "api_by_key_p95_ms"),
     ("scale_sweep_s", "sweep_s"),
