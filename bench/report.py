@@ -444,6 +444,20 @@ CATALOGUE: dict[str, Spec] = dict(
             Target(1.2, on="ratio"),
         ),
         _spec(
+            "scale_page_db_ms",
+            "scale",
+            "database time of the slowest page's queries (EXPLAIN ANALYZE), years of history",
+            "ms",
+            "small database",
+        ),
+        _spec(
+            "scale_big_seq_scans",
+            "scale",
+            "sequential scans of a large table in the pages' plans, years of history",
+            "",
+            target=Target(0),
+        ),
+        _spec(
             "scale_sweep_s",
             "scale",
             "sweep of 100 due timers among the waiting runs, years of history",
