@@ -421,6 +421,14 @@ CATALOGUE: dict[str, Spec] = dict(
             Target(1.2, on="ratio"),
         ),
         _spec(
+            "scale_sla_manager_p95_ms",
+            "scale",
+            "SLA dashboard p95 (a group manager, counted live), years of history",
+            "ms",
+            "small database",
+            Target(1.2, on="ratio"),
+        ),
+        _spec(
             "scale_sla_refresh_ms",
             "scale",
             "SLA snapshot count (beat, once a minute), years of history",
@@ -434,6 +442,20 @@ CATALOGUE: dict[str, Spec] = dict(
             "ms",
             "small database",
             Target(1.2, on="ratio"),
+        ),
+        _spec(
+            "scale_page_db_ms",
+            "scale",
+            "database time of the slowest page's queries (EXPLAIN ANALYZE), years of history",
+            "ms",
+            "small database",
+        ),
+        _spec(
+            "scale_big_seq_scans",
+            "scale",
+            "sequential scans of a large table in the pages' plans, years of history",
+            "",
+            target=Target(0),
         ),
         _spec(
             "scale_sweep_s",

@@ -14,7 +14,8 @@ large ÷ small:
   the server's work, with no HTTP or concurrency): the inbox's first and deep
   page (the reviewer's 2,000 open tasks), the console's runs filtered by
   business key and searched by it, the SLA dashboard (an operator, from the
-  snapshot beat keeps: `approvals.console.sla_snapshot`), and
+  snapshot beat keeps: `approvals.console.sla_snapshot`; a manager of one of
+  the seed's groups, counted live over the tasks offered to it), and
   `GET /api/v1/workflows?correlation_id=`: p95 of `samples` requests each;
 - the count beat makes of the SLA dashboard every minute (once per pass);
 - the sweep with `SCALE_DUE` timers due among the waiting runs;
@@ -31,12 +32,14 @@ measures the neighbours). Runs the group starts are deleted again at its end.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import connection, transaction
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from approvals.console import sla_snapshot
@@ -63,23 +66,30 @@ def _timed(call: Any) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-def pages(*, samples: int, deep_pages: int) -> dict[str, float]:
+def _paths(*, deep_pages: int) -> dict[str, tuple[Client, str]]:
+    """The pages measured, by name: (a client signed in as who reads it, its path)."""
     reviewer = Client(HTTP_HOST="127.0.0.1")
     reviewer.force_login(User.objects.get(username=seed.REVIEWER))
     operator = Client(HTTP_HOST="127.0.0.1")
     operator.force_login(User.objects.get(username=scale_seed.OPERATOR))
+    manager = Client(HTTP_HOST="127.0.0.1")
+    manager.force_login(User.objects.get(username=scale_seed.MANAGER))
     deep, _ = inbox.deep_page(client=reviewer, pages=deep_pages)
     key = scale_seed.business_key(12_345 if _runs() > 12_345 else 1_234)
-    paths = {
+    return {
         "inbox_first": (reviewer, inbox.FIRST),
         "inbox_deep": (reviewer, deep),
         "console_by_key": (operator, f"/console/?correlation_id={key}&state=succeeded"),
         "console_search": (operator, f"/console/?q={key}"),
         "sla": (operator, "/console/sla/"),
+        "sla_manager": (manager, "/console/sla/"),
         "api_by_key": (operator, f"/api/v1/workflows?correlation_id={key}&state=succeeded"),
     }
+
+
+def pages(*, samples: int, deep_pages: int) -> dict[str, float]:
     out = {}
-    for name, (client, path) in paths.items():
+    for name, (client, path) in _paths(deep_pages=deep_pages).items():
         for _ in range(3):  # warm caches and the connection
             response = client.get(path)
             if response.status_code != 200:
@@ -87,6 +97,54 @@ def pages(*, samples: int, deep_pages: int) -> dict[str, float]:
         times = [_timed(lambda client=client, path=path: client.get(path)) for _ in range(samples)]
         out[f"{name}_p95_ms"] = percentile(times, 0.95)
     return out
+
+
+# A sequential scan of a table this large is a plan that grows with the history.
+BIG_TABLE_ROWS = 100_000
+
+
+def plans(*, deep_pages: int) -> dict[str, Any]:
+    """EXPLAIN ANALYZE every query each measured page sends, as it sent it.
+
+    Return the database's own time per page (the sum of its queries' execution
+    times) and the sequential scans of tables over `BIG_TABLE_ROWS` rows that any
+    plan chose: the pinned plan tests hold on small tables, this says whether the
+    plans hold on the seeded history too.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT relname FROM pg_class WHERE relkind IN ('r', 'p') AND reltuples > %s",
+            [BIG_TABLE_ROWS],
+        )
+        big = {name for (name,) in cursor.fetchall()}
+    db_ms: dict[str, float] = {}
+    big_scans: list[str] = []
+    for name, (client, path) in _paths(deep_pages=deep_pages).items():
+        with CaptureQueriesContext(connection) as captured:
+            client.get(path)
+        selects = [q["sql"] for q in captured.captured_queries if q["sql"].startswith("SELECT")]
+        db_ms[name] = 0.0
+        for sql in selects:
+            plan = explain(sql)
+            db_ms[name] += plan["Execution Time"]
+            big_scans += [
+                f"{name}: {node['Relation Name']}"
+                for node in plan_nodes(plan["Plan"])
+                if node["Node Type"] == "Seq Scan" and node.get("Relation Name") in big
+            ]
+    return {"db_ms": db_ms, "big_seq_scans": big_scans}
+
+
+def explain(sql: str) -> dict[str, Any]:
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}")
+        return cursor.fetchone()[0][0]
+
+
+def plan_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield node
+    for child in node.get("Plans", []):
+        yield from plan_nodes(child)
 
 
 def _runs() -> int:
@@ -167,12 +225,16 @@ def refresh_sla() -> float:
     return _timed(lambda: sla_snapshot.refresh(now=timezone.now()))
 
 
-def measure(database: dict[str, Any], *, profile: Profile) -> dict[str, float]:
+def measure(database: dict[str, Any], *, profile: Profile) -> dict[str, Any]:
     with using_database(database["name"]):
         settle()
         refreshed = refresh_sla()
         figures = pages(samples=profile.scale_samples, deep_pages=profile.deep_pages)
         figures["sla_refresh_ms"] = refreshed
+        read = plans(deep_pages=profile.deep_pages)
+        figures["page_db_ms"] = max(read["db_ms"].values())
+        figures["big_seq_scans"] = len(read["big_seq_scans"])
+        figures["plans"] = read
         try:
             figures.update(engine_figures(runs=profile.scale_engine_runs))
         finally:
@@ -202,8 +264,10 @@ FIGURES = (
     ("scale_console_by_key_p95_ms", "console_by_key_p95_ms"),
     ("scale_console_search_p95_ms", "console_search_p95_ms"),
     ("scale_sla_p95_ms", "sla_p95_ms"),
+    ("scale_sla_manager_p95_ms", "sla_manager_p95_ms"),
     ("scale_sla_refresh_ms", "sla_refresh_ms"),
     ("scale_api_by_key_p95_ms", "api_by_key_p95_ms"),
+    ("scale_page_db_ms", "page_db_ms"),
     ("scale_sweep_s", "sweep_s"),
     ("scale_prune_runs_per_s", "prune_runs_per_s"),
 )
@@ -212,8 +276,9 @@ FIGURES = (
 HIGHER_IS_BETTER = {"three_step_per_s", "prune_runs_per_s"}
 
 
-def best(passes: list[dict[str, float]]) -> dict[str, float]:
-    """Each figure's best pass: on a shared machine the worse one measures the neighbours."""
+def best(passes: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each figure's best pass: on a shared machine the worse one measures the neighbours.
+    The plans are the exception: a sequential scan in either pass counts."""
     out = dict(passes[0])
     for figures in passes[1:]:
         for name, value in figures.items():
@@ -221,6 +286,8 @@ def best(passes: list[dict[str, float]]) -> dict[str, float]:
                 out[name] = min(out[name], value)
             elif name in HIGHER_IS_BETTER:
                 out[name] = max(out[name], value)
+            elif name == "big_seq_scans" and value > out[name]:
+                out[name], out["plans"] = value, figures["plans"]
     return out
 
 
@@ -242,6 +309,20 @@ def run(*, profile: Profile, seeded: dict[str, dict[str, Any]]) -> list[Result]:
         Result(key, measured["large"][name], measured["small"][name], note=about if not n else "")
         for n, (key, name) in enumerate(FIGURES)
     ]
+    read = measured["large"]["plans"]
+    results.append(
+        Result(
+            "scale_big_seq_scans",
+            measured["large"]["big_seq_scans"],
+            note=(
+                "sequential scans of tables over "
+                f"{BIG_TABLE_ROWS:,} rows in the plans of every query the pages send "
+                f"(EXPLAIN ANALYZE, large database): {', '.join(read['big_seq_scans']) or 'none'}; "
+                "database time per page: "
+                + ", ".join(f"{name} {ms:.2f} ms" for name, ms in read["db_ms"].items())
+            ),
+        )
+    )
     results.append(
         Result(
             "scale_prune_large_runs",

@@ -19,8 +19,11 @@ templates'. 10,000,000 runs take about 20 minutes here (see README, "Scaling").
 Beside the history, live work is cloned by `bench.seed`'s INSERT ... SELECT from
 templates the real code made: the benchmark reviewer's 2,000 open tasks (1,600
 claimed by them, 400 in their group's queue), `runs // 10` open tasks of other
-reviewers (one of `REVIEWERS`, in turns), and `runs // 10` runs asleep on a
-far-off timer (the sweep must not find them due).
+reviewers (half claimed by one of `REVIEWERS`, half in the queue of one of
+`GROUPS`, in turns: 10M runs give 1M open tasks over 5,000 reviewers and 300
+groups), and `runs // 10` runs asleep on a far-off timer (the sweep
+must not find them due). `MANAGER` manages the first of those groups, for the
+group manager's SLA dashboard.
 
 Month partitions are made for the three years first, so the history lands in
 its months (as the migration does for an existing table's oldest rows). Seeded
@@ -40,12 +43,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from auditlog.models import LogEntry
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 from django.db import DatabaseError, connection, models, transaction
 from django.utils import timezone
 
 from approvals import human_tasks
-from approvals.models import HumanTask
+from approvals.models import GroupManager, HumanTask
 from approvals.states import Channel
 from bench import definitions, seed
 from workflows import engine, partitions
@@ -55,7 +58,8 @@ YEARS = 3
 SPAN_US = YEARS * 365 * 86_400 * 1_000_000
 REVIEWER_CLAIMED = 1_600
 REVIEWER_QUEUE = 400
-REVIEWERS = 500
+REVIEWERS = 5_000
+GROUPS = 300
 CHUNK = 250_000
 
 
@@ -343,6 +347,18 @@ def make_reviewers(count: int) -> list[int]:
     return list(User.objects.filter(username__in=names).order_by("id").values_list("pk", flat=True))
 
 
+def make_groups(count: int) -> list[int]:
+    names = [f"bench-scale-group-{number:03d}" for number in range(1, count + 1)]
+    existing = set(Group.objects.filter(name__in=names).values_list("name", flat=True))
+    Group.objects.bulk_create([Group(name=name) for name in names if name not in existing])
+    return list(Group.objects.filter(name__in=names).order_by("id").values_list("pk", flat=True))
+
+
+def make_manager(group_id: int) -> None:
+    manager, _ = User.objects.get_or_create(username=MANAGER, defaults={"first_name": "Manager"})
+    GroupManager.objects.update_or_create(group_id=group_id, defaults={"manager": manager})
+
+
 def make_operator() -> None:
     User.objects.filter(username=OPERATOR).exists() or User.objects.create_superuser(
         username=OPERATOR, email="operator@example.com", password=None
@@ -350,6 +366,7 @@ def make_operator() -> None:
 
 
 OPERATOR = "bench-operator"
+MANAGER = "bench-scale-manager"
 
 
 def seed_scale(*, runs: int, log: Callable[[str], Any] = print) -> dict[str, Any]:
@@ -397,6 +414,8 @@ def seed_scale(*, runs: int, log: Callable[[str], Any] = print) -> dict[str, Any
         say(f"  finished runs: {last:,} of {runs:,} ({rows:,} rows)")
     open_tasks = runs // 10
     reviewers = make_reviewers(REVIEWERS)
+    groups = make_groups(GROUPS)
+    make_manager(groups[0])
     base = seed.reserve_ids(StepRun, count=open_tasks + REVIEWER_CLAIMED + REVIEWER_QUEUE + 10)
     with transaction.atomic(), connection.cursor() as cursor:
         without_key_checks(cursor)
@@ -418,22 +437,30 @@ def seed_scale(*, runs: int, log: Callable[[str], Any] = print) -> dict[str, Any
             step_base=base,
         )
         base += REVIEWER_QUEUE
+    # Half of the other reviewers' open tasks are claimed by one of them, half wait in
+    # one of the groups' queues.
     person = f"(%(people)s::bigint[])[1 + mod(g, {len(reviewers)})]"
-    for first, last in _batches(open_tasks):
-        with transaction.atomic(), connection.cursor() as cursor:
-            without_key_checks(cursor)
-            seed.clone_tasks(
-                templates=templates,
-                kind="other_claimed",
-                tag="other_claimed",
-                first=first,
-                last=last,
-                step_base=base,
-                person=person,
-                params={"people": reviewers},
-            )
-        say(f"  other reviewers' open tasks: {last:,} of {open_tasks:,}")
-    base += open_tasks
+    group = f"(%(groups)s::bigint[])[1 + mod(g - 1, {len(groups)})]"
+    claimed = open_tasks // 2
+    shares = (
+        ("other_claimed", claimed, {"person": person, "params": {"people": reviewers}}),
+        ("other_open", open_tasks - claimed, {"group": group, "params": {"groups": groups}}),
+    )
+    for kind, count, extra in shares:
+        for first, last in _batches(count):
+            with transaction.atomic(), connection.cursor() as cursor:
+                without_key_checks(cursor)
+                seed.clone_tasks(
+                    templates=templates,
+                    kind=kind,
+                    tag=kind,
+                    first=first,
+                    last=last,
+                    step_base=base,
+                    **extra,
+                )
+            say(f"  other reviewers' open tasks ({kind}): {last:,} of {count:,}")
+        base += count
     sleepers = runs // 10
     sleep_base = seed.reserve_ids(StepRun, count=sleepers + 10)
     for first, last in _batches(sleepers):

@@ -223,11 +223,14 @@ def _hanging_off(model: type[models.Model]) -> list[tuple[type[models.Model], st
     return list(dict.fromkeys(found))
 
 
-def _carried(model: type[models.Model], *, person: str | None) -> dict[str, str | None]:
-    """Overrides for the columns that carry the template's person or due time.
+def _carried(
+    model: type[models.Model], *, person: str | None, group: str | None = None
+) -> dict[str, str | None]:
+    """Overrides for the columns that carry the template's person, group or due time.
 
-    A user column holding the template task's person becomes `person`; a date
-    column holding its due time moves with the copy's due time. Judged per row in
+    A user column holding the template task's person becomes `person`; a group
+    column holding its candidate group becomes `group`; a date column holding its
+    due time moves with the copy's due time. Judged per row in
     SQL, so a column another change adds (say, a sort key copied from due_at)
     follows without this code knowing it.
     """
@@ -238,6 +241,10 @@ def _carried(model: type[models.Model], *, person: str | None) -> dict[str, str 
         if person is not None and field.is_relation and field.related_model is User:
             overrides[field.name] = (
                 f"CASE WHEN {column} = %(template_person)s THEN {person} ELSE {column} END"
+            )
+        elif group is not None and field.is_relation and field.related_model is Group:
+            overrides[field.name] = (
+                f"CASE WHEN {column} = %(template_group)s THEN {group} ELSE {column} END"
             )
         elif isinstance(field, models.DateTimeField):
             overrides[field.name] = (
@@ -269,6 +276,7 @@ def clone_tasks(
     last: int,
     step_base: int,
     person: str | None = None,
+    group: str | None = None,
     only: str = "",
     params: dict[str, Any] | None = None,
 ) -> int:
@@ -276,7 +284,8 @@ def clone_tasks(
 
     Copy g gets a due time of its own (so pages have an order to keep) and, with
     `person` (an SQL expression over g), that person wherever the template had its
-    own: assignee, decider, candidate, inbox entry.
+    own: assignee, decider, candidate, inbox entry; with `group`, likewise that
+    group wherever the template had its candidate group.
     """
     template_task = templates[f"{kind}_task"]
     task = HumanTask.objects.get(pk=template_task)
@@ -288,6 +297,7 @@ def clone_tasks(
         "params": {
             **(params or {}),
             "template_person": templates["other_person"],
+            "template_group": task.candidate_groups.values_list("pk", flat=True).first(),
             "template_due": task.due_at,
         },
     }
@@ -303,7 +313,7 @@ def clone_tasks(
         where_field="id",
         where_value=template_task,
         overrides={
-            **_carried(HumanTask, person=person),
+            **_carried(HumanTask, person=person, group=group),
             "id": task_id,
             "run": uuid_of(tag),
             "step": f"{step_base}::bigint + g",
@@ -317,7 +327,7 @@ def clone_tasks(
             where_field=link,
             where_value=template_task,
             overrides={
-                **_carried(model, person=person),
+                **_carried(model, person=person, group=group),
                 **_new_key(model, tag=tag, link=link),
                 link: task_id,
             },
