@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.utils.translation import gettext
+from django.utils.translation import gettext, pgettext_lazy
 from django.utils.translation import gettext_lazy as _
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -204,9 +204,16 @@ EXPENSE = Workflow(
     starters=("employees",),
     start="submit",
     nodes=(
-        Activity("submit", run=submit_expense, next="manager_approval", mutating=False),
+        Activity(
+            "submit",
+            label=pgettext_lazy("workflow step", "Submit"),
+            run=submit_expense,
+            next="manager_approval",
+            mutating=False,
+        ),
         Approval(
             "manager_approval",
+            label=pgettext_lazy("workflow step", "Manager approval"),
             title=_expense_title,
             assignees=_manager_of,
             escalations=(Escalation(after=_escalate_after, to_groups=("finance",)),),
@@ -217,18 +224,28 @@ EXPENSE = Workflow(
             on_reject="notify",
             on_changes_requested="revise_for_manager",
         ),
-        Revise("revise_for_manager", next="back_to_manager"),
+        Revise(
+            "revise_for_manager",
+            label=pgettext_lazy("workflow step", "Changes for the manager"),
+            next="back_to_manager",
+        ),
         GoBack(
             "back_to_manager",
+            label=pgettext_lazy("workflow step", "Back to the manager"),
             to="manager_approval",
             max_rounds=EXPENSE_ROUNDS,
             otherwise="notify",
         ),
         Branch(
-            "needs_finance", condition=_needs_finance, if_true="finance_approval", if_false="pay"
+            "needs_finance",
+            label=pgettext_lazy("workflow step", "Finance needed?"),
+            condition=_needs_finance,
+            if_true="finance_approval",
+            if_false="pay",
         ),
         Approval(
             "finance_approval",
+            label=pgettext_lazy("workflow step", "Finance approval"),
             title=_expense_title,
             groups=("finance",),
             priority=3,
@@ -240,16 +257,29 @@ EXPENSE = Workflow(
             on_changes_requested="revise_for_finance",
             form=FinanceApprovalForm,
         ),
-        Revise("revise_for_finance", next="back_to_finance"),
+        Revise(
+            "revise_for_finance",
+            label=pgettext_lazy("workflow step", "Changes for finance"),
+            next="back_to_finance",
+        ),
         GoBack(
             "back_to_finance",
+            label=pgettext_lazy("workflow step", "Back to finance"),
             to="finance_approval",
             max_rounds=EXPENSE_ROUNDS,
             otherwise="notify",
         ),
-        Activity("pay", run=pay_expense, compensate=reverse_payment, next="notify", retry=RETRY),
+        Activity(
+            "pay",
+            label=pgettext_lazy("workflow step", "Payment"),
+            run=pay_expense,
+            compensate=reverse_payment,
+            next="notify",
+            retry=RETRY,
+        ),
         Activity(
             "notify",
+            label=pgettext_lazy("workflow step", "Notify the requester"),
             run=notify_requester,
             compensate=NoCompensation("a sent message cannot be unsent; it is the last step"),
             retry=RETRY,
@@ -332,12 +362,19 @@ BACKGROUND_CHECK = Workflow(
     nodes=(
         Activity(
             "open_case",
+            label=pgettext_lazy("workflow step", "Open a screening case"),
             run=open_screening_case,
             compensate=close_screening_case,
             next="screen",
             retry=RETRY,
         ),
-        Activity("screen", run=screen_director, mutating=False, retry=RETRY),
+        Activity(
+            "screen",
+            label=pgettext_lazy("workflow step", "Screen the director"),
+            run=screen_director,
+            mutating=False,
+            retry=RETRY,
+        ),
     ),
 )
 
@@ -511,6 +548,7 @@ VENDOR_ONBOARDING = Workflow(
     nodes=(
         Map(
             "background_checks",
+            label=pgettext_lazy("workflow step", "Background checks"),
             items=_directors,
             workflow=BACKGROUND_CHECK.name,
             input=_check_input,
@@ -518,9 +556,15 @@ VENDOR_ONBOARDING = Workflow(
             on_failure="fail_fast",
             next="reviews",
         ),
-        Parallel("reviews", branches=("legal_review", "security_review"), join="reviews_done"),
+        Parallel(
+            "reviews",
+            label=pgettext_lazy("workflow step", "Reviews"),
+            branches=("legal_review", "security_review"),
+            join="reviews_done",
+        ),
         Approval(
             "legal_review",
+            label=pgettext_lazy("workflow step", "Legal review"),
             title=_legal_title,
             groups=("legal",),
             on_approve="reviews_done",
@@ -529,26 +573,35 @@ VENDOR_ONBOARDING = Workflow(
         ),
         Approval(
             "security_review",
+            label=pgettext_lazy("workflow step", "Security review"),
             title=_security_title,
             groups=("security",),
             on_approve="reviews_done",
             on_reject="reviews_done",
         ),
-        Join("reviews_done", wait_for="all", next="both_approved"),
+        Join(
+            "reviews_done",
+            label=pgettext_lazy("workflow step", "Reviews done"),
+            wait_for="all",
+            next="both_approved",
+        ),
         Branch(
             "both_approved",
+            label=pgettext_lazy("workflow step", "Both approved?"),
             condition=_both_approved,
             if_true="high_risk",
             if_false="notify_rejected",
         ),
         Branch(
             "high_risk",
+            label=pgettext_lazy("workflow step", "High risk?"),
             condition=_high_risk,
             if_true="security_sign_off",
             if_false="collect_bank_details",
         ),
         Approval(
             "security_sign_off",
+            label=pgettext_lazy("workflow step", "Security sign-off"),
             title=_sign_off_title,
             groups=("security",),
             priority=3,
@@ -559,6 +612,7 @@ VENDOR_ONBOARDING = Workflow(
         # kept as they type), and the account is opened with them.
         UserTask(
             "collect_bank_details",
+            label=pgettext_lazy("workflow step", "Bank details"),
             title=_bank_details_title,
             groups=("finance",),
             form=VendorBankDetails,
@@ -566,12 +620,14 @@ VENDOR_ONBOARDING = Workflow(
         ),
         Activity(
             "create_account",
+            label=pgettext_lazy("workflow step", "Open the vendor's account"),
             run=create_vendor_account,
             compensate=close_vendor_account,
             retry=RETRY,
         ),
         Activity(
             "notify_rejected",
+            label=pgettext_lazy("workflow step", "Tell the vendor no"),
             run=notify_vendor_rejected,
             compensate=NoCompensation("a sent message cannot be unsent; it is the last step"),
             retry=RETRY,

@@ -22,7 +22,8 @@ from uuid import UUID
 from auditlog.models import LogEntry
 from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
 from django.db.models.fields.tuple_lookups import Tuple, TupleLessThan
-from django.utils import formats
+from django.utils import formats, timezone
+from django.utils.dateparse import parse_date, parse_datetime
 from django.utils.translation import gettext as _
 
 from approvals import money, permissions, start_forms
@@ -31,7 +32,16 @@ from approvals.states import LIVE_TASK_STATES, TaskKind, TaskState, outcome_word
 from workflows import personal, queues, registry, starting
 from workflows.cleaning import clean_datetime
 from workflows.diagram import Diagram, draw, limits_note
-from workflows.dsl import Activity, ChildWorkflow, Join, Map, Sleep, WaitForSignal, Workflow
+from workflows.dsl import (
+    Activity,
+    ChildWorkflow,
+    Join,
+    Map,
+    Sleep,
+    WaitForSignal,
+    Workflow,
+    node_words,
+)
 from workflows.models import StepEvent, StepRun, WorkflowRun
 from workflows.registry import UnknownWorkflow
 from workflows.states import FINAL_RUN_STATES, LIVE_RUN_STATES, LIVE_STEP_STATES, RunState, StepKind
@@ -65,10 +75,6 @@ class Position:
     due: datetime | None = None
     # How an ended request was last decided: "rejected by Carol Carter".
     outcome: str = ""
-
-
-def _stage(node: str) -> str:
-    return node.replace("_", " ")
 
 
 def _name(user: Any) -> str:
@@ -134,7 +140,7 @@ def positions(
         if open_tasks:
             found.extend(
                 Position(
-                    stage=_stage(step.node),
+                    stage=node_words(definition, step.node),
                     waiting_for=_waiting_for(task),
                     since=task.created_at,
                     due=task.due_at,
@@ -159,7 +165,7 @@ def _last(tasks: Iterable[HumanTask]) -> str:
 
 def _step_position(step: StepRun, definition: Workflow | None) -> Position:
     node = definition.nodes_by_name.get(step.node) if definition else None
-    stage = _stage(step.node)
+    stage = node_words(definition, step.node)
     if step.state == "waiting":
         if isinstance(node, Sleep):
             return Position(stage, _("its timer"), since=step.started_at, due=step.due_at)
@@ -175,7 +181,7 @@ def _step_position(step: StepRun, definition: Workflow | None) -> Position:
         if isinstance(node, ChildWorkflow):
             return Position(
                 stage,
-                _("a %(type)s run") % {"type": node.workflow.replace("_", " ")},
+                _("a %(type)s run") % {"type": starting.kind_named(node.workflow)},
                 since=step.started_at,
             )
     if step.state == "retry_wait":
@@ -206,8 +212,7 @@ def definition_of(run: WorkflowRun) -> Workflow | None:
 def kind_words(run: WorkflowRun) -> str:
     """The run's type in words, in the reader's language ("Ausgabe" for an expense, in
     German): its definition's title, or its name with spaces."""
-    definition = definition_of(run)
-    return starting.kind_of(definition) if definition else run.workflow_type.replace("_", " ")
+    return starting.kind_named(run.workflow_type, run.workflow_version)
 
 
 def where_now(runs: list[WorkflowRun]) -> dict[UUID, list[Position]]:
@@ -440,7 +445,7 @@ def data_rows(data: Mapping[str, Any], schema: Any) -> list[InputRow]:
     specs = {item.name: item for item in start_forms.spec_for(schema).fields}
     # An amount beside a currency ("amount" and "currency", as the shipped types have
     # them) is shown as money: "1.500,00 €" in German, "€1,500.00" in English.
-    currency = data.get(CURRENCY_FIELD) if money.is_currency(data.get(CURRENCY_FIELD)) else ""
+    currency = _currency_of(data)
     rows = []
     for name, value in _in_order(data, schema):
         spec = specs.get(name)
@@ -467,29 +472,46 @@ def data_rows(data: Mapping[str, Any], schema: Any) -> list[InputRow]:
         elif isinstance(value, dict):
             rows.append(InputRow(label=label, pairs=[(k, _text(v)) for k, v in value.items()]))
         else:
-            widget = spec.widget if isinstance(spec, start_forms.FieldSpec) else ""
-            shown = money.money(value, currency) if widget == "decimal" and currency else None
-            if widget == "select" and isinstance(spec, start_forms.FieldSpec):
-                # A choice under the label its option reads (a type may translate it).
-                shown = next((label for key, label in spec.choices if key == str(value)), None)
-            rows.append(InputRow(label=label, text=shown or _text(value, widget=widget)))
+            rows.append(InputRow(label=label, text=_field_text(value, spec, currency)))
     return rows
 
 
+def _currency_of(data: Mapping[str, Any]) -> str:
+    """The ISO 4217 code the decimal fields of `data` are amounts of ("" if none)."""
+    code = data.get(CURRENCY_FIELD)
+    return code if money.is_currency(code) else ""
+
+
+def _field_text(value: Any, spec: Any, currency: str) -> str:
+    """One field's value as the request page shows it: an amount as money in `currency`
+    ("1.500,00 €" in German), a choice under its option's label, a number, date or yes
+    or no as the reader's language writes it."""
+    widget = spec.widget if isinstance(spec, start_forms.FieldSpec) else ""
+    shown = money.money(value, currency) if widget == "decimal" and currency else None
+    if widget == "select" and isinstance(spec, start_forms.FieldSpec):
+        # A choice under the label its option reads (a type may translate it).
+        shown = next((label for key, label in spec.choices if key == str(value)), None)
+    return shown or _text(value, widget=widget)
+
+
 _NUMBER_WIDGETS = frozenset({"decimal", "number", "integer"})
+_DATE_WIDGETS = frozenset({"date", "datetime"})
 # The field whose ISO 4217 code the decimal fields beside it are amounts of.
 CURRENCY_FIELD = "currency"
 
 
 def _text(value: Any, *, widget: str = "") -> str:
     """A value as the reader's language writes it: numbers of number fields with its
-    decimal mark ("1500,00" in German, as stored "1500.00" in English), yes or no."""
+    decimal mark ("1500,00" in German, as stored "1500.00" in English), dates and times
+    of date fields in its format ("24.12.2026"), yes or no."""
     if value is None:
         return "—"
     if isinstance(value, bool):
         return _("yes") if value else _("no")
     if isinstance(value, dict | list):
         return json.dumps(value)
+    if widget in _DATE_WIDGETS and isinstance(value, str):
+        return _date_text(value, widget=widget)
     if widget in _NUMBER_WIDGETS and isinstance(value, str | int | float):
         try:
             number = Decimal(str(value))
@@ -499,6 +521,23 @@ def _text(value: Any, *, widget: str = "") -> str:
             places = max(0, -number.as_tuple().exponent) if isinstance(value, str) else None
             return formats.number_format(number, decimal_pos=places, use_l10n=True)
     return str(value)
+
+
+def _date_text(value: str, *, widget: str) -> str:
+    """A stored ISO 8601 date ("2026-12-24") or date and time in the reader's format, a
+    time with an offset in the reader's zone; text that is neither is shown as it is."""
+    try:
+        if widget == "date":
+            day = parse_date(value)
+            return formats.date_format(day, _("Y-m-d")) if day else value
+        moment = parse_datetime(value)
+    except ValueError:
+        return value
+    if moment is None:
+        return value
+    if timezone.is_aware(moment):
+        return formats.date_format(timezone.localtime(moment), _("Y-m-d H:i T"))
+    return formats.date_format(moment, _("Y-m-d H:i"))
 
 
 @dataclass(frozen=True)
@@ -520,20 +559,43 @@ class Decision:
     changes: list[Change] = field(default_factory=list)
 
 
-def changes_of(task: HumanTask, definition: Workflow | None) -> list[Change]:
-    """What `task`'s resubmission changed in the request, field by field, old → new."""
+def changes_of(task: HumanTask, definition: Workflow | None, *, currency: str = "") -> list[Change]:
+    """What `task`'s resubmission changed in the request, field by field, old → new,
+    under the start form's labels and written as the request page writes its input;
+    `currency` is the request's currency once resubmitted (an amount's old value is in
+    the old currency when the resubmission changed that too)."""
     if not task.changes:
         return []
     schema = definition.input_schema if definition else None
-    labels = {item.name: item.label for item in start_forms.spec_for(schema).fields}
-    return [
-        Change(
-            label=labels.get(name, name.replace("_", " ").capitalize()),
-            old=_text(old) or "—",
-            new=_text(new) or "—",
+    specs = {item.name: item for item in start_forms.spec_for(schema).fields}
+    changes = personal.shown(task.changes)
+    old_currency = currency
+    if CURRENCY_FIELD in changes:
+        old_currency = _currency_of({CURRENCY_FIELD: changes[CURRENCY_FIELD][0]})
+    rows = []
+    for name, (old, new) in _in_order(changes, schema):
+        spec = specs.get(name)
+        rows.append(
+            Change(
+                label=spec.label if spec else name.replace("_", " ").capitalize(),
+                old=_field_text(old, spec, old_currency) or "—",
+                new=_field_text(new, spec, currency) or "—",
+            )
         )
-        for name, (old, new) in _in_order(personal.shown(task.changes), schema)
-    ]
+    return rows
+
+
+def _currencies_after(run: WorkflowRun, tasks: list[HumanTask]) -> dict[UUID, str]:
+    """The request's currency just after each of `tasks` (oldest first) was answered: the
+    input's now, taken back through each later resubmission that changed it."""
+    currency = _currency_of(personal.shown(run.input))
+    after: dict[UUID, str] = {}
+    for task in reversed(tasks):
+        after[task.pk] = currency
+        changed = personal.shown(task.changes or {}).get(CURRENCY_FIELD)
+        if changed:
+            currency = _currency_of({CURRENCY_FIELD: changed[0]})
+    return after
 
 
 def decision_values(task: HumanTask, definition: Workflow | None) -> list[InputRow]:
@@ -551,6 +613,8 @@ class RequestPage:
     requesters: frozenset[str]
     where: list[Position]
     input_rows: list[InputRow]
+    # What names its nodes in words (the timeline's `node_words` filter); None if gone.
+    definition: Workflow | None
     diagram: Diagram | None
     events: list[StepEvent]
     tasks: list[HumanTask]
@@ -571,6 +635,7 @@ def request_page(run: WorkflowRun) -> RequestPage:
         )
         .order_by("created_at", "id")
     )
+    currencies = _currencies_after(run, tasks)
     live_steps = [
         step
         for step in steps
@@ -582,6 +647,7 @@ def request_page(run: WorkflowRun) -> RequestPage:
         requesters=requesters_of(run),
         where=positions(run, sorted(live_steps, key=lambda s: (s.scheduled_at, s.pk)), tasks),
         input_rows=input_rows(run, definition),
+        definition=definition,
         diagram=draw(definition, steps) if definition else None,
         events=list(run.events.select_related("step").order_by("at", "id")),
         tasks=tasks,
@@ -589,7 +655,7 @@ def request_page(run: WorkflowRun) -> RequestPage:
             Decision(
                 task=task,
                 values=decision_values(task, definition),
-                changes=changes_of(task, definition),
+                changes=changes_of(task, definition, currency=currencies[task.pk]),
             )
             for task in tasks
         ],

@@ -9,18 +9,59 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from workflows.dsl import Activity, Map, Node, UserTask, Workflow, forward_successors
+from django.utils.translation import pgettext_lazy
+
+from workflows.dsl import (
+    Activity,
+    Map,
+    Node,
+    UserTask,
+    Workflow,
+    forward_successors,
+    node_words,
+)
 from workflows.models import StepRun
 from workflows.states import LIVE_STEP_STATES, StepKind, StepState
 
 BOX_WIDTH, BOX_HEIGHT, GAP_X, GAP_Y, MARGIN = 150, 44, 40, 18, 10
 UNDOING = "undoing"
 UNDO_FAILED = "undo failed"
+# What a box's state and kind are called in its tooltip, in the reader's language (the
+# codes stay in `state` and `kind`, which the template colours by).
+_STATE_WORDS = {
+    StepState.SCHEDULED: pgettext_lazy("step state", "scheduled"),
+    StepState.RUNNING: pgettext_lazy("step state", "running"),
+    StepState.RETRY_WAIT: pgettext_lazy("step state", "waiting to retry"),
+    StepState.WAITING: pgettext_lazy("step state", "waiting"),
+    StepState.SUCCEEDED: pgettext_lazy("step state", "succeeded"),
+    StepState.FAILED: pgettext_lazy("step state", "failed"),
+    StepState.COMPENSATED: pgettext_lazy("step state", "undone"),
+    StepState.CANCELLED: pgettext_lazy("step state", "cancelled"),
+    StepState.SKIPPED: pgettext_lazy("step state", "skipped"),
+    UNDOING: pgettext_lazy("step state", "being undone"),
+    UNDO_FAILED: pgettext_lazy("step state", "undo failed"),
+}
+_KIND_WORDS = {
+    "activity": pgettext_lazy("node kind", "activity"),
+    "approval": pgettext_lazy("node kind", "approval"),
+    "usertask": pgettext_lazy("node kind", "form to fill in"),
+    "revise": pgettext_lazy("node kind", "changes by the requester"),
+    "branch": pgettext_lazy("node kind", "branch"),
+    "parallel": pgettext_lazy("node kind", "parallel"),
+    "join": pgettext_lazy("node kind", "join"),
+    "sleep": pgettext_lazy("node kind", "timer"),
+    "waitforsignal": pgettext_lazy("node kind", "wait for a signal"),
+    "goback": pgettext_lazy("node kind", "go back"),
+    "childworkflow": pgettext_lazy("node kind", "child workflow"),
+    "map": pgettext_lazy("node kind", "map"),
+}
 
 
 @dataclass(frozen=True)
 class Box:
     name: str
+    # The node as people read it, in their language (workflows.dsl.node_words).
+    label: str
     kind: str
     x: int
     y: int
@@ -30,6 +71,16 @@ class Box:
     height: int = BOX_HEIGHT
     # An activity's queue and limits, in a small line under its name ("" for none).
     note: str = ""
+
+    @property
+    def state_words(self) -> str:
+        """The state in the reader's words ("wartend"); a state with no entry as it is."""
+        return str(_STATE_WORDS.get(self.state, self.state))
+
+    @property
+    def kind_words(self) -> str:
+        """The node's kind in the reader's words ("Genehmigung")."""
+        return str(_KIND_WORDS.get(self.kind, self.kind))
 
     @property
     def label_x(self) -> int:
@@ -102,6 +153,7 @@ def draw(definition: Workflow, steps: Iterable[StepRun]) -> Diagram:
             state = states.get(name, "")
             boxes[name] = Box(
                 name=name,
+                label=node_words(definition, name),
                 kind=type(definition.node(name)).__name__.lower(),
                 x=MARGIN + column * (BOX_WIDTH + GAP_X),
                 y=MARGIN + row * (BOX_HEIGHT + GAP_Y),

@@ -103,6 +103,11 @@ class Node:
     # only when the results are there (see workflows.versions); keyword-only, so
     # every kind takes it: `Activity("pay", run=pay, needs=("finance_approval",))`.
     needs: tuple[str, ...] = field(default=(), kw_only=True)
+    # What people read for this node (the timeline, the picture, where a request
+    # stands): "Manager approval". It may be a lazy translation (gettext_lazy), said in
+    # the reader's language; without one, the name with spaces. The name stays the
+    # node's id in URLs, the API and the stored rows.
+    label: str = field(default="", kw_only=True)
 
     def exits(self) -> tuple[str | None, ...]:
         """Return where this node can lead; None means the run ends there."""
@@ -803,6 +808,15 @@ class Workflow:
         except Refused as error:
             raise InvalidInput([{"field": "input", "message": str(error)}]) from None
         return data
+
+
+def node_words(definition: Workflow | None, name: str) -> str:
+    """Node `name` as people read it, in the reader's language: its label, or its name
+    with spaces (for a node its definition lacks, or a run whose definition is gone)."""
+    node = definition.nodes_by_name.get(name) if definition is not None else None
+    if node is not None and node.label:
+        return str(node.label)
+    return name.replace("_", " ")
 
 
 def _reachable(workflow: Workflow, starts: tuple[str, ...], stop_at: str | None = None) -> set[str]:

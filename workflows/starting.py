@@ -126,6 +126,17 @@ def kind_of(workflow: Workflow) -> str:
     return str(workflow.title) if workflow.title else workflow.name.replace("_", " ")
 
 
+def kind_named(name: str, version: int | None = None) -> str:
+    """The type `name` in words, in the reader's language ("Ausgabe" for `expense`): its
+    title at `version` (or its latest version's), or its name with spaces when that is
+    not registered. Lists show this; filters, URLs and the API keep the name."""
+    try:
+        definition = registry.get(name, version)
+    except registry.UnknownWorkflow:
+        return name.replace("_", " ")
+    return kind_of(definition)
+
+
 def a_kind_of(workflow: Workflow) -> str:
     """The type's name with its article: "an expense", "a vendor onboarding" (in German,
     "einen Antrag vom Typ „expense“": each language says it its own way)."""

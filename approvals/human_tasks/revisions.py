@@ -38,7 +38,7 @@ from approvals.human_tasks.lifecycle import stored_title
 from approvals.models import COMMENT_MAX_LENGTH, Comment, HumanTask
 from approvals.notify import notifications
 from approvals.states import LIVE_TASK_STATES, Channel, Outcome, Priority, TaskKind, TaskState
-from workflows import engine, registry
+from workflows import engine, registry, starting
 from workflows.cleaning import Refused, clean_text
 from workflows.dsl import InvalidInput, Revise, RunData, Workflow
 from workflows.models import StepRun, WorkflowRun
@@ -154,7 +154,7 @@ def why_not_answer(*, run: WorkflowRun, user: Any) -> str:
     return _(
         "Only %(who)s, who asked for this %(type)s, may change and resubmit it (or an"
         " operator acting for them); reviewers ask for changes, they do not make them."
-    ) % {"who": who, "type": run.workflow_type.replace("_", " ")}
+    ) % {"who": who, "type": starting.kind_of(definition)}
 
 
 def changes_between(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, list[Any]]:

@@ -8,7 +8,6 @@ come back in plain words, inline, with the status the API would answer.
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 from dataclasses import replace
 from datetime import datetime
@@ -48,7 +47,7 @@ from approvals.inbox import rows as inbox_rows
 from approvals.models import HumanTask
 from approvals.notify import links
 from approvals.states import Channel, Outcome, Priority, Sla, TaskKind
-from workflows import personal, registry
+from workflows import personal, registry, starting
 from workflows.cleaning import Refused, clean_datetime, clean_text
 from workflows.client_address import client_address
 from workflows.diagram import draw
@@ -280,12 +279,11 @@ def _task_context(
         "barred": human_tasks.why_barred(task=task, user=request.user) if task.is_live else "",
         "error": error,
         "run": run,
-        "input_rows": [
-            (key, json.dumps(value, indent=2), True)
-            if isinstance(value, dict | list)
-            else (key, value, False)
-            for key, value in sorted(personal.shown(run.input).items())
-        ],
+        # The type and its nodes as people read them (the run keeps their technical names).
+        "definition": definition,
+        "kind": starting.kind_of(definition),
+        # The run's input as its request page shows it: labelled, money as money.
+        "input_rows": request_pages.input_rows(run, definition),
         "events": run.events.select_related("step").order_by("at", "id"),
         "diagram": draw(definition, steps),
         "trail": audit.trail(task),

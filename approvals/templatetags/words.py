@@ -1,5 +1,6 @@
 """Words for the codes a run's timeline and a task's audit trail print: a step event's
-kind, an audit entry's event and its channel, in the reader's language.
+kind, an audit entry's event and its channel, a node's and a type's names, in the reader's
+language.
 
 English keeps the words these pages always showed (the codes themselves, "completed",
 "retry_scheduled"), so the msgids are the codes, with a context saying what they name.
@@ -8,12 +9,16 @@ A code with no entry here (a new kind) is shown as it is.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from django import template
 from django.utils import formats, timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext, pgettext_lazy
 
 from approvals.states import Channel
+from workflows import dsl, starting
+from workflows.dsl import Workflow
 
 register = template.Library()
 
@@ -77,6 +82,25 @@ def audit_words(code: str) -> str:
 def channel_words(code: str) -> str:
     """A decision's channel (inbox, email, api, admin, system) in the reader's words."""
     return str(Channel(code).label) if code in Channel.values else code
+
+
+@register.filter
+def type_words(name: str, version: int | None = None) -> str:
+    """A workflow type in the reader's words ("Ausgabe" for `expense`): its title at
+    `version`, or its latest version's (workflows.starting.kind_named)."""
+    return starting.kind_named(name, version)
+
+
+@register.filter
+def node_words(name: str, definition: Workflow | None) -> str:
+    """A run's node in the reader's words: its label in `definition` (workflows.dsl)."""
+    return dsl.node_words(definition, name)
+
+
+@register.filter
+def node_list_words(names: Iterable[str], definition: Workflow | None) -> str:
+    """Several nodes in the reader's words, joined by commas ("Manager approval, pay")."""
+    return ", ".join(dsl.node_words(definition, name) for name in names)
 
 
 @register.filter

@@ -105,6 +105,18 @@ class TestUpdate:
         assert {error["field"] for error in response.json()["errors"]} == {"amount", "reason"}
         assert not Signal.objects.exists()
 
+    def test_a_german_callers_payload_errors_are_in_german_with_their_type(self, api_as, quoted):
+        response = api_as("alice").post(
+            f"/workflows/{quoted.pk}/updates/change_amount",
+            {"payload": {"amount": 120}},
+            headers={"Accept-Language": "de"},
+        )
+
+        assert response.status_code == 422
+        assert response.json()["errors"] == [
+            {"field": "reason", "message": "Feld erforderlich", "type": "missing"}
+        ]
+
     def test_a_payload_the_handler_refuses_is_422_with_its_reason(self, api_as, quoted):
         response = api_as("alice").post(
             f"/workflows/{quoted.pk}/updates/change_amount",

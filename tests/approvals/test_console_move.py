@@ -90,7 +90,7 @@ class TestOnTheConsole:
         )
 
         assert "Moved to submit" in moved.text
-        assert "moved to <strong>submit</strong> from manager_approval (round 2)" in moved.text
+        assert "moved to <strong>Submit</strong> from Manager approval (round 2)" in moved.text
 
     def test_a_refusal_is_shown_in_the_panel(self, client, waiting_expense, console_operator):
         client.force_login(console_operator)

@@ -18,6 +18,7 @@ from approvals.models import Notification, Preferences
 from approvals.preferences import SESSION_LANGUAGE, SESSION_TIME_ZONE
 from approvals.states import NoticeKind
 from tests.api.conftest import ApiClient
+from workflows import starting
 from workflows.tokens import issue_token
 
 pytestmark = pytest.mark.django_db
@@ -149,7 +150,7 @@ class TestDatesAndTimeZones:
 
         assert "24.12.2026 16:30 CET" in page
         assert "Fällig" in page
-        assert "submit abgeschlossen" in " ".join(page.split())  # the timeline's words
+        assert "Einreichen abgeschlossen" in " ".join(page.split())  # the timeline's words
 
     def test_english_keeps_its_own_format_in_the_sites_zone(self, client, carol, manager_task):
         manager_task.due_at = datetime(2026, 12, 24, 15, 30, tzinfo=UTC)
@@ -175,6 +176,75 @@ class TestNumbers:
         page = client.get(f"/requests/{alices_task.run_id}/").content.decode()
 
         assert "<dd>€120.00</dd>" in page
+
+
+class TestStepsInWords:
+    def test_a_german_reader_sees_the_steps_labels_where_it_stands_the_timeline_and_picture(
+        self, client, german, alices_task
+    ):
+        client.force_login(german)
+
+        page = client.get(f"/requests/{alices_task.run_id}/").content.decode()
+
+        approval = "Genehmigung durch die Führungskraft"
+        assert f"<strong>{approval}</strong>: wartet auf eine Entscheidung durch Carol" in page
+        assert "Einreichen abgeschlossen" in page
+        assert f"<title>{approval} (Genehmigung): wartend</title>" in page
+        assert ">manager_approval<" not in page
+        assert "manager approval" not in page
+
+    def test_the_task_page_names_its_step_and_type_in_the_readers_language(
+        self, client, carol, alices_task
+    ):
+        Preferences.objects.create(user=carol, language="de")
+        client.force_login(carol)
+
+        page = client.get(reverse("approvals:task", args=[alices_task.pk])).content.decode()
+
+        assert "Genehmigung durch die Führungskraft in einem Workflow „Ausgabe“ (v1)" in page
+        assert "Einreichen abgeschlossen" in page
+        # The run's data as its request page shows it: German labels, money as money.
+        assert "<dt>Betrag</dt>\n    <dd>120,00 €</dd>" in page
+
+
+class TestTypesInWords:
+    def test_the_inbox_filters_and_decided_list_name_types_by_their_german_titles(
+        self, client, carol, alices_task
+    ):
+        human_tasks.approve_human_task(task_id=alices_task.pk, user=carol, channel="inbox")
+        Preferences.objects.create(user=carol, language="de")
+        client.force_login(carol)
+
+        inbox = client.get(reverse("approvals:inbox")).content.decode()
+        decided = client.get(reverse("approvals:inbox"), {"tab": "decided"}).content.decode()
+
+        assert '<option value="expense" >Ausgabe</option>' in inbox
+        assert '<option value="vendor_onboarding" >Lieferanten-Onboarding</option>' in inbox
+        assert "<td>Ausgabe</td>" in decided
+
+    def test_the_console_lists_runs_and_tasks_by_the_types_german_title(
+        self, client, operator, alices_task
+    ):
+        operator.is_staff = True
+        operator.save()
+        Preferences.objects.create(user=operator, language="de")
+        client.force_login(operator)
+
+        runs = client.get("/console/").content.decode()
+        tasks = client.get("/console/tasks/").content.decode()
+        run = client.get(f"/console/runs/{alices_task.run_id}/").content.decode()
+        sla = client.get("/console/sla/").content.decode()
+
+        assert "<td>Ausgabe v1</td>" in runs
+        assert '<option value="expense">Ausgabe</option>' in runs
+        assert ">Ausgabe</td>" in tasks
+        assert "<h1>Ausgabe v1" in run
+        assert '<th scope="col">Workflow-Typ</th>' in sla
+        assert '<td data-label="Workflow-Typ">Ausgabe</td>' in sla
+
+    def test_a_type_no_longer_registered_is_its_name_with_spaces(self):
+        assert starting.kind_named("retired_type") == "retired type"
+        assert starting.kind_named("expense", 99) == "expense"  # a version that is gone
 
 
 class TestTheApi:

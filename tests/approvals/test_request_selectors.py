@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import date, datetime
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone, translation
+from pydantic import BaseModel
 
 from approvals import request_pages
-from approvals.request_pages import RequestFilters
+from approvals.request_pages import RequestFilters, data_rows
 from tests.conftest import ORDER_INPUT
 from workflows import registry
 from workflows.dsl import Activity, NoCompensation, Workflow
@@ -120,7 +124,7 @@ class TestWhereNow:
 
         (where,) = page_of(alice).rows[0].where
 
-        assert where.stage == "manager approval"
+        assert where.stage == "Manager approval"
         assert where.waiting_for == "a decision by Carol"
         assert (where.since, where.due) == (task.created_at, task.due_at)
 
@@ -136,8 +140,8 @@ class TestWhereNow:
         where = page_of(operator).rows[0].where
 
         assert sorted((w.stage, w.waiting_for) for w in where) == [
-            ("legal review", "a decision by the legal group"),
-            ("security review", "a decision by the security group"),
+            ("Legal review", "a decision by the legal group"),
+            ("Security review", "a decision by the security group"),
         ]
 
     def test_a_delegated_task_says_who_holds_it_and_who_delegated(self, alice, carol, send_expense):
@@ -235,3 +239,26 @@ class TestWhereALimitedStepWaits:
         (where,) = request_pages.positions(step.run, [step], [])
 
         assert where.waiting_for == "a worker to pick it up, within its limits (1 at once)"
+
+
+class Trip(BaseModel):
+    leaves_on: date
+    boards_at: datetime
+
+
+class TestValuesInTheReadersWords:
+    def test_dates_and_times_are_written_in_the_readers_format_and_zone(self):
+        data = {"leaves_on": "2026-12-24", "boards_at": "2026-12-24T15:30:00Z"}
+
+        with translation.override("de"), timezone.override("Europe/Berlin"):
+            rows = data_rows(data, Trip)
+
+        assert [(row.label, row.text) for row in rows] == [
+            ("Leaves on", "24.12.2026"),
+            ("Boards at", "24.12.2026 16:30 CET"),
+        ]
+
+    def test_text_that_is_no_date_is_shown_as_it_is(self):
+        rows = data_rows({"leaves_on": "soon", "boards_at": "2026-13-45T99:00"}, Trip)
+
+        assert [row.text for row in rows] == ["soon", "2026-13-45T99:00"]

@@ -272,7 +272,7 @@ class TestRequestPage:
         assert "<h1>Expense: Train to Lyon</h1>" in page
         assert "<dt>Amount</dt>" in page
         assert "<svg" in page
-        assert "manager_approval" in page
+        assert "Manager approval" in page
         assert "waiting for a decision by Carol" in page
         assert "Withdraw this request…" in page
 

@@ -7,6 +7,7 @@ import pytest
 from django.test import Client
 
 from approvals.human_tasks import revisions
+from approvals.models import Preferences
 from approvals.states import Outcome, TaskKind, TaskState
 from workflows.models import WorkflowRun
 
@@ -150,6 +151,24 @@ class TestTheRevisionPages:
         page = response.content.decode()
         assert response.redirect_chain == [(f"/requests/{sent_back.pk}/", 302)]
         assert "Resubmitted: it is back with whoever asked for the changes." in page
-        assert "<del>120.00</del>" in page
-        assert "<ins>95.00</ins>" in page
+        assert '<th scope="row">Amount</th><td><del>€120.00</del></td><td><ins>€95.00</ins>' in page
         assert sent_back.human_tasks.get(state=TaskState.CLAIMED).node == "manager_approval"
+
+    def test_the_diff_is_written_in_the_readers_language_and_money(self, sent_back, browser, alice):
+        Preferences.objects.create(user=alice, language="de")
+
+        browser("alice").post(f"/requests/{sent_back.pk}/revise/", CHANGED)
+        page = browser("alice").get(f"/requests/{sent_back.pk}/").content.decode()
+
+        assert '<th scope="row">Betrag</th><td><del>120,00 €</del></td><td><ins>95,00 €</ins>' in (
+            page
+        )
+
+    def test_an_amount_whose_currency_changed_too_is_shown_in_each_ones_currency(
+        self, sent_back, browser
+    ):
+        browser("alice").post(f"/requests/{sent_back.pk}/revise/", {**CHANGED, "currency": "USD"})
+        page = browser("alice").get(f"/requests/{sent_back.pk}/").content.decode()
+
+        assert "<td><del>€120.00</del></td><td><ins>$95.00</ins>" in page
+        assert "<td><del>EUR</del></td><td><ins>USD</ins>" in page

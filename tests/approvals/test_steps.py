@@ -91,4 +91,4 @@ class TestAnApprovalEnteredAgain:
 
         assert response.status_code == 200
         assert "revise (round 2) completed" in " ".join(response.text.split())
-        assert "sign_off (round 2) waiting" in " ".join(response.text.split())
+        assert "sign off (round 2) waiting" in " ".join(response.text.split())

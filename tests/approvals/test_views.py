@@ -238,9 +238,9 @@ class TestTaskPage:
         assert response.status_code == 200
         assert "<script>alert(1)</script>" not in response.text
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in response.text
-        assert "manager_approval (approval): waiting" in response.text
+        assert "Manager approval (approval): waiting" in response.text
         assert "created by baton-system" in response.text
-        assert "submit completed" in response.text
+        assert "Submit completed" in response.text
 
     def test_a_task_you_may_not_see_is_404(self, client, eve, manager_task):
         client.force_login(eve)

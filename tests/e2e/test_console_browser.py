@@ -56,12 +56,12 @@ class TestRetryingADeadLetter:
         page.get_by_label("Search business keys or run id").fill("B-2002")
         page.get_by_role("button", name="Filter").click()
         expect(runs).to_have_count(1)
-        expect(runs.first).to_contain_text("order id B-2002")
+        expect(runs.first).to_contain_text("Order id B-2002")
         shoot(page, "console-runs")
 
         runs.first.get_by_role("link").click()
-        expect(page.get_by_role("heading", name="order v1: B-2002")).to_be_visible()
-        expect(page.get_by_role("img", name="Workflow diagram")).to_contain_text("ship")
+        expect(page.get_by_role("heading", name="Order v1: B-2002")).to_be_visible()
+        expect(page.get_by_role("img", name="Workflow diagram")).to_contain_text("Ship")
         expect(
             page.locator(
                 "#step-" + str(run.steps.get(node="charge_payment", kind="compensation").pk)
@@ -117,7 +117,7 @@ class TestSlaDashboard:
         page.get_by_role("link", name="SLA dashboard").click()
 
         expect(page.get_by_role("heading", name="SLA dashboard")).to_be_visible()
-        expect(page.locator("#by-type ~ table tbody tr").first).to_contain_text("expense")
+        expect(page.locator("#by-type ~ table tbody tr").first).to_contain_text("Expense")
         overdue = page.locator("section", has=page.locator("#overdue"))
         expect(overdue).to_contain_text("Expense: Hotel in Lyon")
         held = page.locator("section", has=page.locator("#by-assignee")).locator("tbody tr")
@@ -130,7 +130,7 @@ class TestSlaDashboard:
         expect(page.get_by_role("img", name="Decisions per day", exact=False)).to_be_visible()
         shoot(page, "console-sla")
         overdue.get_by_role("link", name="its run").click()
-        expect(page.get_by_role("heading", name="expense v1: Hotel in Lyon")).to_be_visible()
+        expect(page.get_by_role("heading", name="Expense v1: Hotel in Lyon")).to_be_visible()
 
         page.go_back()
         throughput = page.locator("section", has=page.locator("#throughput"))
@@ -228,7 +228,7 @@ class TestMovingARun:
         page.get_by_role("button", name="Yes, move it").click()
 
         expect(page.get_by_role("status")).to_contain_text("Moved to submit")
-        expect(page.locator("ol.timeline")).to_contain_text("moved to submit from manager_approval")
+        expect(page.locator("ol.timeline")).to_contain_text("moved to Submit from Manager approval")
         shoot(page, "console-after-move")
         run = drive(run)
         first.refresh_from_db()

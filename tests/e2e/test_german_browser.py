@@ -73,7 +73,10 @@ class TestAliceInGerman:
         nav.get_by_role("link", name="Meine Anträge").click()
         row = alice.locator("tr", has_text="Zug nach Lyon")
         expect(row.get_by_role("cell").nth(1)).to_have_text("wartend")
-        expect(row).to_contain_text("eine Entscheidung durch Carol")
+        # Where it stands, under the step's German label.
+        expect(row).to_contain_text(
+            "Genehmigung durch die Führungskraft: wartet auf eine Entscheidung durch Carol"
+        )
         shoot(alice, "german-my-requests")
 
         carol = sign_in("carol")  # no choice made: her browser asks for English
@@ -94,6 +97,10 @@ class TestAliceInGerman:
         # Money as German writes it, under the type's German labels.
         amount = alice.locator("dt", has_text="Betrag").locator("xpath=following-sibling::dd[1]")
         expect(amount).to_have_text("120,00 €")
+        # The timeline and the picture name the steps in German too.
+        expect(alice.locator("ol.timeline")).to_contain_text("Einreichen abgeschlossen")
+        picture = alice.get_by_role("img", name=re.compile("^Workflow-Diagramm"))
+        expect(picture).to_contain_text("Genehmigung durch die Führungskraft")
         shoot(alice, "german-request")
 
         alice.get_by_role("navigation", name="Hauptmenü").get_by_role(

@@ -64,7 +64,7 @@ class TestRequestingAnExpense:
         shoot(page, "my-requests")
         row.get_by_role("link", name="Expense: Train to Lyon").click()
         expect(page.locator("#where")).to_be_visible()
-        expect(page.get_by_role("img", name="Workflow diagram")).to_contain_text("manager_approval")
+        expect(page.get_by_role("img", name="Workflow diagram")).to_contain_text("Manager approval")
         shoot(page, "request-page")
 
 
@@ -179,7 +179,7 @@ class TestSentBackForChanges:
 
         # alice reads why, changes the amount and resubmits
         alice.reload()
-        expect(row).to_contain_text("Revise for manager: waiting for changes by Alice")
+        expect(row).to_contain_text("Changes for the manager: waiting for changes by Alice")
         row.get_by_role("link", name="Expense: Conference in Berlin").click()
         revision = alice.locator("#revision-panel")
         expect(revision).to_contain_text("Only the conference fee, not the dinner.")
@@ -220,8 +220,8 @@ class TestSentBackForChanges:
         alice.goto(f"/requests/{run.pk}/")
         expect(alice.locator(".state").first).to_have_text("succeeded")
         changed = alice.get_by_role("table", name="What the resubmission changed")
-        expect(changed.get_by_role("row", name=re.compile("Amount"))).to_contain_text("1500.00")
-        expect(changed.get_by_role("row", name=re.compile("Amount"))).to_contain_text("1350.00")
+        expect(changed.get_by_role("row", name=re.compile("Amount"))).to_contain_text("€1,500.00")
+        expect(changed.get_by_role("row", name=re.compile("Amount"))).to_contain_text("€1,350.00")
         finance = alice.locator("article.decision-entry", has_text="Approved by Bob")
         expect(finance.locator(".form-values")).to_contain_text("FIN-1200")
         asked = alice.get_by_role("region", name="What was asked")

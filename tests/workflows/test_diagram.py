@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from django.template.loader import render_to_string
+from django.utils import translation
 
 from tests.workflows.test_engine import sweep_until_quiet
 from workflows import registry
@@ -19,6 +20,26 @@ def boxes(run) -> dict[str, tuple[str, bool]]:
 
 
 class TestDraw:
+    def test_each_box_carries_its_nodes_label_in_the_readers_language(self, start, order_input):
+        run = start("order", order_input())
+
+        with translation.override("de"):
+            drawn = draw(registry.get("order", 1), run.steps.all())
+
+        labels = {box.name: box.label for box in drawn.boxes}
+        assert labels["reserve_inventory"] == "Bestand reservieren"
+        assert labels["validate"] == "Bestellung prüfen"
+
+    def test_each_boxs_state_and_kind_are_said_in_the_readers_language(self, start, order_input):
+        run = start("order", order_input())
+
+        drawn = draw(registry.get("order", 1), run.steps.all())
+        with translation.override("de"):
+            first = next(box for box in drawn.boxes if box.name == "validate")
+            said = (first.state, first.state_words, first.kind_words)
+
+        assert said == ("scheduled", "geplant", "Aktivität")
+
     def test_a_running_run_marks_its_current_step(self, start):
         run = start("test_linear", {})
 

@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pydantic
 import pytest
+from django.utils import translation
 
 from workflows import registry
 from workflows.apps import check_workflow_definitions
@@ -28,6 +29,7 @@ from workflows.dsl import (
     WaitForSignal,
     Workflow,
     check_definition,
+    node_words,
 )
 from workflows.examples.order import ORDER
 
@@ -822,3 +824,22 @@ class TestQueriesAndUpdatesCheck:
             "update 'review.approved' is the decision of the human task of 'review': "
             "choose another name"
         ]
+
+
+class TestNodeWords:
+    def test_a_labelled_node_is_said_in_the_readers_language(self):
+        with translation.override("de"):
+            said = node_words(ORDER, "reserve_inventory")
+
+        assert said == "Bestand reservieren"
+
+    def test_a_node_without_a_label_is_its_name_with_spaces(self):
+        definition = Workflow(
+            name="plain", version=1, start="send_it", nodes=(Activity("send_it", run=noop),)
+        )
+
+        assert node_words(definition, "send_it") == "send it"
+
+    def test_a_node_or_a_definition_that_is_gone_is_its_name_with_spaces(self):
+        assert node_words(ORDER, "old_step") == "old step"
+        assert node_words(None, "manager_approval") == "manager approval"

@@ -311,7 +311,7 @@ class TestTheTimelineSaysWhy:
         execute.claim_step(first, now=NOW)
         execute.claim_step(second, now=NOW)
 
-        page = SimpleNamespace(events=held_events(second), trail=[])
+        page = SimpleNamespace(events=held_events(second), trail=[], definition=None)
         html = render_to_string("approvals/partials/run_timeline.html", {"page": page})
 
         assert "call held: <strong>waits for its concurrency limit (1 at once)</strong>" in html
@@ -328,7 +328,7 @@ class TestTheTimelineSaysWhy:
         with translation.override("de"):
             html = render_to_string(
                 "approvals/partials/run_timeline.html",
-                {"page": SimpleNamespace(events=events, trail=[])},
+                {"page": SimpleNamespace(events=events, trail=[], definition=None)},
             )
 
         next_window = _MINUTE + timedelta(minutes=1)

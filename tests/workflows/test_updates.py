@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.utils import translation
 
 from tests.conftest import at_once
 from workflows import engine
@@ -104,6 +105,16 @@ class TestUpdateRefused:
         fields = {error["field"] for error in refused.value.errors}
         assert fields == {"amount", "reason", "colour"}
         assert not Signal.objects.filter(run=quoted).exists()
+
+    def test_each_fields_problem_is_said_in_the_readers_language_with_its_type(
+        self, workflow_env, quoted
+    ):
+        with translation.override("de"), pytest.raises(engine.InvalidUpdate) as refused:
+            workflow_env.update(quoted, "change_amount", {"amount": 120})
+
+        assert refused.value.errors == [
+            {"field": "reason", "message": "Feld erforderlich", "type": "missing"}
+        ]
 
     def test_the_handlers_refusal_is_the_answer_and_nothing_changes(self, workflow_env, quoted):
         with pytest.raises(engine.InvalidUpdate, match="more than ten times the quoted 100"):

@@ -22,6 +22,7 @@ import pydantic
 from django.db import transaction
 from django.utils import timezone
 
+from workflows import field_errors
 from workflows.cleaning import Refused, refuse_unstorable
 from workflows.dsl import InvalidInput, RunData, Update, Updated, UpdateRefused, Workflow
 from workflows.engine.errors import EngineError, IllegalRunOperation, RunAlreadyEnded
@@ -169,11 +170,12 @@ def _validated_payload(update: Update, payload: Any) -> pydantic.BaseModel:
     except pydantic.ValidationError as error:
         raise InvalidUpdate(
             "The payload does not fit the update's schema.",
+            # Each problem in the reader's language, with pydantic's type, as the API's
+            # and the forms' errors are (workflows.field_errors).
             errors=[
-                {
-                    "field": ".".join(str(part) for part in problem["loc"]) or "payload",
-                    "message": problem["msg"],
-                }
+                field_errors.described(
+                    problem, field=".".join(str(part) for part in problem["loc"]) or "payload"
+                )
                 for problem in error.errors()
             ],
         ) from None

@@ -6,6 +6,7 @@ from datetime import timedelta
 from typing import Any, Literal
 
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 from pydantic import BaseModel, ConfigDict, Field
 
 from workflows import personal, registry
@@ -163,9 +164,16 @@ ORDER = Workflow(
     searchable=("order_id",),
     start="validate",
     nodes=(
-        Activity("validate", run=validate_order, next="reserve_inventory", mutating=False),
+        Activity(
+            "validate",
+            label=pgettext_lazy("workflow step", "Check the order"),
+            run=validate_order,
+            next="reserve_inventory",
+            mutating=False,
+        ),
         Activity(
             "reserve_inventory",
+            label=pgettext_lazy("workflow step", "Reserve stock"),
             run=reserve_inventory,
             compensate=release_inventory,
             next="charge_payment",
@@ -175,6 +183,7 @@ ORDER = Workflow(
         ),
         Activity(
             "charge_payment",
+            label=pgettext_lazy("workflow step", "Charge the payment"),
             run=charge_payment,
             compensate=refund_payment,
             next="ship",
@@ -184,6 +193,7 @@ ORDER = Workflow(
         ),
         Activity(
             "ship",
+            label=pgettext_lazy("workflow step", "Ship"),
             run=ship,
             compensate=cancel_shipment,
             next="notify_customer",
@@ -193,6 +203,7 @@ ORDER = Workflow(
         ),
         Activity(
             "notify_customer",
+            label=pgettext_lazy("workflow step", "Notify the customer"),
             run=notify_customer,
             compensate=NoCompensation("an email once sent cannot be unsent; it is the last step"),
             retry=SERVICE_RETRY,
