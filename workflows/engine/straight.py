@@ -515,7 +515,7 @@ def _end_statement(
             else bind(field, event.__dict__[field.attname], cast=True)
             for field in event_fields
         ]
-        selects.append(f"SELECT {order} AS {qn('order')}, {', '.join(values)} FROM done")
+        selects.append(f"SELECT {order} AS {qn('order')}, {', '.join(values)} FROM done")  # nosec B608 # names from model metadata, values bound
     run_event = new_row(StepEvent, kind=EventKind.COMPLETED, at=_Param("now"), node="", attempt=0)
     values = []
     for field in event_fields:
@@ -525,7 +525,7 @@ def _end_statement(
             values.append("NULL")
         else:
             values.append(bind(field, run_event.__dict__[field.attname], cast=True))
-    selects.append(f"SELECT 2, {', '.join(values)} FROM ended")
+    selects.append(f"SELECT 2, {', '.join(values)} FROM ended")  # nosec B608 # as above
     columns = ", ".join(qn(field.column) for field in event_fields)
     picked = ", ".join(f"{qn('e')}.{qn(field.column)}" for field in event_fields)
     events_sql = (
