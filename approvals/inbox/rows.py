@@ -40,11 +40,13 @@ from django.utils import formats, timezone, translation
 from django.utils.dates import MONTHS_3
 from django.utils.html import conditional_escape
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.text import capfirst
 
 from approvals import task_forms
 from approvals.escalation import sla
 from approvals.inbox.selectors import PageTask
 from approvals.states import Priority, Sla, TaskKind, TaskState
+from workflows import starting
 
 TEMPLATE = "approvals/inbox/inbox.html#task-row"
 # The values the template prints, each drawn as a stand-in when not empty (whether one is
@@ -91,6 +93,7 @@ class InboxRow:
     state_label: str
     is_live: bool
     outcome: str
+    # The task's type in the reader's words (its title), not its name.
     workflow_type: str
     priority_label: str
     due_at: datetime | None
@@ -144,8 +147,13 @@ def rows_for(
     links = {name: reverse(f"approvals:{name}", args=[_ANY_TASK]) for name in _LINKS}
     any_task = str(_ANY_TASK)
     state_labels, priority_labels = _labels(translation.get_language())
+    # A type's title in the reader's words, as the other lists name it (a few types a page).
+    kinds: dict[tuple[str, int], str] = {}
     rows = []
     for task in tasks:
+        kind = (task.run_workflow_type, task.workflow_version)
+        if kind not in kinds:
+            kinds[kind] = capfirst(starting.kind_named(*kind))
         task_id = str(task.pk)
         urls = {name: url.replace(any_task, task_id) for name, url in links.items()}
         rows.append(
@@ -158,7 +166,7 @@ def rows_for(
                 state_label=state_labels.get(task.state, task.state),
                 is_live=task.is_live,
                 outcome=task.outcome,
-                workflow_type=task.workflow_type,
+                workflow_type=kinds[kind],
                 priority_label=priority_labels.get(task.priority, str(task.priority)),
                 due_at=task.due_at,
                 sla=sla(due_at=task.due_at, now=now),

@@ -222,6 +222,16 @@ class TestTypesInWords:
         assert '<option value="vendor_onboarding" >Lieferanten-Onboarding</option>' in inbox
         assert "<td>Ausgabe</td>" in decided
 
+    def test_an_inbox_row_names_its_type_by_the_german_title(self, client, carol, alices_task):
+        Preferences.objects.create(user=carol, language="de")
+        client.force_login(carol)
+
+        inbox = client.get(reverse("approvals:inbox")).content.decode()
+
+        assert f'<tr id="row-{alices_task.pk}">' in inbox
+        assert "<td>Ausgabe</td>" in inbox
+        assert "<td>expense</td>" not in inbox
+
     def test_the_console_lists_runs_and_tasks_by_the_types_german_title(
         self, client, operator, alices_task
     ):
