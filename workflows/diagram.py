@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from django.utils.translation import pgettext_lazy
+from django.utils.translation import gettext, ngettext, pgettext, pgettext_lazy
 
 from workflows.dsl import (
     Activity,
@@ -170,7 +170,12 @@ def draw(definition: Workflow, steps: Iterable[StepRun]) -> Diagram:
     deadline_node = definition.deadline_node
     if deadline_node in boxes and definition.start in boxes:
         arrows.append(
-            _arrow(boxes[definition.start], boxes[deadline_node], "deadline", dashed=True)
+            _arrow(
+                boxes[definition.start],
+                boxes[deadline_node],
+                pgettext("diagram arrow", "deadline"),
+                dashed=True,
+            )
         )
     width = MARGIN * 2 + (max(columns, default=0) + 1) * (BOX_WIDTH + GAP_X) - GAP_X
     tallest = max((len(names) for names in columns.values()), default=1)
@@ -182,8 +187,8 @@ def node_note(node: Node) -> str:
     """The small line under a box's name: an activity's queue and limits, or what a user
     task asks a person to fill in ("fill in: BankDetails"); "" for other nodes."""
     if isinstance(node, UserTask):
-        form = getattr(node.form, "__name__", "a form")
-        return f"fill in: {form}"
+        form = getattr(node.form, "__name__", None) or gettext("a form")
+        return gettext("fill in: %(form)s") % {"form": form}
     return limits_note(node)
 
 
@@ -198,7 +203,10 @@ def limits_note(node: Node) -> str:
     if node.rate_limit:
         parts.append(node.rate_limit)
     if node.concurrency is not None:
-        parts.append(f"{node.concurrency} at once")
+        parts.append(
+            ngettext("%(count)s at once", "%(count)s at once", node.concurrency)
+            % {"count": node.concurrency}
+        )
     return " · ".join(parts)
 
 

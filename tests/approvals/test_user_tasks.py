@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pydantic
 import pytest
+from django.utils import translation
 
 from approvals import audit
 from approvals.human_tasks import (
@@ -329,3 +330,12 @@ class TestThePicture:
 
         box = next(box for box in diagram.boxes if box.name == "collect_bank_details")
         assert (box.kind, box.note, box.current) == ("usertask", "fill in: BankDetails", True)
+
+    def test_it_says_what_it_asks_for_in_the_readers_language(self, workflow_env, bank_run):
+        definition = registry.get("test_bank_details")
+
+        with translation.override("de"):
+            diagram = draw(definition, bank_run.steps.all())
+
+        box = next(box for box in diagram.boxes if box.name == "collect_bank_details")
+        assert box.note == "auszufüllen: BankDetails"

@@ -86,6 +86,14 @@ class TestQueuesAndLimits:
 
         assert box.note == "limited · 10/s · 5 at once"
 
+    def test_the_notes_and_the_deadline_arrow_are_said_in_the_readers_language(self):
+        with translation.override("de"):
+            (box,) = draw(registry.get("test_limited_map"), []).boxes
+            arrows = draw(registry.get("test_run_deadline_moves"), []).arrows
+
+        assert box.note == "limited · 10/s · 5 gleichzeitig"
+        assert "Frist" in {arrow.label for arrow in arrows}
+
     def test_an_activity_without_them_shows_no_note(self):
         notes = {box.name: box.note for box in draw(registry.get("test_payments"), []).boxes}
 
