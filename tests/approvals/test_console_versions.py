@@ -45,7 +45,7 @@ class TestPreview:
 
         text = response.text
         assert response.status_code == 200
-        assert "test_versioned v1 → v2: preview" in text
+        assert "Test versioned v1 → v2: preview" in text  # the type by its title
         assert "1 can move;\n     1 cannot." in text
         assert "has no node &#x27;side_track&#x27;" in text
         assert set(WorkflowRun.objects.values_list("workflow_version", flat=True)) == {1}
