@@ -261,7 +261,7 @@ class TestRunPage:
         assert response.status_code == 200
         assert "<svg" in text
         assert "ServiceUnavailable" in text
-        assert "undo <strong>charge_payment</strong>" in text
+        assert "undo <strong>Charge the payment</strong> <code>charge_payment</code>" in text
         assert "Timeline" in text
         assert "nudge" in text
         assert "Retry the failed undo…" in text
