@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from django.utils.translation import gettext, ngettext
+from django.utils.translation import gettext, ngettext_lazy
 
 # Each type's sentence, from its ctx. The numbers are pydantic's own (a limit, a count).
 _Say = Callable[[Mapping[str, Any]], str]
@@ -26,58 +26,9 @@ def _count(context: Mapping[str, Any], key: str) -> int:
     return value if isinstance(value, int) else 0
 
 
-def _at_least_characters(context: Mapping[str, Any]) -> str:
-    count = _count(context, "min_length")
-    return ngettext(
-        "String should have at least %(count)s character",
-        "String should have at least %(count)s characters",
-        count,
-    ) % {"count": count}
-
-
-def _at_most_characters(context: Mapping[str, Any]) -> str:
-    count = _count(context, "max_length")
-    return ngettext(
-        "String should have at most %(count)s character",
-        "String should have at most %(count)s characters",
-        count,
-    ) % {"count": count}
-
-
-def _at_least_items(context: Mapping[str, Any]) -> str:
-    count = _count(context, "min_length")
-    return ngettext(
-        "List should have at least %(count)s item",
-        "List should have at least %(count)s items",
-        count,
-    ) % {"count": count}
-
-
-def _at_most_items(context: Mapping[str, Any]) -> str:
-    count = _count(context, "max_length")
-    return ngettext(
-        "List should have at most %(count)s item",
-        "List should have at most %(count)s items",
-        count,
-    ) % {"count": count}
-
-
-def _most_digits(context: Mapping[str, Any]) -> str:
-    count = _count(context, "max_digits")
-    return ngettext(
-        "Decimal input should have no more than %(count)s digit in total",
-        "Decimal input should have no more than %(count)s digits in total",
-        count,
-    ) % {"count": count}
-
-
-def _most_places(context: Mapping[str, Any]) -> str:
-    count = _count(context, "decimal_places")
-    return ngettext(
-        "Decimal input should have no more than %(count)s decimal place",
-        "Decimal input should have no more than %(count)s decimal places",
-        count,
-    ) % {"count": count}
+def _counted(key: str, sentence: Any) -> _Say:
+    """Say `sentence` (a lazy ngettext keyed by "count") with ctx's number at `key`."""
+    return lambda context: str(sentence % {"count": _count(context, key)})
 
 
 def _compared(sentence: Callable[[], str], key: str) -> _Say:
@@ -93,14 +44,42 @@ _SAY: dict[str, _Say] = {
     "missing": lambda context: gettext("Field required"),
     "extra_forbidden": lambda context: gettext("Extra inputs are not permitted"),
     "string_type": lambda context: gettext("Input should be a valid string"),
-    "string_too_short": _at_least_characters,
-    "string_too_long": _at_most_characters,
+    "string_too_short": _counted(
+        "min_length",
+        ngettext_lazy(
+            "String should have at least %(count)s character",
+            "String should have at least %(count)s characters",
+            "count",
+        ),
+    ),
+    "string_too_long": _counted(
+        "max_length",
+        ngettext_lazy(
+            "String should have at most %(count)s character",
+            "String should have at most %(count)s characters",
+            "count",
+        ),
+    ),
     "string_pattern_mismatch": lambda context: (
         gettext("String should match pattern '%(pattern)s'")
         % {"pattern": context.get("pattern", "")}
     ),
-    "too_short": _at_least_items,
-    "too_long": _at_most_items,
+    "too_short": _counted(
+        "min_length",
+        ngettext_lazy(
+            "List should have at least %(count)s item",
+            "List should have at least %(count)s items",
+            "count",
+        ),
+    ),
+    "too_long": _counted(
+        "max_length",
+        ngettext_lazy(
+            "List should have at most %(count)s item",
+            "List should have at most %(count)s items",
+            "count",
+        ),
+    ),
     "greater_than": _compared(lambda: gettext("Input should be greater than %(limit)s"), "gt"),
     "greater_than_equal": _compared(
         lambda: gettext("Input should be greater than or equal to %(limit)s"), "ge"
@@ -121,8 +100,22 @@ _SAY: dict[str, _Say] = {
     "float_parsing": lambda context: gettext("Input should be a valid number"),
     "decimal_type": lambda context: gettext("Input should be a valid decimal"),
     "decimal_parsing": lambda context: gettext("Input should be a valid decimal"),
-    "decimal_max_digits": _most_digits,
-    "decimal_max_places": _most_places,
+    "decimal_max_digits": _counted(
+        "max_digits",
+        ngettext_lazy(
+            "Decimal input should have no more than %(count)s digit in total",
+            "Decimal input should have no more than %(count)s digits in total",
+            "count",
+        ),
+    ),
+    "decimal_max_places": _counted(
+        "decimal_places",
+        ngettext_lazy(
+            "Decimal input should have no more than %(count)s decimal place",
+            "Decimal input should have no more than %(count)s decimal places",
+            "count",
+        ),
+    ),
     "bool_type": lambda context: gettext("Input should be a valid boolean"),
     "bool_parsing": lambda context: gettext("Input should be a valid boolean"),
     "literal_error": lambda context: (
