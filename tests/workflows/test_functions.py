@@ -12,7 +12,7 @@ import importlib
 import uuid
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from bench.measure import counting
@@ -206,6 +206,24 @@ class TestAStartOnItsOwn:
         assert notes == [run.pk]
         assert (counts.statements, counts.commits) == (2, 1)
         assert counts.round_trips == 2 + 2
+
+    def test_a_start_hooks_commit_work_runs_after_the_run_is_written(
+        self, order_input, monkeypatch
+    ):
+        def on_commit_only(*, started, now):
+            for run in started:
+                transaction.on_commit(
+                    lambda pk=run.pk: seen.append(WorkflowRun.objects.filter(pk=pk).exists())
+                )
+
+        seen: list = []
+        monkeypatch.setattr(registry, "_run_start_hooks", [on_commit_only])
+
+        run, _ = engine.start_workflow(workflow_type="order", input=order_input())
+
+        # Nothing goes out before the commit that writes the run (house rule 4).
+        assert seen == [True]
+        assert WorkflowRun.objects.filter(pk=run.pk).exists()
 
     def test_a_start_hook_that_fails_leaves_no_run(self, order_input, monkeypatch):
         def refuse(*, started, now):

@@ -38,6 +38,7 @@ from workflows.engine.work import (
     settle,
     steps_of,
     tell_parents_on_commit,
+    write_after_hooks,
 )
 from workflows.models import StepRun, WorkflowRun, new_row, step_key
 from workflows.retries import is_final_error, next_attempt_at
@@ -672,25 +673,21 @@ def _record_end(claim: Claim, result: Any, *, now: datetime) -> object | None:
         "result": result,
         "now": now,
     }
-    in_callers_transaction = connection.in_atomic_block
-    scheduled_at = None
-    try:
-        with transaction.atomic():
-            for hook in registry.run_end_hooks():
-                hook(ended=[(ended, EventKind.COMPLETED)], now=now)
-            # A hook's on-commit work (none without a write, today) keeps it open too,
-            # so that it runs only if the end is written.
-            if in_callers_transaction or start.sent_anything() or connection.run_on_commit:
-                scheduled_at = straight.record_end(**values)
-                if scheduled_at is None:
-                    raise _EndRefused
-    except _EndRefused:
-        return _NOT_STRAIGHT
-    if scheduled_at is None:
-        # Nothing was open: the statement commits as it ends.
+
+    def tell() -> None:
+        for hook in registry.run_end_hooks():
+            hook(ended=[(ended, EventKind.COMPLETED)], now=now)
+
+    def write() -> datetime:
         scheduled_at = straight.record_end(**values)
         if scheduled_at is None:
-            return _NOT_STRAIGHT
+            raise _EndRefused
+        return scheduled_at
+
+    try:
+        scheduled_at = write_after_hooks(tell=tell, write=write)
+    except _EndRefused:
+        return _NOT_STRAIGHT
     _told(run, claim.step, claim, scheduled_at, now, ended=ended)
     if ended.parent_step_id is not None:
         tell_parents_on_commit([ended.parent_step_id], now=now)

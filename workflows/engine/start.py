@@ -17,7 +17,6 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections, transaction
 from django.db.models import Field, Model
 from django.utils import timezone
-from psycopg.pq import TransactionStatus
 
 from workflows import due_times, metrics, queues, registry, tracing
 from workflows.dsl import Activity, Workflow
@@ -30,6 +29,7 @@ from workflows.engine.work import (
     definition_of,
     send_on_commit,
     settle,
+    write_after_hooks,
 )
 from workflows.models import SavesChanges, StepEvent, StepRun, WorkflowRun
 from workflows.states import EventKind, RunState
@@ -254,14 +254,7 @@ def _start_in_one_statement(
     if work.changed or work.new_runs != [run] or work.to_send != ([] if claimed else [step]):
         raise RuntimeError(f"A start of {definition.name} wrote more than its straight case.")
     call, values = _start_call(run, step, event)
-    in_callers_transaction = connection.in_atomic_block
-    with transaction.atomic():
-        work.tell_run_start_hooks()
-        # psycopg sends BEGIN with the first statement, and no COMMIT if none was sent.
-        if in_callers_transaction or sent_anything():
-            step.pk = _insert(call, values)
-    if step.pk is None:
-        step.pk = _insert(call, values)  # nothing was open: the call commits as it ends
+    step.pk = write_after_hooks(tell=work.tell_run_start_hooks, write=lambda: _insert(call, values))
     for row in (run, step):
         row._state.adding = False
         row._state.db = connection.alias
@@ -271,12 +264,6 @@ def _start_in_one_statement(
     if not claimed:
         send_on_commit([step.pk], tracing.run_contexts([(step.pk, run.trace_context)]))
     return run
-
-
-def sent_anything() -> bool:
-    """Whether this connection's transaction has sent a statement (psycopg sends BEGIN
-    with the first one, and no COMMIT if none was sent)."""
-    return connection.connection.info.transaction_status != TransactionStatus.IDLE
 
 
 def _insert(call: str, values: list[Any]) -> int:

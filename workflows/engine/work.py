@@ -11,14 +11,16 @@ import json
 import logging
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from celery import current_app
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q, QuerySet
+from psycopg.pq import TransactionStatus
 
 from workflows import metrics, registry, tracing
 from workflows.activity import ActivityContext
@@ -63,6 +65,31 @@ CLAIMABLE_FORWARD_RUN_STATES = (RunState.RUNNING, RunState.WAITING)
 # An undo is claimed while its run undoes, or while it moves forward (the undo of a
 # branch that lost a join's race); never while it is paused.
 UNDO_CLAIMABLE_RUN_STATES = (*UNDOING_RUN_STATES, *CLAIMABLE_FORWARD_RUN_STATES)
+
+
+T = TypeVar("T")
+
+
+def write_after_hooks(*, tell: Callable[[], None], write: Callable[[], T]) -> T:
+    """Tell hooks about a change, then make it with `write` (one statement): in the
+    hooks' transaction if they opened one, so that both commit or neither does, else
+    on its own, so that it commits as it ends (no BEGIN, no COMMIT of its own).
+
+    A hook opens it by writing (a webhook's delivery) or by leaving work for the
+    commit: that work must run only if the change is written. `write` raises to
+    refuse the change, which rolls the hooks' writes back with it."""
+    in_callers_transaction = connection.in_atomic_block
+    with transaction.atomic():
+        tell()
+        if in_callers_transaction or _sent_anything() or connection.run_on_commit:
+            return write()
+    return write()
+
+
+def _sent_anything() -> bool:
+    """Whether this connection's transaction has sent a statement (psycopg sends BEGIN
+    with the first one, and no COMMIT if none was sent)."""
+    return connection.connection.info.transaction_status != TransactionStatus.IDLE
 
 
 @dataclass(frozen=True)
