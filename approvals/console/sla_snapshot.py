@@ -15,7 +15,7 @@ their groups.
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from datetime import date, datetime, timedelta
 from typing import Any
 
@@ -49,7 +49,9 @@ def dashboard(*, now: datetime, group_ids: Collection[int] | None = None) -> sla
     if group_ids is None:
         fresh_after = now - timedelta(seconds=2 * settings.BATON_SLA_SNAPSHOT_SECONDS)
         snapshot = SlaSnapshot.objects.filter(scope=OPERATORS, computed_at__gte=fresh_after).first()
-        if snapshot is not None:
+        # One saved by other code (before a deploy, within the last interval) is counted
+        # live instead, as a stale one is: its shape may not be this code's.
+        if snapshot is not None and set(snapshot.data) == _SAVED:
             board = from_data(snapshot.data)
             board.oldest_overdue = list(
                 HumanTask.objects.filter(state__in=LIVE_TASK_STATES, due_at__lte=now)
@@ -58,6 +60,10 @@ def dashboard(*, now: datetime, group_ids: Collection[int] | None = None) -> sla
             )
             return board
     return sla.dashboard(now=now, group_ids=group_ids)
+
+
+# What a snapshot holds: the dashboard's fields but those read live or not saved.
+_SAVED = {item.name for item in fields(sla.Dashboard)} - {"oldest_overdue", "group_ids"}
 
 
 def to_data(board: sla.Dashboard) -> dict[str, Any]:
@@ -91,13 +97,10 @@ def from_data(data: dict[str, Any]) -> sla.Dashboard:
         now=datetime.fromisoformat(data["now"]),
         overall=sla.SlaCounts(**data["overall"]),
         by_type=counts(data["by_type"]),
-        # A snapshot saved before the lists were cut holds every row: cut it here.
-        by_group=counts(data["by_group"][: sla.GROUPS_SHOWN]),
-        groups_not_shown=data.get("groups_not_shown", _beyond(data["by_group"], sla.GROUPS_SHOWN)),
-        by_assignee=counts(data["by_assignee"][: sla.PEOPLE_SHOWN]),
-        people_not_shown=data.get(
-            "people_not_shown", _beyond(data["by_assignee"], sla.PEOPLE_SHOWN)
-        ),
+        by_group=counts(data["by_group"]),
+        groups_not_shown=data["groups_not_shown"],
+        by_assignee=counts(data["by_assignee"]),
+        people_not_shown=data["people_not_shown"],
         latency=[sla.Latency(**row) for row in data["latency"]],
         days=[day(text) for text in data["days"]],
         latency_since=day(data["latency_since"]) if data["latency_since"] else None,
@@ -115,7 +118,3 @@ def from_data(data: dict[str, Any]) -> sla.Dashboard:
         cycle_times=[sla.CycleTime(**row) for row in data["cycle_times"]],
         group_ids=None,
     )
-
-
-def _beyond(rows: list[Any], shown: int) -> int:
-    return max(0, len(rows) - shown)
