@@ -21,14 +21,15 @@ from django.utils.translation import gettext, ngettext_lazy
 _Say = Callable[[Mapping[str, Any]], str]
 
 
-def _count(context: Mapping[str, Any], key: str) -> int:
-    value = context.get(key, 0)
-    return value if isinstance(value, int) else 0
-
-
 def _counted(key: str, sentence: Any) -> _Say:
-    """Say `sentence` (a lazy ngettext keyed by "count") with ctx's number at `key`."""
-    return lambda context: str(sentence % {"count": _count(context, key)})
+    """Say `sentence` (a lazy ngettext keyed by "count") with ctx's number at `key`; ""
+    without one, so that pydantic's own sentence is said rather than "at least 0"."""
+
+    def say(context: Mapping[str, Any]) -> str:
+        count = context.get(key)
+        return str(sentence % {"count": count}) if isinstance(count, int) else ""
+
+    return say
 
 
 def _compared(sentence: Callable[[], str], key: str) -> _Say:

@@ -189,7 +189,10 @@ def register_run_end_hook(hook: Callable[..., None]) -> None:
     """Be told, inside the engine's transaction, which runs a use case ended: succeeded,
     failed, compensated, cancelled or dead-lettered (the approvals app tells each
     run's requester). Called as `hook(ended=[(run, event_kind), ...], now=...)`, once
-    per unit of work, so a sweep that ends a thousand runs calls it once."""
+    per unit of work, so a sweep that ends a thousand runs calls it once. A run ended by
+    the compiled last step (engine.execute) is a partial row: its pk, state,
+    workflow_type, workflow_version, input, result, correlation_id, started_by_id,
+    parent_step_id and finished_at are set, nothing else."""
     if hook not in _run_end_hooks:
         _run_end_hooks.append(hook)
 

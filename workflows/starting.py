@@ -128,13 +128,15 @@ def kind_of(workflow: Workflow) -> str:
 
 def kind_named(name: str, version: int | None = None) -> str:
     """The type `name` in words, in the reader's language ("Ausgabe" for `expense`): its
-    title at `version` (or its latest version's), or its name with spaces when that is
-    not registered. Lists show this; filters, URLs and the API keep the name."""
-    try:
-        definition = registry.get(name, version)
-    except registry.UnknownWorkflow:
-        return name.replace("_", " ")
-    return kind_of(definition)
+    title at `version` (or its latest version's, also when `version` is no longer
+    registered), or its name with spaces when the type is not registered. Lists show
+    this; filters, URLs and the API keep the name."""
+    for wanted in (version, None):  # a version no longer registered: the latest's title
+        try:
+            return kind_of(registry.get(name, wanted))
+        except registry.UnknownWorkflow:
+            continue
+    return name.replace("_", " ")
 
 
 def a_kind_of(workflow: Workflow) -> str:

@@ -254,7 +254,10 @@ class TestTypesInWords:
 
     def test_a_type_no_longer_registered_is_its_name_with_spaces(self):
         assert starting.kind_named("retired_type") == "retired type"
-        assert starting.kind_named("expense", 99) == "expense"  # a version that is gone
+
+    def test_a_version_no_longer_registered_takes_the_latest_versions_title(self):
+        with translation.override("de"):
+            assert starting.kind_named("expense", 99) == "Ausgabe"
 
 
 class TestTheApi:

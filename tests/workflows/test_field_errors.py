@@ -82,3 +82,8 @@ class TestDescribed:
         error = {"type": "url_parsing", "msg": "Input should be a valid URL", "ctx": {}}
 
         assert field_errors.message(error) == "Input should be a valid URL"
+
+    def test_a_counted_error_without_its_number_keeps_pydantics_message(self):
+        error = {"type": "string_too_short", "msg": "String should be longer", "ctx": {}}
+
+        assert field_errors.message(error) == "String should be longer"
