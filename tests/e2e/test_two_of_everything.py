@@ -315,12 +315,30 @@ def tick_of(key: str) -> datetime:
     return datetime.fromisoformat(key.split("@", 1)[1])
 
 
-def holding(worker: subprocess.Popen) -> bool:
-    """Whether one of the worker's pool processes holds a running attempt's lease."""
+def holding(worker: subprocess.Popen) -> list[tuple[int, int]]:
+    """The attempts (step id, attempt) whose leases the worker's pool processes hold."""
     pool = children(worker.pid) or ["none"]
-    return StepRun.objects.filter(
-        state=StepState.RUNNING, lease_holder__regex=rf":({'|'.join(pool)})$"
-    ).exists()
+    return list(
+        StepRun.objects.filter(
+            state=StepState.RUNNING, lease_holder__regex=rf":({'|'.join(pool)})$"
+        ).values_list("pk", "attempt")
+    )
+
+
+def recorded(attempts: list[tuple[int, int]]) -> Counter:
+    """Of the attempts a killed worker held, those recorded all the same (their STARTED
+    event is in the timeline), by their counter's labels: the worker may have committed
+    one between being seen holding it and the kill, and died before counting it."""
+    found: Counter = Counter()
+    for step_id, attempt in attempts:
+        event = StepEvent.objects.filter(
+            kind=EventKind.STARTED, step_id=step_id, attempt=attempt
+        ).first()
+        if event is not None:
+            step = StepRun.objects.select_related("run").get(pk=step_id)
+            labels = (("kind", step.kind), ("node", step.node), ("type", step.run.workflow_type))
+            found[("baton_step_attempts_total", labels)] += 1
+    return found
 
 
 def children(pid: int) -> list[str]:
@@ -452,6 +470,7 @@ class TestTwoOfEverything:
             driver.start()
             # What the killed hosts' processes had counted, read before their restart.
             counted_by_the_dead: Counter = Counter()
+            held: list[tuple[int, int]] = []  # the attempts the killed worker held
             killed = []
             for at, kind in kills:
                 time.sleep(max(began + at - time.monotonic(), 0))
@@ -471,11 +490,12 @@ class TestTwoOfEverything:
                     victim = rng.choice(WORKER_HOSTS)
                     # Killed while it holds an attempt, so one is lost in flight and redone.
                     worker = hosts[victim].workers[victim]
-                    wait_until(
-                        lambda worker=worker: holding(worker),
-                        timeout=60,
-                        what=f"{victim} to hold an attempt",
-                    )
+
+                    def seen_holding(worker: subprocess.Popen = worker) -> bool:
+                        held[:] = holding(worker)
+                        return bool(held)
+
+                    wait_until(seen_holding, timeout=60, what=f"{victim} to hold an attempt")
                     hosts[victim].kill_worker(victim)
                     directory = tmp_path / f"{victim}-metrics"
                     counted_by_the_dead.update(read_directory(directory))
@@ -578,9 +598,13 @@ class TestTwoOfEverything:
             # which sees a counter reset (rate() and increase() allow for it); read just
             # before the restart, as a last scrape would, they complete the sum. The
             # beats count none of these. The one count the sum cannot hold is one whose
-            # process died between a commit and its count, microseconds apart: none
-            # here, where kills fall between steps with overwhelming odds.
+            # process died between a commit and its count, microseconds apart. Kills
+            # fall between steps with overwhelming odds, but the worker is killed once
+            # seen holding an attempt, and a step now takes a few ms: the worker can
+            # record that very attempt before the signal lands, and die before its count
+            # (seen once in CI, 58 counted of 59). Only that attempt may be missing.
             expected = recorded_in_the_database()
+            finished_before_the_kill = recorded(held)
 
             def counted() -> Counter:
                 total = Counter(counted_by_the_dead)
@@ -596,12 +620,16 @@ class TestTwoOfEverything:
                 wait_until(lambda: counted() == +expected, timeout=30, what="the counts to add up")
             total = counted()
             assert {
-                k: (total[k], expected[k]) for k in total | expected if total[k] != expected[k]
+                k: (total[k], expected[k])
+                for k in total | expected
+                if not 0 <= expected[k] - total[k] <= finished_before_the_kill[k]
             } == {}, "counted by the processes != recorded in the database"
             assert counted_by_the_dead, "the killed hosts had counted before they died"
             assert load.failovers > 0, "the load felt the web's death and went to the other"
             lost = StepEvent.objects.filter(kind=EventKind.LEASE_EXPIRED).count()
-            assert lost > 0, "the killed worker's attempt was lost in flight and redone"
+            assert lost > 0 or sum(finished_before_the_kill.values()) == len(held), (
+                "the killed worker's attempt was lost in flight and redone"
+            )
             print(
                 f"{len(scheduled)} scheduled runs from {len(sent)} ticks sent; "
                 f"{lost} leases expired; counted "
