@@ -31,6 +31,7 @@ from django.utils.translation import gettext_lazy as _
 
 from workflows import calendars
 from workflows.dsl import RunData
+from workflows.ids import time_ordered_id
 from workflows.results import RunResults
 from workflows.states import (
     FINAL_RUN_STATES,
@@ -229,7 +230,8 @@ def _state_fields(model: type[models.Model]) -> tuple[fsm.FSMFieldMixin, ...]:
 
 
 class WorkflowRun(FencedTransitions, SavesChanges, models.Model):
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # Time-ordered, so a run's rows go where the last runs' went: see workflows.ids.
+    id = models.UUIDField(primary_key=True, default=time_ordered_id, editable=False)
     workflow_type = models.CharField(max_length=100)
     workflow_version = models.PositiveIntegerField()
     state = fsm.FSMField(
