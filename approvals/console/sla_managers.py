@@ -13,7 +13,7 @@ manager's groups are a set of their own, and a manager is the key of that set's
 numbers. A task offered to two groups of one manager is counted once, as the
 live page counts it: tasks and entries are counted distinct, decisions read as
 distinct (manager, task) rows. Runs belong to no group: a manager's board has
-no run trends.
+no run trends. Like the operators' count, it reads the replica when there is one.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from django.db.models import Count, F
 from approvals.console import sla
 from approvals.models import GroupManager, HumanTask, InboxEntry
 from approvals.states import LIVE_TASK_STATES, InboxTab, Sla, TaskState
+from workflows import replica
 
 # The manager of the group a candidate-group row, or an inbox entry's group, names.
 _MANAGER = "group__manager_link__manager_id"
@@ -50,6 +51,7 @@ def _counts(column: str, due: str, now: datetime, *, distinct: bool) -> dict[str
     }
 
 
+@replica.reads_replica
 def dashboards(*, now: datetime) -> dict[frozenset[int], sla.Dashboard]:
     """Return the dashboard of every set of groups some manager manages, as of `now`,
     as `sla.dashboard(now=now, group_ids=...)` would count each one."""
