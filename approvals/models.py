@@ -676,8 +676,9 @@ class Attachment(models.Model):
 
 
 class SlaSnapshot(models.Model):
-    """The SLA dashboard's numbers for operators as beat last computed them
-    (approvals.console.sla_snapshot): the page reads one row, whatever the open work."""
+    """The SLA dashboard's numbers for operators, or for one set of groups a manager
+    manages, as beat last computed them (approvals.console.sla_snapshot): the page
+    reads one row, whatever the open work."""
 
     scope = models.CharField(max_length=40, primary_key=True)
     computed_at = models.DateTimeField()

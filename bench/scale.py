@@ -13,11 +13,13 @@ large ÷ small:
 - pages through Django's test client, one request at a time (so the figure is
   the server's work, with no HTTP or concurrency): the inbox's first and deep
   page (the reviewer's 2,000 open tasks), the console's runs filtered by
-  business key and searched by it, the SLA dashboard (an operator, from the
-  snapshot beat keeps: `approvals.console.sla_snapshot`; a manager of one of
-  the seed's groups, counted live over the tasks offered to it), and
+  business key and searched by it, the SLA dashboard (an operator, and a
+  manager of one of the seed's groups, each from the snapshot beat keeps:
+  `approvals.console.sla_snapshot`), and
   `GET /api/v1/workflows?correlation_id=`: p95 of `samples` requests each;
-- the count beat makes of the SLA dashboard every minute (once per pass);
+- the count beat makes of the SLA dashboards every minute (once per pass): the
+  operators' and the seed's one manager's, and again with a manager for each of
+  the seed's groups (made in a transaction that is rolled back);
 - the sweep with `SCALE_DUE` timers due among the waiting runs;
 - prune: the runs finished in the history's first six months (or in as many
   days as hold about `PRUNE_AT_MOST` runs, if fewer), pruned (with the event
@@ -36,13 +38,14 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 from django.db import connection, transaction
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from approvals.console import sla_snapshot
+from approvals.models import GroupManager
 from bench import definitions, inbox, scale_seed, seed, sweep
 from bench.measure import percentile
 from bench.profiles import Profile
@@ -221,8 +224,35 @@ def settle() -> None:
 
 
 def refresh_sla() -> float:
-    """Count the operators' SLA dashboard, as beat does every minute; return the ms it took."""
+    """Count the SLA dashboards, the operators' and each manager's, as beat does every
+    minute; return the ms it took."""
     return _timed(lambda: sla_snapshot.refresh(now=timezone.now()))
+
+
+def refresh_sla_managed() -> float:
+    """Count the SLA dashboards as beat does when each of the seed's groups has a manager
+    of its own (a company of hundreds of managers); return the ms it took. The managers
+    are made in a transaction that is rolled back, so the seeded database stays as it was."""
+    measured = 0.0
+    try:
+        with transaction.atomic():
+            groups = list(
+                Group.objects.filter(
+                    name__startswith="bench-scale-group-", manager_link__isnull=True
+                ).order_by("id")
+            )
+            managers = User.objects.bulk_create(
+                User(username=f"bench-scale-manager-{group.pk}") for group in groups
+            )
+            GroupManager.objects.bulk_create(
+                GroupManager(group=group, manager=manager)
+                for group, manager in zip(groups, managers, strict=True)
+            )
+            measured = refresh_sla()
+            raise Rollback
+    except Rollback:
+        pass
+    return measured
 
 
 def measure(database: dict[str, Any], *, profile: Profile) -> dict[str, Any]:
@@ -231,6 +261,7 @@ def measure(database: dict[str, Any], *, profile: Profile) -> dict[str, Any]:
         refreshed = refresh_sla()
         figures = pages(samples=profile.scale_samples, deep_pages=profile.deep_pages)
         figures["sla_refresh_ms"] = refreshed
+        figures["sla_refresh_managed_ms"] = refresh_sla_managed()
         read = plans(deep_pages=profile.deep_pages)
         figures["page_db_ms"] = max(read["db_ms"].values())
         figures["big_seq_scans"] = len(read["big_seq_scans"])
@@ -266,6 +297,7 @@ FIGURES = (
     ("scale_sla_p95_ms", "sla_p95_ms"),
     ("scale_sla_manager_p95_ms", "sla_manager_p95_ms"),
     ("scale_sla_refresh_ms", "sla_refresh_ms"),
+    ("scale_sla_refresh_managed_ms", "sla_refresh_managed_ms"),
     ("scale_api_by_key_p95_ms", "api_by_key_p95_ms"),
     ("scale_page_db_ms", "page_db_ms"),
     ("scale_sweep_s", "sweep_s"),

@@ -18,9 +18,9 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from approvals.console import sla as sla_selectors
-from approvals.console import sla_snapshot
+from approvals.console import sla_managers, sla_snapshot
 from approvals.human_tasks import inbox_entries
-from approvals.models import HumanTask, InboxEntry
+from approvals.models import GroupManager, HumanTask, InboxEntry
 from tests.plans import nodes
 from workflows.models import WorkflowRun
 
@@ -152,6 +152,31 @@ class TestPlans:
 
         assert len(found) == 6
         assert whole_tables(found) == {}
+
+
+class TestManagersCountPlans:
+    """Beat counts every manager's board at once: a fixed number of queries, however
+    many managers, none of which reads a whole table."""
+
+    def test_every_managers_board_is_counted_in_five_queries_reading_no_whole_table(
+        self, history, groups, eve
+    ):
+        GroupManager.objects.create(group=groups["legal"], manager=eve)
+
+        with CaptureQueriesContext(connection) as captured:
+            boards = sla_managers.dashboards(now=timezone.now())
+
+        assert len(boards) == 2  # carol's finance, eve's legal
+        found = []
+        with connection.cursor() as cursor:
+            for query in captured.captured_queries:
+                cursor.execute(f"EXPLAIN (FORMAT JSON) {query['sql']}")
+                found.append((query["sql"], cursor.fetchone()[0][0]["Plan"]))
+        # The managed sets, then live tasks by type, group queues, people, decisions.
+        assert len(found) == 5
+        assert whole_tables(found) == {}
+        [decisions] = [plan for sql, plan in found if '"decided_at" >=' in sql]
+        assert "task_decided_at_idx" in {name for _, name in indexes(decisions)}
 
 
 class TestSnapshotPlans:
