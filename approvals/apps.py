@@ -26,3 +26,14 @@ class ApprovalsConfig(AppConfig):
         from approvals.console import sla
 
         connection_created.connect(sla.add_sqlite_functions, dispatch_uid="baton-sqlite-sla")
+        from django.contrib.auth import get_user_model
+        from django.db.models.signals import post_save, pre_save
+
+        from approvals.human_tasks import inbox_entries
+
+        # Inbox entries show usernames: they follow a user's new one.
+        user = get_user_model()
+        pre_save.connect(inbox_entries.note_rename, sender=user, dispatch_uid="baton-inbox-rename")
+        post_save.connect(
+            inbox_entries.follow_rename, sender=user, dispatch_uid="baton-inbox-renamed"
+        )

@@ -98,14 +98,21 @@ def duties_on_page(tasks: Sequence[TaskOnPage]) -> dict[UUID, Duties]:
     }
 
 
-def page_annotations(viewer: Any, *, separating: Sequence[str] | None = None) -> dict[str, Any]:
+def page_annotations(
+    viewer: Any,
+    *,
+    separating: Sequence[str] | None = None,
+    workflow_type: str = "run__workflow_type",
+) -> dict[str, Any]:
     """What a page of tasks can carry so `duties_on_page` needs no query for `viewer`:
     the viewer's own decisions in each task's run, as JSON, read through the
     `task_decided_idx` index (PostgreSQL; elsewhere they are asked for separately).
 
     Only a run whose definition separates its approvers needs them: given the workflow
     types that may (`separating_types()`), other tasks carry NULL rather than a
-    subquery's answer, which `duties_on_page` never reads for them."""
+    subquery's answer, which `duties_on_page` never reads for them. The rows annotated
+    have a `run_id`, and `workflow_type` names their run's workflow type (the inbox's
+    entries carry a copy)."""
     if connection.vendor != "postgresql":
         return {}
     mine = HumanTask.objects.filter(run_id=OuterRef("run_id"), decided_by=viewer)
@@ -117,7 +124,7 @@ def page_annotations(viewer: Any, *, separating: Sequence[str] | None = None) ->
     decisions: Any = ArraySubquery(decided)
     if separating is not None:
         decisions = Case(
-            When(run__workflow_type__in=separating, then=decisions),
+            When(**{f"{workflow_type}__in": separating}, then=decisions),
             default=None,
             output_field=decisions.output_field,
         )
@@ -134,6 +141,16 @@ def separating_types() -> tuple[str, ...]:
                 for workflow in registry.all_definitions()
                 if workflow.distinct_approvers
             }
+        )
+    )
+
+
+def requester_types() -> tuple[str, ...]:
+    """The workflow types of which some version names a requester in the run's input
+    (`requester_field`), in order: only their runs' input says who asked for a run."""
+    return tuple(
+        sorted(
+            {workflow.name for workflow in registry.all_definitions() if workflow.requester_field}
         )
     )
 

@@ -29,7 +29,7 @@ from django.contrib.auth.models import Group, User
 from django.db import connection, models, transaction
 
 from approvals import human_tasks
-from approvals.models import HumanTask
+from approvals.models import HumanTask, InboxEntry
 from approvals.states import Channel
 from bench import definitions
 from bench.profiles import Seed
@@ -329,11 +329,30 @@ def clone_tasks(
             overrides={
                 **_carried(model, person=person, group=group),
                 **_new_key(model, tag=tag, link=link),
+                **(_entry_view(tag=tag, person=person) if model is InboxEntry else {}),
                 link: task_id,
             },
             **common,
         )
     return added
+
+
+def _entry_view(*, tag: str, person: str | None) -> dict[str, str | None]:
+    """Overrides for what an inbox entry shows of its task (approvals.human_tasks.inbox_entries
+    .view_of): the copy's run and title, and `person`'s username where it names the template's
+    person, as the copied task does."""
+    quote = connection.ops.quote_name
+    overrides: dict[str, str | None] = {"run_id": uuid_of(tag), "title": "t.title || ' #' || g"}
+    if person is not None:
+        users = quote(User._meta.db_table)
+        named = f"(SELECT username FROM {users} WHERE id = %(template_person)s)"
+        for field in ("assignee", "owner", "substitute_for", "started_by"):
+            column = f"t.{quote(field)}"
+            overrides[field] = (
+                f"CASE WHEN {column} = {named} "
+                f"THEN (SELECT username FROM {users} WHERE id = {person}) ELSE {column} END"
+            )
+    return overrides
 
 
 def seed(*, size: Seed, log: Any = print) -> dict[str, Any]:

@@ -3,13 +3,15 @@
 A live task shows in the inbox of whoever holds it ("mine"), of whoever
 delegated it ("delegated") and, while open, of each candidate user and group
 ("queue"). The selectors read those rows through indexes in the order they are
-shown; this module decides which rows a task has, with which sort keys and title.
+shown; this module decides which rows a task has, with which sort keys, title and
+view values (what the task's row shows: `view_of`).
 
-Call `refresh` after every change to a task's state, assignee, owner,
-candidates, priority or due time (its title is set once, when it opens), in the
-same transaction as that change and with the task's row locked (the services'
-`_lock` does both), so two refreshes of one task never interleave and a reader
-never sees the rows of a half-made change.
+Call `refresh` after every change to a task (its state, version, holders,
+candidates, priority, due time, node, or its run's version), in the same
+transaction as that change and with the task's row locked (the services' `_lock`
+does both), so two refreshes of one task never interleave and a reader never sees
+the rows of a half-made change. A user's new username reaches the rows naming
+them through `rename` (on the user's save, approvals.signals).
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from django.db.models import Q
+
 from approvals.models import HumanTask, InboxEntry
 from approvals.states import LIVE_TASK_STATES, InboxTab, TaskState
+from workflows.models import WorkflowRun
 
 # Stands in for "no due time" so that those tasks sort last, through an index.
 FAR_FUTURE = datetime(9999, 1, 1, tzinfo=UTC)
@@ -38,6 +43,54 @@ def refresh(task: HumanTask) -> None:
     InboxEntry.objects.bulk_create(entries_for(task))
 
 
+def refresh_run(run: WorkflowRun) -> None:
+    """Rewrite the entries of `run`'s live tasks, locking each: after a change to the run
+    (its version), in its transaction."""
+    live = HumanTask.objects.filter(run=run, state__in=LIVE_TASK_STATES)
+    for task in live.select_related("assignee", "owner", "substitute_for").select_for_update(
+        of=("self",)
+    ):
+        task.run = run
+        refresh(task)
+
+
+def rename(*, user_id: int, username: str) -> int:
+    """Show `username` in the entries of the live tasks that name user `user_id` (its
+    holder, delegator, the one it stands in for, or whoever started its run); return
+    how many entries changed."""
+    changed = 0
+    for field in ("assignee", "owner", "substitute_for"):
+        changed += InboxEntry.objects.filter(**{f"task__{field}_id": user_id}).update(
+            **{field: username}
+        )
+    started = WorkflowRun.objects.filter(started_by_id=user_id).values("id")
+    changed += InboxEntry.objects.filter(Q(run_id__in=started)).update(started_by=username)
+    return changed
+
+
+def view_of(task: HumanTask) -> dict[str, Any]:
+    """What the task's row shows, besides its sort keys and title (InboxEntry's view
+    values), from the task, its run and the people they name (read if not loaded)."""
+
+    def name(user: Any) -> str:
+        return user.get_username() if user is not None else ""
+
+    run = task.run
+    return {
+        "run_id": task.run_id,
+        "node": task.node,
+        "kind": task.kind,
+        "state": task.state,
+        "outcome": task.outcome,
+        "version": task.version,
+        "workflow_version": run.workflow_version,
+        "assignee": name(task.assignee),
+        "owner": name(task.owner),
+        "substitute_for": name(task.substitute_for),
+        "started_by": name(run.started_by),
+    }
+
+
 def entries_for(task: HumanTask) -> list[InboxEntry]:
     """Return the entries the task should have (unsaved); none once it is finished."""
     if task.state not in LIVE_TASK_STATES:
@@ -49,6 +102,7 @@ def entries_for(task: HumanTask) -> list[InboxEntry]:
         "workflow_type": task.workflow_type,
         "title": task.title,
         "data": task.search_data,
+        **view_of(task),
     }
     if task.state == TaskState.OPEN:
         users = task.candidate_users.values_list("id", flat=True)
@@ -62,3 +116,26 @@ def entries_for(task: HumanTask) -> list[InboxEntry]:
     if task.state == TaskState.DELEGATED and task.owner_id is not None:
         entries.append(InboxEntry(tab=InboxTab.DELEGATED, user_id=task.owner_id, **keys))
     return entries
+
+
+def note_rename(sender: Any, instance: Any, raw: bool = False, **kwargs: Any) -> None:
+    """Before a user is saved (pre_save): note whether their username changes, so that
+    `follow_rename` shows the new one once it is saved. Reads the stored username only
+    when the save may write it (never for a sign-in's last_login)."""
+    update_fields = kwargs.get("update_fields")
+    instance._inbox_renamed = False
+    if (
+        raw
+        or instance.pk is None
+        or (update_fields is not None and "username" not in update_fields)
+    ):
+        return
+    stored = sender.objects.filter(pk=instance.pk).values_list("username", flat=True).first()
+    instance._inbox_renamed = stored is not None and stored != instance.get_username()
+
+
+def follow_rename(sender: Any, instance: Any, **kwargs: Any) -> None:
+    """After a user is saved (post_save): if their username changed, show it in the inbox."""
+    if getattr(instance, "_inbox_renamed", False):
+        instance._inbox_renamed = False
+        rename(user_id=instance.pk, username=instance.get_username())

@@ -4,7 +4,8 @@ The engine renames the run's steps by the operator's plan (workflows.engine.migr
 the tasks name their node too, and keep it in step with the step they belong to.
 Nothing else changes: the same rows, ids, assignees, due times and decisions, so a
 decided task stays decided and an open one is decided as before, now against the
-target version's node.
+target version's node. Their inbox entries show the node and the run's version, so
+they are rewritten.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
+from approvals.human_tasks import inbox_entries
 from approvals.models import HumanTask
 from workflows.models import WorkflowRun
 
@@ -27,4 +29,5 @@ def rename_task_nodes(
     renamed = 0
     for old, new in renames.items():
         renamed += HumanTask.objects.filter(run=run, node=old).update(node=new)
+    inbox_entries.refresh_run(run)
     return renamed

@@ -21,10 +21,9 @@ from uuid import UUID
 
 from django.contrib.auth import get_user_model
 from django.contrib.postgres.search import SearchQuery, SearchVector
-from django.db.models import Exists, JSONField, OuterRef, Q, QuerySet, Subquery, Value
+from django.db.models import Case, Exists, JSONField, OuterRef, Q, QuerySet, Subquery, When
 from django.db.models.expressions import RawSQL
 from django.db.models.fields.tuple_lookups import Tuple, TupleGreaterThan
-from django.db.models.functions import Coalesce
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
@@ -133,6 +132,8 @@ class PageTask:
     # The run's definition (the task's workflow_type is a copy of the run's).
     run_workflow_type: str
     workflow_version: int
+    # The run's input, read for a type that names a requester in it (duties.requester_types):
+    # only separation of duties reads it, and only there. {} for the others.
     run_input: Any
     # The usernames of the people the task and its run name ("" when nobody).
     assignee: str
@@ -201,10 +202,12 @@ class Header:
 
 
 # What a row shows and what separation of duties reads (approvals.duties), column by
-# column as the page's rows query selects them: the task's own, its run's, the four
-# usernames, then the viewer's decisions in the run: PageTask's fields.
-_TASK_COLUMNS = (
-    "id",
+# column as the page's rows query selects them from the task's inbox entry, which
+# carries them (approvals.human_tasks.inbox_entries.view_of): PageTask's fields, the
+# due time and priority as their sort keys. The run's input and the viewer's decisions
+# are read by subqueries, for the types that need them only.
+_ENTRY_COLUMNS = (
+    "task_id",
     "run_id",
     "node",
     "kind",
@@ -212,27 +215,16 @@ _TASK_COLUMNS = (
     "title",
     "state",
     "outcome",
-    "priority",
-    "due_at",
+    "sort_priority",
+    "sort_due",
     "version",
+    "workflow_version",
+    "assignee",
+    "owner",
+    "substitute_for",
+    "started_by",
 )
-# Named apart from the task's own (PageTask's run_workflow_type, run_input).
-_RUN_COLUMNS = ("workflow_type", "workflow_version", "input")
-# The usernames of the people a task names, each read by a subquery of its own rather
-# than a join of auth_user: PostgreSQL took 1.2 ms to plan the rows' five joins and
-# 0.3 to run them, 0.4 and 0.6 with one join and these subqueries (bench, 100,000 tasks).
-_USERNAMES = {
-    "assignee_username": "assignee_id",
-    "owner_username": "owner_id",
-    "substitute_for_username": "substitute_for_id",
-    "started_by_username": "run__started_by_id",
-}
-_ROW_COLUMNS = (
-    *_TASK_COLUMNS,
-    *(f"run__{column}" for column in _RUN_COLUMNS),
-    *_USERNAMES,
-    "viewer_decisions",
-)
+_ROW_COLUMNS = (*_ENTRY_COLUMNS, "run_input", "viewer_decisions")
 
 
 @replica.reads_replica
@@ -255,11 +247,12 @@ def inbox(*, user: Any, filters: InboxFilters, now: datetime, limit: int = PAGE_
     )
     sql, params = _page_ids(shape, _values(filters, user_id=user.pk, now=now, after=after))
     # Two short queries rather than one: PostgreSQL planned the page's ids and the
-    # rows' six joins together in three times the time it takes to run both apart.
+    # rows' six joins together in three times the time it takes to run both apart
+    # (the rows are now read from the entries, without joins).
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         page_ids = [task_id for (task_id,) in cursor.fetchall()]
-        rows = _page_tasks(cursor, page_ids, sort=filters.sort, user_id=user.pk)
+        rows = _page_tasks(cursor, page_ids, user_id=user.pk)
     next_cursor = ""
     if len(rows) > limit:
         rows = rows[:limit]
@@ -428,35 +421,42 @@ def _header_sql(vendor: str, values: Mapping[str, Any]) -> tuple[str, tuple[Any,
     return sql, (*params, values["user_id"], values["user_id"])
 
 
-def _page_tasks(cursor: Any, task_ids: list[UUID], *, sort: str, user_id: int) -> list[PageTask]:
-    """Read the tasks `task_ids` in the order shown, each with what it shows of its run,
-    the usernames of the people it names and `viewer_decisions`
-    (approvals.duties.page_annotations), as plain values, from SQL compiled once per
-    number of tasks."""
+def _page_tasks(cursor: Any, task_ids: list[UUID], *, user_id: int) -> list[PageTask]:
+    """Read the tasks `task_ids`, in that order, as plain values from one inbox entry of
+    each (every entry of a task carries the same), with the run's input where its type
+    names a requester in it and `viewer_decisions` (approvals.duties.page_annotations):
+    no join of the task, its run or its people. On PostgreSQL, from SQL compiled once
+    per number of tasks."""
     if not task_ids:
         return []
     connection = replica.read_connection()
     shape = _RowsShape(
         vendor=connection.vendor,
-        sort=sort,
         count=len(task_ids),
         separating=duties.separating_types(),
+        requesting=duties.requester_types(),
     )
     values = {"user_id": user_id, **{f"id{n}": task_id for n, task_id in enumerate(task_ids)}}
     if shape.vendor in _COMPILED_ON:
         cursor.execute(*_compiled_rows(shape).bind(values))
-    else:
-        cursor.execute(*_rows_sql(shape, values))
-    return [_task_of(row) for row in cursor.fetchall()]
+        return [_task_of(row) for row in cursor.fetchall()]
+    cursor.execute(*_rows_sql(shape, values))
+    by_id: dict[Any, tuple[Any, ...]] = {}
+    for row in cursor.fetchall():
+        by_id.setdefault(row[0], row)
+    tasks = [_task_of(row) for row in by_id.values()]
+    order = {task_id: n for n, task_id in enumerate(task_ids)}
+    return sorted((task for task in tasks if task.pk in order), key=lambda task: order[task.pk])
 
 
 @dataclass(frozen=True)
 class _RowsShape:
     vendor: str
-    sort: str
     count: int
     # The workflow types whose tasks carry the viewer's decisions (duties.separating_types).
     separating: tuple[str, ...] = ()
+    # The workflow types whose tasks carry their run's input (duties.requester_types).
+    requesting: tuple[str, ...] = ()
 
 
 @functools.lru_cache(maxsize=128)
@@ -466,53 +466,92 @@ def _compiled_rows(shape: _RowsShape) -> compiled_queries.Compiled:
 
 
 def _rows_sql(shape: _RowsShape, values: Mapping[str, Any]) -> tuple[str, tuple[Any, ...]]:
-    """The SQL of `_page_tasks`, selecting _ROW_COLUMNS in their order."""
-    people = get_user_model().objects
-    usernames = {
-        name: Subquery(people.filter(pk=OuterRef(column)).values("username"))
-        for name, column in _USERNAMES.items()
-    }
+    """The SQL of `_page_tasks`, selecting _ROW_COLUMNS: on PostgreSQL one entry of each
+    task in the order given, each read through the entries' task index (a LATERAL
+    subquery per task: all a task's entries would be one per candidate); elsewhere
+    every entry of the tasks, in no order."""
+    task_ids = [values[f"id{n}"] for n in range(shape.count)]
+    run_input = Case(
+        When(
+            workflow_type__in=shape.requesting,
+            then=Subquery(WorkflowRun.objects.filter(pk=OuterRef("run_id")).values("input")),
+        ),
+        default=None,
+        output_field=JSONField(),
+    )
     # Off PostgreSQL there are none: duties_on_page then reads the decisions itself.
     none = RawSQL("NULL", (), output_field=JSONField())
-    decisions = duties.page_annotations(values["user_id"], separating=shape.separating) or {
-        "viewer_decisions": none
-    }
-    return (
-        HumanTask.objects.filter(pk__in=[values[f"id{n}"] for n in range(shape.count)])
-        .annotate(**usernames, **decisions)
-        .order_by(*_task_order(shape.sort))
-        .values_list(*_ROW_COLUMNS)
+    decisions = duties.page_annotations(
+        values["user_id"], separating=shape.separating, workflow_type="workflow_type"
+    ) or {"viewer_decisions": none}
+    entries = InboxEntry.objects.annotate(run_input=run_input, **decisions)
+    if shape.vendor != "postgresql":
+        return (
+            entries.filter(task_id__in=task_ids).values_list(*_ROW_COLUMNS).query.sql_with_params()
+        )
+    entry_sql, entry_params = (
+        entries.filter(task_id=RawSQL("page.task_id", ()))
+        .order_by()
+        .values_list(*_ROW_COLUMNS)[:1]
         .query.sql_with_params()
     )
-
-
-_TASKS_END = len(_TASK_COLUMNS)
-_RUNS_END = _TASKS_END + len(_RUN_COLUMNS)
+    pages = ", ".join(f"(%s::uuid, {n})" for n in range(shape.count))
+    # Only SQL Django compiled (its parameters passed apart) and numbers go into the text.
+    sql = (
+        f"SELECT entry.* FROM (VALUES {pages}) AS page(task_id, n)"  # nosec B608 # see above
+        f" CROSS JOIN LATERAL ({entry_sql}) AS entry ORDER BY page.n"
+    )
+    return sql, (*task_ids, *entry_params)
 
 
 def _task_of(row: tuple[Any, ...]) -> PageTask:
     """A page's task from one row of _ROW_COLUMNS, its values converted as the ORM's
     compiler would (JSON decoded; on SQLite, times and UUIDs parsed from text)."""
-    task = converted(HumanTask, _TASK_COLUMNS, row)
-    run_workflow_type, workflow_version, run_input = converted(
-        WorkflowRun, _RUN_COLUMNS, row[_TASKS_END:_RUNS_END]
-    )
-    assignee, owner, substitute_for, started_by = row[_RUNS_END:-1]
-    decisions = row[-1]
+    (
+        task_id,
+        run_id,
+        node,
+        kind,
+        workflow_type,
+        title,
+        state,
+        outcome,
+        priority,
+        due,
+        version,
+        workflow_version,
+        assignee,
+        owner,
+        substitute_for,
+        started_by,
+    ) = converted(InboxEntry, _ENTRY_COLUMNS, row[: len(_ENTRY_COLUMNS)])
+    run_input, decisions = row[len(_ENTRY_COLUMNS) :]
     return PageTask(
-        *task,
-        run_workflow_type=run_workflow_type,
+        id=task_id,
+        run_id=run_id,
+        node=node,
+        kind=kind,
+        workflow_type=workflow_type,
+        title=title,
+        state=state,
+        outcome=outcome,
+        priority=-priority,
+        due_at=None if due == FAR_FUTURE else due,
+        version=version,
+        run_workflow_type=workflow_type,
         workflow_version=workflow_version,
-        run_input=run_input,
-        assignee=assignee or "",
-        owner=owner or "",
-        substitute_for=substitute_for or "",
-        started_by=started_by or "",
+        run_input={} if run_input is None else _json(run_input),
+        assignee=assignee,
+        owner=owner,
+        substitute_for=substitute_for,
+        started_by=started_by,
         # PostgreSQL's array of JSON objects, as text.
-        viewer_decisions=None
-        if decisions is None
-        else tuple(json.loads(d) if isinstance(d, str) else d for d in decisions),
+        viewer_decisions=None if decisions is None else tuple(_json(d) for d in decisions),
     )
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else value
 
 
 def _entries(shape: _Shape, values: Mapping[str, Any]) -> QuerySet[InboxEntry]:
@@ -584,12 +623,6 @@ def _first_task_ids(
     )
     page = f"SELECT task_id FROM ({merged}) AS page"  # nosec B608 # see above
     return page, (*own_params, *group_params, user_id, limit)
-
-
-def _task_order(sort: str) -> list[Any]:
-    """The shown order over HumanTask's own columns: the same as `_ENTRY_ORDER`."""
-    due = Coalesce("due_at", Value(FAR_FUTURE))
-    return ["-priority", due, "id"] if sort == "priority" else [due, "id"]
 
 
 def _cursor_of(task: PageTask, sort: str) -> list[Any]:

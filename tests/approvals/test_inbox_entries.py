@@ -1,5 +1,6 @@
 """The inbox's read model stays true: after every use case, each task's entries are exactly
-the tabs and people the rules give, with the task's current sort keys and its title.
+the tabs and people the rules give, with the task's current sort keys, its title and what
+its row shows (its node, state, version, its run's version, the usernames it names).
 
 The rules are written out again here, from the task row and its candidates, so that
 a mistake in `approvals.human_tasks.inbox_entries` cannot confirm itself.
@@ -9,15 +10,19 @@ from __future__ import annotations
 
 import importlib
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from django.apps import apps as django_apps
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from approvals import human_tasks
-from approvals.models import HumanTask, InboxEntry
+from approvals.models import HumanTask, InboxEntry, Substitution
 from approvals.states import Channel, TaskState
-from workflows import engine
+from tests.workflows.definitions import VERSIONED_RENAMES, VERSIONED_V2
+from workflows import engine, registry
 
 pytestmark = pytest.mark.django_db
 
@@ -25,8 +30,44 @@ INBOX = Channel.INBOX
 NO_DUE_TIME = datetime(9999, 1, 1, tzinfo=UTC)
 
 
+def view(task: HumanTask) -> tuple:
+    """What the task's row shows, from the task, its run and its people."""
+
+    def name(user: Any) -> str:
+        return user.username if user is not None else ""
+
+    return (
+        task.run_id,
+        task.node,
+        task.kind,
+        task.state,
+        task.outcome,
+        task.version,
+        task.run.workflow_version,
+        name(task.assignee),
+        name(task.owner),
+        name(task.substitute_for),
+        name(task.run.started_by),
+    )
+
+
+VIEW = (
+    "run_id",
+    "node",
+    "kind",
+    "state",
+    "outcome",
+    "version",
+    "workflow_version",
+    "assignee",
+    "owner",
+    "substitute_for",
+    "started_by",
+)
+
+
 def expected_entries(task: HumanTask) -> set[tuple]:
-    keys = (task.due_at or NO_DUE_TIME, -task.priority, task.workflow_type, task.title)
+    keys = (task.due_at or NO_DUE_TIME, -task.priority, task.workflow_type, task.title, *view(task))
     if task.state == TaskState.OPEN:
         return {("queue", user.pk, None, *keys) for user in task.candidate_users.all()} | {
             ("queue", None, group.pk, *keys) for group in task.candidate_groups.all()
@@ -40,7 +81,7 @@ def expected_entries(task: HumanTask) -> set[tuple]:
 
 def stored_entries(task: HumanTask) -> set[tuple]:
     rows = InboxEntry.objects.filter(task=task).values_list(
-        "tab", "user_id", "group_id", "sort_due", "sort_priority", "workflow_type", "title"
+        "tab", "user_id", "group_id", "sort_due", "sort_priority", "workflow_type", "title", *VIEW
     )
     assert len(rows) == len(set(rows)), "an entry is stored twice"
     return set(rows)
@@ -50,6 +91,11 @@ def assert_in_step() -> None:
     """Every task in the database has exactly the entries the rules give it."""
     for task in HumanTask.objects.all():
         assert stored_entries(task) == expected_entries(task), f"{task.title} ({task.state})"
+
+
+def shown(task: HumanTask, *fields: str) -> list[tuple]:
+    """The values of `fields` in each of the task's entries."""
+    return list(InboxEntry.objects.filter(task=task).values_list(*fields))
 
 
 def tabs_of(task: HumanTask) -> set[tuple]:
@@ -144,6 +190,85 @@ class TestChanges:
         assert {entry[3] for entry in stored_entries(task)} == {task.due_at}
         assert_in_step()
 
+    def test_a_task_opened_for_someone_away_names_whom_its_substitute_stands_in_for(
+        self, carol, bob, start_expense
+    ):
+        now = timezone.now()
+        Substitution.objects.create(
+            user=carol,
+            substitute=bob,
+            starts_at=now - timedelta(hours=1),
+            ends_at=now + timedelta(days=1),
+        )
+
+        task = start_expense().human_tasks.get(node="manager_approval")
+
+        assert (task.assignee, task.substitute_for) == (bob, carol)
+        assert_in_step()
+
+    def test_handing_over_held_tasks_shows_the_substitute_and_the_owner(
+        self, manager_task, carol, bob
+    ):
+        human_tasks.hand_over_held_tasks(user=carol, to_username="bob", channel=INBOX)
+
+        assert tabs_of(manager_task) == {("mine", bob.pk, None), ("delegated", carol.pk, None)}
+        assert_in_step()
+
+    def test_a_run_moved_to_another_version_shows_the_renamed_node_and_its_version(
+        self, start, drive, people
+    ):
+        run = drive(start("test_versioned", {"path": "approve", "amount": 5}))
+        task = run.human_tasks.get()
+        registry.register(VERSIONED_V2)
+        try:
+            engine.migrate_runs(
+                workflow_type="test_versioned",
+                from_version=1,
+                to_version=2,
+                renames=VERSIONED_RENAMES,
+                channel="api",
+            )
+        finally:
+            registry.unregister(VERSIONED_V2)
+
+        task.refresh_from_db()
+        assert task.node == "review"
+        assert set(shown(task, "node", "workflow_version")) == {("review", 2)}
+        assert_in_step()
+
+
+class TestRenames:
+    """Entries show usernames: a user's new one reaches every live task naming them."""
+
+    def test_a_renamed_assignee_and_owner_are_shown_by_their_new_names(
+        self, manager_task, carol, bob
+    ):
+        human_tasks.delegate_human_task(
+            task_id=manager_task.pk, user=carol, to_username="bob", channel=INBOX
+        )
+        bob.username, carol.username = "robert", "caroline"
+
+        bob.save()
+        carol.save(update_fields=["username"])
+
+        assert set(shown(manager_task, "assignee", "owner")) == {("robert", "caroline")}
+        assert_in_step()
+
+    def test_whoever_started_the_run_is_shown_by_their_new_name(self, start, drive, alice):
+        run = drive(start("test_deadline_waits", {}, started_by=alice))
+        alice.username = "alicia"
+
+        alice.save()
+
+        assert set(shown(run.human_tasks.get(), "started_by")) == {("alicia",)}
+        assert_in_step()
+
+    def test_a_save_that_cannot_change_the_username_reads_nothing_more(self, carol):
+        with CaptureQueriesContext(connection) as queries:
+            carol.save(update_fields=["last_login"])
+
+        assert len(queries) == 1  # the UPDATE alone
+
 
 class TestEnding:
     def test_a_decision_empties_the_tasks_entries(self, manager_task, carol):
@@ -201,9 +326,48 @@ class TestMigration:
         entries = importlib.import_module("approvals.migrations.0002_inbox_entries")
         titles = importlib.import_module("approvals.migrations.0013_inbox_entry_titles")
 
+        view = importlib.import_module("approvals.migrations.0026_fill_inbox_entry_view")
+
         entries.fill_inbox_entries(django_apps, connection.schema_editor())
         with connection.cursor() as cursor:
             cursor.execute(titles.BACKFILL)
+        view.fill_inbox_entry_view(django_apps, connection.schema_editor())
 
         assert InboxEntry.objects.count() == 3  # mine and delegated; the finance queue
+        assert_in_step()
+
+    def test_the_view_backfill_fills_every_live_tasks_entries_batch_by_batch(
+        self, manager_task, carol, bob, start_expense, drive, monkeypatch
+    ):
+        run = start_expense(amount="5000.00")
+        human_tasks.approve_human_task(task_id=run.human_tasks.get().pk, user=carol, channel=INBOX)
+        drive(run)
+        human_tasks.delegate_human_task(
+            task_id=manager_task.pk, user=carol, to_username="bob", channel=INBOX
+        )
+        for _ in range(3):
+            start_expense(amount="80.00")
+        # As the columns were added: their defaults, in every entry.
+        InboxEntry.objects.update(
+            run_id=None,
+            node="",
+            kind="",
+            state="",
+            version=0,
+            workflow_version=0,
+            assignee="",
+            owner="",
+            substitute_for="",
+            started_by="",
+        )
+        view = importlib.import_module("approvals.migrations.0026_fill_inbox_entry_view")
+        monkeypatch.setattr(view, "BATCH", 2)  # fewer than the live tasks: several batches
+        live = HumanTask.objects.filter(state__in=("open", "claimed", "delegated")).count()
+        assert live > 2 * view.BATCH
+
+        view.fill_inbox_entry_view(django_apps, connection.schema_editor())
+
+        assert_in_step()
+        # Again, over values already there: nothing changes.
+        view.fill_inbox_entry_view(django_apps, connection.schema_editor())
         assert_in_step()

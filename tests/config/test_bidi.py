@@ -6,6 +6,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from approvals.human_tasks import inbox_entries
 from approvals.models import Comment
 from approvals.notify import links
 from workflows.tokens import issue_token
@@ -21,6 +22,8 @@ def spoofed_task(manager_task):
     """A task stored before anything checked: a right-to-left override in its title."""
     manager_task.title = SPOOFED
     manager_task.save()
+    # Its inbox entries copied the title when it opened.
+    inbox_entries.refresh(manager_task)
     return manager_task
 
 
