@@ -277,8 +277,11 @@ def measure(database: dict[str, Any], *, profile: Profile) -> dict[str, Any]:
             )
         )
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_database_size(current_database())")
-            figures["database_gb"] = cursor.fetchone()[0] / 1e9
+            cursor.execute(
+                "SELECT pg_database_size(current_database()), current_setting('shared_buffers')"
+            )
+            size, figures["shared_buffers"] = cursor.fetchone()
+            figures["database_gb"] = size / 1e9
     seconds, fired, _ = sweep.measure(
         database=database["name"], templates=database["templates"], count=SCALE_DUE
     )
@@ -335,7 +338,9 @@ def run(*, profile: Profile, seeded: dict[str, dict[str, Any]]) -> list[Result]:
         f"{large['runs']:,} finished runs over 3 years "
         f"({measured['large']['database_gb']:.2f} GB), "
         f"{large['open_tasks']:,} open tasks, {large['waiting_runs']:,} asleep; beside "
-        f"{small['runs']:,} runs ({measured['small']['database_gb']:.2f} GB)"
+        f"{small['runs']:,} runs ({measured['small']['database_gb']:.2f} GB); "
+        # What the large database's index pages compete for (see README, "Scaling").
+        f"server's shared_buffers {measured['large']['shared_buffers']}"
     )
     results = [
         Result(key, measured["large"][name], measured["small"][name], note=about if not n else "")
