@@ -308,28 +308,57 @@ def _prepared(field: Field, value: Any) -> Any:
     return field.get_db_prep_save(value, connection=connections[DEFAULT_DB_ALIAS])
 
 
+class _Builder:
+    """What a compiled statement is written with: quoted names from the models' metadata,
+    and its parameters in order (constants, or `_Param`s bound per call)."""
+
+    def __init__(self) -> None:
+        self.connection = connections[DEFAULT_DB_ALIAS]
+        self.qn = self.connection.ops.quote_name
+        self.params: list[Any] = []
+        self.auto_now = [
+            f.attname for f in WorkflowRun._meta.concrete_fields if getattr(f, "auto_now", False)
+        ]
+
+    def bind(self, field: Field, value: Any, *, cast: bool = False) -> str:
+        self.params.append(_prepared(field, value))
+        if cast:
+            return f"(%s)::{str(field.db_type(self.connection)).split('(')[0]}"
+        return "%s"
+
+    def raw(self, value: Any) -> str:
+        self.params.append(value)
+        return "%s"
+
+    def col(self, model: type[Model], name: str) -> str:
+        return self.qn(model._meta.get_field(name).column)
+
+    def run_set(self, values: dict[str, Any]) -> str:
+        """The SET list that gives a run `values` (a transition applied to a template
+        row), its auto_now columns the call's `now`."""
+        field, col = WorkflowRun._meta.get_field, self.col
+        return ", ".join(
+            [
+                *(
+                    f"{col(WorkflowRun, name)} = {self.bind(field(name), value, cast=True)}"
+                    for name, value in values.items()
+                    if name not in self.auto_now
+                ),
+                *(
+                    f"{col(WorkflowRun, name)} = {self.bind(field(name), _Param('now'), cast=True)}"
+                    for name in self.auto_now
+                ),
+            ]
+        )
+
+
 @functools.cache
 def _statement(*, ends: bool = False) -> tuple[str, tuple[Any, ...]]:
     """The statement, and its parameters in order (constants, or `_Param`s bound per call);
     with `ends`, the one that records the run's last step and ends the run."""
-    connection = connections[DEFAULT_DB_ALIAS]
-    qn = connection.ops.quote_name
+    b = _Builder()
+    qn, bind, raw, col = b.qn, b.bind, b.raw, b.col
     steps, runs, events = (qn(m._meta.db_table) for m in (StepRun, WorkflowRun, StepEvent))
-    params: list[Any] = []
-
-    def bind(field: Field, value: Any, *, cast: bool = False) -> str:
-        params.append(_prepared(field, value))
-        if cast:
-            return f"(%s)::{str(field.db_type(connection)).split('(')[0]}"
-        return "%s"
-
-    def raw(value: Any) -> str:
-        params.append(value)
-        return "%s"
-
-    def col(model: type[Model], name: str) -> str:
-        return qn(model._meta.get_field(name).column)
-
     step_field, run_field = StepRun._meta.get_field, WorkflowRun._meta.get_field
     step_moves, run_moves = transitions.allowed(StepRun), transitions.allowed(WorkflowRun)
     # The straight case's states, narrowed from those the state machines allow.
@@ -370,31 +399,13 @@ def _statement(*, ends: bool = False) -> tuple[str, tuple[Any, ...]]:
         f"step.{col(StepRun, 'attempt')} AS {qn('attempt')}, "
         f"step.{col(StepRun, 'scheduled_at')} AS {qn('scheduled_at')})"
     )
-    auto_now = [
-        f.attname for f in WorkflowRun._meta.concrete_fields if getattr(f, "auto_now", False)
-    ]
     event_fields = [
         f for f in StepEvent._meta.concrete_fields if f is not StepEvent._meta.auto_field
     ]
     if ends:
-        return _end_statement(
-            run_sql, done_sql, params, bind, raw, col, auto_now, event_fields, qn, runs, events
-        )
+        return _end_statement(b, run_sql, done_sql, event_fields)
     # A waiting run wakes: a worker has its next step.
-    woken = _woken_run()
-    run_set = ", ".join(
-        [
-            *(
-                f"{col(WorkflowRun, name)} = {bind(run_field(name), value, cast=True)}"
-                for name, value in woken.items()
-                if name not in auto_now
-            ),
-            *(
-                f"{col(WorkflowRun, name)} = {bind(run_field(name), _Param('now'), cast=True)}"
-                for name in auto_now
-            ),
-        ]
-    )
+    run_set = b.run_set(_woken_run())
     woken_sql = (
         f"woken AS (UPDATE {runs} SET {run_set} WHERE {col(WorkflowRun, 'id')} IN "  # nosec B608
         f"(SELECT {qn('run_id')} FROM done) "
@@ -455,25 +466,16 @@ def _statement(*, ends: bool = False) -> tuple[str, tuple[Any, ...]]:
         f"SELECT next.{col(StepRun, 'id')}, run.{col(WorkflowRun, 'trace_context')}, "
         f"done.{qn('scheduled_at')} FROM next, run, done"
     )
-    return sql, tuple(params)
+    return sql, tuple(b.params)
 
 
 def _end_statement(
-    run_sql: str,
-    done_sql: str,
-    params: list[Any],
-    bind: Any,
-    raw: Any,
-    col: Any,
-    auto_now: list[str],
-    event_fields: list[Field],
-    qn: Any,
-    runs: str,
-    events: str,
+    b: _Builder, run_sql: str, done_sql: str, event_fields: list[Field]
 ) -> tuple[str, tuple[Any, ...]]:
     """The rest of `_statement(ends=True)`: the run succeeds with the step's result (if its
     state machine allows it from the state it is in), and the three events are written."""
-    run_field = WorkflowRun._meta.get_field
+    qn, bind, raw, col = b.qn, b.bind, b.raw, b.col
+    runs, events = qn(WorkflowRun._meta.db_table), qn(StepEvent._meta.db_table)
     end_from = [
         state
         for state in transitions.allowed(WorkflowRun).sources(RunState.SUCCEEDED)
@@ -481,20 +483,7 @@ def _end_statement(
     ]
     if not end_from:
         raise RuntimeError("The state machines no longer allow the straight case's end.")
-    ended = _ended_run()
-    run_set = ", ".join(
-        [
-            *(
-                f"{col(WorkflowRun, name)} = {bind(run_field(name), value, cast=True)}"
-                for name, value in ended.items()
-                if name not in auto_now
-            ),
-            *(
-                f"{col(WorkflowRun, name)} = {bind(run_field(name), _Param('now'), cast=True)}"
-                for name in auto_now
-            ),
-        ]
-    )
+    run_set = b.run_set(_ended_run())
     ended_sql = (
         f"ended AS (UPDATE {runs} SET {run_set} WHERE {col(WorkflowRun, 'id')} IN "  # nosec B608
         f"(SELECT {qn('run_id')} FROM done) "
@@ -539,7 +528,7 @@ def _end_statement(
         f"WITH {run_sql}, {done_sql}, {ended_sql}, {events_sql} "  # nosec B608
         f"SELECT done.{qn('scheduled_at')} FROM done, ended"
     )
-    return sql, tuple(params)
+    return sql, tuple(b.params)
 
 
 # The function's arguments, in order, each typed as the column it stands for; the last,
