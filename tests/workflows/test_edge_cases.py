@@ -202,7 +202,9 @@ class TestSweepIsolation:
         runs = [drive(start("test_sleeping", {})) for _ in range(work.STEPS_SENT_ONE_BY_ONE + 1)]
         sent = []
         monkeypatch.setattr(
-            current_app, "send_task", lambda name, args, **options: sent.append((name, args))
+            current_app.amqp,
+            "send_task_message",
+            lambda producer, name, message, **options: sent.append((name, message.body[0])),
         )
 
         with django_capture_on_commit_callbacks(execute=True):

@@ -386,26 +386,23 @@ class TestQueues:
 
         assert sent == [([charge.pk], {"routes": {charge.pk: "payments"}})]
 
-    def test_messages_carry_the_queue_and_others_keep_the_default(self, monkeypatch):
-        messages: list[tuple[str, list, str | None]] = []
-
-        class App:
-            def producer_or_acquire(self):
-                from contextlib import nullcontext
-
-                return nullcontext(None)
-
-            def send_task(self, name, *, args, producer, headers, queue=None):
-                messages.append((name, args, queue))
-
-        monkeypatch.setattr(work, "current_app", App())
+    def test_messages_carry_the_queue_and_others_keep_the_default(self, monkeypatch, settings):
+        messages: list[tuple[str, list, str]] = []
+        monkeypatch.setattr(
+            work.current_app.amqp,
+            "send_task_message",
+            lambda producer, name, message, *, queue, **options: messages.append(
+                (name, message.body[0], queue.name)
+            ),
+        )
 
         work.send_steps([1, 2, 3], routes={2: "payments"})
 
+        default = settings.CELERY_TASK_DEFAULT_QUEUE
         assert sorted(messages, key=lambda m: m[1]) == [
-            (work.EXECUTE_STEP_TASK, [1], None),
+            (work.EXECUTE_STEP_TASK, [1], default),
             (work.EXECUTE_STEP_TASK, [2], "payments"),
-            (work.EXECUTE_STEP_TASK, [3], None),
+            (work.EXECUTE_STEP_TASK, [3], default),
         ]
 
 

@@ -38,7 +38,9 @@ class TestStartAndSettle:
 
     def test_no_message_goes_to_a_broker(self, workflow_env, monkeypatch):
         sent: list[int] = []
-        monkeypatch.setattr(work.current_app, "send_task", lambda *a, **k: sent.append(a))
+        monkeypatch.setattr(
+            work.current_app.amqp, "send_task_message", lambda *a, **k: sent.append(a)
+        )
 
         workflow_env.start("test_linear", {})
 

@@ -25,7 +25,7 @@ from psycopg.pq import TransactionStatus
 from workflows import metrics, registry, tracing
 from workflows.activity import ActivityContext
 from workflows.dsl import Activity, Map, Workflow
-from workflows.engine import batch, moves
+from workflows.engine import batch, moves, publish
 from workflows.engine.errors import RunNotFound
 from workflows.models import StepEvent, StepRun, WorkflowRun, new_row
 from workflows.states import (
@@ -433,26 +433,19 @@ def _send_to_queue(
     traces: dict[str, dict[str, str]] | None,
     producer: Any,
 ) -> None:
-    routing = {"queue": queue} if queue else {}
+    destination = publish.destination(queue, producer)
+    send = current_app.amqp.send_task_message
     if len(step_ids) <= STEPS_SENT_ONE_BY_ONE:
         for step_id in step_ids:
-            current_app.send_task(
-                EXECUTE_STEP_TASK,
-                args=[step_id],
-                producer=producer,
-                headers=tracing.message_headers(traces, [step_id]) if traces else None,
-                **routing,
-            )
+            headers = tracing.message_headers(traces, [step_id]) if traces else None
+            message = publish.message(EXECUTE_STEP_TASK, [step_id])
+            send(producer, EXECUTE_STEP_TASK, message, headers=headers, **destination)
         return
     for start in range(0, len(step_ids), STEPS_PER_MESSAGE):
         chunk = step_ids[start : start + STEPS_PER_MESSAGE]
-        current_app.send_task(
-            EXECUTE_STEPS_TASK,
-            args=[chunk],
-            producer=producer,
-            headers=tracing.message_headers(traces, chunk) if traces else None,
-            **routing,
-        )
+        headers = tracing.message_headers(traces, chunk) if traces else None
+        message = publish.message(EXECUTE_STEPS_TASK, [chunk])
+        send(producer, EXECUTE_STEPS_TASK, message, headers=headers, **destination)
 
 
 STEPS_SENT_ONE_BY_ONE = 50

@@ -1,0 +1,76 @@
+"""Step messages: built as Celery builds them, published inline or by a background thread."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from celery import current_app
+
+from workflows.engine import publish, work
+
+
+@pytest.fixture
+def published(monkeypatch) -> list[dict[str, Any]]:
+    """Each message handed to Celery's publish (send_task_message), instead of the broker."""
+    messages: list[dict[str, Any]] = []
+
+    def send_task_message(producer, name, message, **options):
+        messages.append({"name": name, "message": message, **options})
+
+    monkeypatch.setattr(current_app.amqp, "send_task_message", send_task_message)
+    return messages
+
+
+def _comparable(sent: dict[str, Any]) -> dict[str, Any]:
+    headers = dict(sent["message"].headers)
+    for unique in ("id", "root_id"):
+        assert headers.pop(unique)
+    return {
+        "headers": headers,
+        "body": sent["message"].body,
+        "queue": sent["queue"].name,
+        "extra": sent.get("headers"),
+    }
+
+
+class TestAStepsMessage:
+    def test_is_the_one_celerys_send_task_would_publish(self, published):
+        with current_app.producer_or_acquire() as producer:
+            current_app.send_task(work.EXECUTE_STEP_TASK, args=[7], producer=producer)
+        work.send_steps([7])
+
+        by_celery, by_baton = (_comparable(sent) for sent in published)
+        assert by_baton == by_celery
+
+    def test_to_a_named_queue_is_the_one_celery_would_publish_there(self, published):
+        with current_app.producer_or_acquire() as producer:
+            current_app.send_task(
+                work.EXECUTE_STEP_TASK, args=[7], producer=producer, queue="payments"
+            )
+        work.send_steps([7], routes={7: "payments"})
+
+        by_celery, by_baton = (_comparable(sent) for sent in published)
+        assert by_baton == by_celery
+
+    def test_has_an_id_of_its_own_that_is_also_its_root(self, published):
+        work.send_steps([7, 8])
+
+        ids = [sent["message"].headers["id"] for sent in published]
+        assert len(set(ids)) == 2
+        assert [sent["message"].headers["root_id"] for sent in published] == ids
+        assert [sent["message"].properties["correlation_id"] for sent in published] == ids
+
+
+class TestTheQueuesDeclaration:
+    def test_is_asked_for_until_the_connection_has_declared_the_queue(self):
+        declared: set[int] = set()
+        producer = SimpleNamespace(connection=SimpleNamespace(declared_entities=declared))
+
+        first = publish.destination(None, producer)
+        declared.add(hash(first["queue"]))
+        second = publish.destination(None, producer)
+
+        assert first["declare"] is None  # Celery's send_task_message declares it
+        assert second["declare"] == []
