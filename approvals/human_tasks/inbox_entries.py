@@ -19,6 +19,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from django.db import transaction
 from django.db.models import Q
 
 from approvals.models import HumanTask, InboxEntry
@@ -41,6 +42,34 @@ def refresh(task: HumanTask) -> None:
     """Rewrite the task's inbox entries from its current row and candidates."""
     InboxEntry.objects.filter(task=task).delete()
     InboxEntry.objects.bulk_create(entries_for(task))
+
+
+def refresh_all(*, batch: int = 500) -> int:
+    """Rewrite the entries of every live task, `batch` tasks a transaction in creation
+    order, each batch's tasks locked first as the services lock a task they change (so a
+    change made meanwhile is never overwritten with older values); return how many."""
+    live = HumanTask.objects.filter(state__in=LIVE_TASK_STATES).order_by("created_at", "id")
+    done, after = 0, None
+    while True:
+        with transaction.atomic():
+            page = (
+                live
+                if after is None
+                else live.filter(
+                    Q(created_at__gt=after[0]) | Q(created_at=after[0], id__gt=after[1])
+                )
+            )
+            tasks = list(
+                page.select_related(
+                    "run__started_by", "assignee", "owner", "substitute_for"
+                ).select_for_update(of=("self",))[:batch]
+            )
+            for task in tasks:
+                refresh(task)
+        if not tasks:
+            return done
+        done += len(tasks)
+        after = (tasks[-1].created_at, tasks[-1].pk)
 
 
 def refresh_run(run: WorkflowRun) -> None:

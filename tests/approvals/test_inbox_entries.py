@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import importlib
 from datetime import UTC, datetime, timedelta
+from io import StringIO
 from typing import Any
 
 import pytest
 from django.apps import apps as django_apps
+from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -371,3 +373,40 @@ class TestMigration:
         # Again, over values already there: nothing changes.
         view.fill_inbox_entry_view(django_apps, connection.schema_editor())
         assert_in_step()
+
+
+class TestRefreshingEveryLiveTask:
+    """`manage.py refresh_inbox`, for entries an earlier release wrote during a rolling
+    upgrade, without what their rows show."""
+
+    def test_it_puts_every_live_tasks_entries_in_step_and_leaves_decided_tasks_without(
+        self, manager_task, carol, start_expense, drive
+    ):
+        decided = start_expense(amount="90.00")
+        human_tasks.approve_human_task(
+            task_id=decided.human_tasks.get().pk, user=carol, channel=INBOX
+        )
+        for _ in range(3):
+            start_expense(amount="80.00")
+        # As an earlier release writes them: without the row's values.
+        InboxEntry.objects.update(
+            run_id=None, node="", kind="", state="", version=0, workflow_version=0,
+            assignee="", owner="", substitute_for="", started_by="",
+        )  # fmt: skip
+        out = StringIO()
+
+        call_command("refresh_inbox", "--batch", "2", stdout=out)
+
+        assert_in_step()
+        live = HumanTask.objects.filter(state__in=("open", "claimed", "delegated")).count()
+        assert live == 4
+        assert out.getvalue().strip() == "Rewrote the inbox entries of 4 live task(s)."
+        assert not InboxEntry.objects.filter(task__run=decided).exists()
+
+    def test_running_it_again_changes_nothing(self, manager_task):
+        call_command("refresh_inbox", stdout=StringIO())
+        before = stored_entries(manager_task)
+
+        call_command("refresh_inbox", stdout=StringIO())
+
+        assert stored_entries(manager_task) == before == expected_entries(manager_task)
