@@ -307,8 +307,10 @@ class InboxEntry(models.Model):
     kind = models.CharField(max_length=20, default="")
     state = models.CharField(max_length=20, default="")
     outcome = models.CharField(max_length=20, default="")
-    version = models.PositiveIntegerField(default=0)
-    workflow_version = models.PositiveIntegerField(default=0)
+    # Copies of the task's and run's versions: plain integers, as a CHECK added to a big
+    # table is a scan of it under an exclusive lock (their sources hold the rule).
+    version = models.IntegerField(default=0)
+    workflow_version = models.IntegerField(default=0)
     # The usernames of the people the task and its run name ("" when nobody).
     assignee = models.CharField(max_length=150, default="")
     owner = models.CharField(max_length=150, default="")

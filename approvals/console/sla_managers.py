@@ -6,7 +6,7 @@ the whole company's recent decisions and test each for the groups); counting one
 per manager, beat would pay that hundreds of times a minute. These queries count
 every manager's numbers together instead, grouped by manager, so beat's cost
 grows with the open tasks and recent decisions offered to managed groups, not
-with how many managers there are: four queries whatever their number.
+with how many managers there are: five queries whatever their number.
 
 A group has at most one manager (`GroupManager.group` is one-to-one), so each
 manager's groups are a set of their own, and a manager is the key of that set's

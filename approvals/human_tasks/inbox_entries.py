@@ -11,7 +11,7 @@ candidates, priority, due time, node, or its run's version), in the same
 transaction as that change and with the task's row locked (the services' `_lock`
 does both), so two refreshes of one task never interleave and a reader never sees
 the rows of a half-made change. A user's new username reaches the rows naming
-them through `rename` (on the user's save, approvals.signals).
+them through `rename` (on the user's save: approvals.apps connects it).
 """
 
 from __future__ import annotations
@@ -87,14 +87,28 @@ def rename(*, user_id: int, username: str) -> int:
     """Show `username` in the entries of the live tasks that name user `user_id` (its
     holder, delegator, the one it stands in for, or whoever started its run); return
     how many entries changed."""
+    naming = Q(run__started_by_id=user_id)
+    for field in _USER_COLUMNS:
+        naming |= Q(**{f"{field}_id": user_id})
     changed = 0
-    for field in ("assignee", "owner", "substitute_for"):
-        changed += InboxEntry.objects.filter(**{f"task__{field}_id": user_id}).update(
-            **{field: username}
+    with transaction.atomic():
+        # Their tasks locked first, in the order the other lockers take them, so a
+        # service's refresh that read the old name cannot write it back after this.
+        tasks = list(
+            HumanTask.objects.filter(naming, state__in=LIVE_TASK_STATES)
+            .order_by("created_at", "id")
+            .select_for_update(of=("self",))
+            .values_list("pk", flat=True)
         )
-    started = WorkflowRun.objects.filter(started_by_id=user_id).values("id")
-    changed += InboxEntry.objects.filter(Q(run_id__in=started)).update(started_by=username)
+        entries = InboxEntry.objects.filter(task_id__in=tasks)
+        for field in _USER_COLUMNS:
+            changed += entries.filter(**{f"task__{field}_id": user_id}).update(**{field: username})
+        changed += entries.filter(task__run__started_by_id=user_id).update(started_by=username)
     return changed
+
+
+# The task's columns naming a person whose username its entries show.
+_USER_COLUMNS = ("assignee", "owner", "substitute_for")
 
 
 def view_of(task: HumanTask) -> dict[str, Any]:

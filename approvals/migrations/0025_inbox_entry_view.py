@@ -58,11 +58,11 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='inboxentry',
             name='version',
-            field=models.PositiveIntegerField(default=0),
+            field=models.IntegerField(default=0),
         ),
         migrations.AddField(
             model_name='inboxentry',
             name='workflow_version',
-            field=models.PositiveIntegerField(default=0),
+            field=models.IntegerField(default=0),
         ),
     ]

@@ -317,6 +317,36 @@ class TestCursors:
                 limit=10,
             )
 
+    def test_a_task_decided_between_the_ids_and_the_rows_leaves_the_next_page_reachable(
+        self, make_task, carol, monkeypatch
+    ):
+        for n in range(4):
+            make_task(state="claimed", assignee=carol, title=f"Task {n}")
+        everything = selectors.inbox(
+            user=carol, filters=selectors.InboxFilters(), now=timezone.now(), limit=10
+        )
+        order = [task.title for task in everything.tasks]
+        rows_of = selectors._page_tasks
+
+        def one_row_gone(cursor, task_ids, **kwargs):
+            # The first task's entries are gone (decided) by the time its row is read.
+            return rows_of(cursor, task_ids[1:], **kwargs)
+
+        monkeypatch.setattr(selectors, "_page_tasks", one_row_gone)
+        page = selectors.inbox(
+            user=carol, filters=selectors.InboxFilters(), now=timezone.now(), limit=2
+        )
+        monkeypatch.setattr(selectors, "_page_tasks", rows_of)
+        rest = selectors.inbox(
+            user=carol,
+            filters=selectors.InboxFilters(cursor=page.next_cursor),
+            now=timezone.now(),
+            limit=10,
+        )
+
+        assert [task.title for task in page.tasks] == order[1:3]
+        assert [task.title for task in rest.tasks] == order[3:]
+
     @pytest.mark.parametrize(
         "value",
         [

@@ -1,4 +1,4 @@
-"""Step messages: built as Celery builds them, published inline or by a background thread."""
+"""Step messages: built as Celery builds them, published inline."""
 
 from __future__ import annotations
 
