@@ -156,7 +156,13 @@ class ReplicaPair:
         )
 
     def pause_replay(self) -> None:
-        """Stop the replica replaying the WAL it receives: it lags from now on."""
+        """Stop the replica replaying the WAL it receives: it lags from now on.
+
+        It first replays all the primary has written: paused between a transaction's
+        lock and its commit (the previous test's flush TRUNCATEs every table), the
+        replica would hold that ACCESS EXCLUSIVE lock, and every query of the lagging
+        page would wait on it until the test timed out (seen on a loaded machine)."""
+        self.wait_for_replay()
         self.replica.sql("SELECT pg_wal_replay_pause()")
         wait_until(
             lambda: self.replica.sql("SELECT pg_get_wal_replay_pause_state()") == "paused",
