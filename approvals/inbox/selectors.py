@@ -29,6 +29,7 @@ from django.utils.translation import gettext_lazy
 
 from approvals import duties, run_data_filters
 from approvals.escalation import DUE_SOON
+from approvals.human_tasks import inbox_entries
 from approvals.human_tasks.inbox_entries import FAR_FUTURE, sort_due, sort_priority
 from approvals.inbox import compiled_queries
 from approvals.models import GroupManager, HumanTask, InboxEntry, SavedFilter, Snooze
@@ -155,31 +156,18 @@ class PageTask:
 
     @classmethod
     def of(cls, task: HumanTask) -> PageTask:
-        """The plain values of a task loaded with its run and the people it names."""
+        """The plain values of a task loaded with its run and the people it names: what
+        its inbox entries carry (`inbox_entries.view_of`), and the rest from the task."""
         run = task.run
-
-        def name(user: Any) -> str:
-            return user.get_username() if user is not None else ""
-
         return cls(
             id=task.pk,
-            run_id=task.run_id,
-            node=task.node,
-            kind=task.kind,
             workflow_type=task.workflow_type,
             title=task.title,
-            state=task.state,
-            outcome=task.outcome,
             priority=task.priority,
             due_at=task.due_at,
-            version=task.version,
             run_workflow_type=run.workflow_type,
-            workflow_version=run.workflow_version,
             run_input=run.input,
-            assignee=name(task.assignee),
-            owner=name(task.owner),
-            substitute_for=name(task.substitute_for),
-            started_by=name(run.started_by),
+            **inbox_entries.view_of(task),
             viewer_decisions=None,
         )
 
