@@ -215,9 +215,18 @@ def insert_copies(
         f"(%(start)s::timestamptz - %(created)s::timestamptz + "
         f"(div((g - 1)::numeric * {SPAN_US}, %(runs)s))::float8 * interval '1 microsecond')"
     )
-    replace = [(template.run_id, f"{RUN_ID}::text")] + [
-        (task_id, f"{TASK_ID.format(index=index)}::text")
-        for index, task_id in enumerate(template.task_ids)
+    # What each copy's rows share is computed once per copy, not once per row and
+    # column (the shift's numeric division alone was about a microsecond each time).
+    shared = [f"{shift} AS shift", f"{RUN_ID}::text AS run_id"] + [
+        f"{TASK_ID.format(index=index)}::text AS task_{index}"
+        for index in range(len(template.task_ids))
+    ]
+    copies = (
+        f"WITH copies AS MATERIALIZED (SELECT g, {', '.join(shared)} "
+        "FROM generate_series(%(first)s::bigint, %(last)s) g WHERE mod(g, 2) = %(parity)s) "
+    )
+    replace = [(template.run_id, "c.run_id")] + [
+        (task_id, f"c.task_{index}") for index, task_id in enumerate(template.task_ids)
     ]
     written = 0
     with connection.cursor() as cursor:
@@ -236,7 +245,7 @@ def insert_copies(
                 quoted = f't."{column}"'
                 texts = [row[position] for row in rows if row[position] is not None]
                 if types[column] == "timestamp with time zone":
-                    values.append(f"{quoted} + {shift}")
+                    values.append(f"{quoted} + c.shift")
                 elif column in step_columns:
                     cases = " ".join(
                         f"WHEN {old} THEN %(step_base)s + 1 + (g - 1) * %(spacing)s + {n}"
@@ -255,9 +264,8 @@ def insert_copies(
                     values.append(quoted)
             names = ", ".join(f'"{name}"' for name in columns)
             cursor.execute(
-                f'INSERT INTO "{table}" ({names}) SELECT {", ".join(values)} '  # nosec B608
-                f'FROM "{copy}" t CROSS JOIN generate_series(%(first)s::bigint, %(last)s) g '
-                "WHERE mod(g, 2) = %(parity)s",
+                f'{copies}INSERT INTO "{table}" ({names}) SELECT {", ".join(values)} '  # nosec B608
+                f'FROM "{copy}" t CROSS JOIN copies c',
                 {
                     "start": start,
                     "created": template.created_at,
@@ -352,17 +360,34 @@ def drop_named(indexes: list[str]) -> None:
 
 
 def make_indexes(definitions: list[str]) -> None:
-    """Make the indexes, `WORKERS` at a time, the largest tables' first."""
-    by_size = sorted(definitions, key=lambda definition: -_size(_table_of(definition)))
-    for _ in in_parallel([partial(_make_index, definition) for definition in by_size]):
+    """Make the indexes, `WORKERS` at a time, the largest tables' first.
+
+    A partitioned table's indexes are made one after the other: each names its
+    partitions' indexes after their columns, and two made at once can pick the same
+    free name (`cid` and `cid_like`: `..._cid_idx`), where one after the other the
+    second takes the next.
+    """
+    jobs: dict[str, list[str]] = {}
+    for definition in definitions:
+        table = _table_of(definition)
+        jobs.setdefault(table if _partitioned(table) else definition, []).append(definition)
+    by_size = sorted(jobs.values(), key=lambda group: -_size(_table_of(group[0])))
+    for _ in in_parallel([partial(_make_indexes, group) for group in by_size]):
         pass
 
 
-def _make_index(definition: str) -> None:
+def _make_indexes(definitions: list[str]) -> None:
     with connection.cursor() as cursor:
         cursor.execute("SET maintenance_work_mem = '1GB'")
         cursor.execute("SET max_parallel_maintenance_workers = 2")
-        cursor.execute(definition)
+        for definition in definitions:
+            cursor.execute(definition)
+
+
+def _partitioned(table: str) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT relkind = 'p' FROM pg_class WHERE oid = %s::regclass", [table])
+        return bool(cursor.fetchone()[0])
 
 
 def _table_of(definition: str) -> str:

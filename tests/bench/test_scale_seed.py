@@ -4,6 +4,9 @@ though it fills the tables without their indexes and from several connections at
 
 from __future__ import annotations
 
+import uuid
+from datetime import datetime, timedelta
+
 import pytest
 from django.db import connection
 
@@ -74,3 +77,20 @@ class TestSeedScale:
         assert notices > 1  # one for each member of the template's group
         assert Notification.objects.filter(task__in=copies).count() == copies.count() * notices
         assert InboxEntry.objects.filter(task__in=copies).count() == copies.count() * entries
+
+    def test_copy_g_has_its_own_run_id_and_starts_at_its_place_in_the_three_years(self):
+        made = scale_seed.seed_scale(runs=RUNS, log=lambda *_: None)
+        start = datetime.fromisoformat(made["history_from"])
+        copies = WorkflowRun.objects.filter(correlation_id__startswith="order-")
+
+        found = {
+            int(run.correlation_id[len("order-") :]): (run.pk, run.created_at) for run in copies
+        }
+
+        assert found == {
+            g: (
+                uuid.UUID(int=(1 << 120) | g),
+                start + timedelta(microseconds=(g - 1) * scale_seed.SPAN_US // RUNS),
+            )
+            for g in range(1, RUNS + 1)
+        }
