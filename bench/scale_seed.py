@@ -10,20 +10,24 @@ and a task id of its own (the template's ids are replaced wherever they appear,
 in keys and in text), a business key (`correlation_id` `order-<n>`), and every
 timestamp moved by the same amount, so the copies start evenly over three
 years, oldest first. Rows whose primary key is an identity column (events,
-signals, candidates, audit entries) get theirs from the database. While the
-tables fill, their secondary indexes are dropped (built once at the end) and,
-where the role may, the foreign-key checks of the inserts are skipped
-(`session_replication_role`): the copies point only at their own rows and the
-templates'. 10,000,000 runs take about 20 minutes here (see README, "Scaling").
+signals, candidates, audit entries) get theirs from the database.
 
 Beside the history, live work is cloned by `bench.seed`'s INSERT ... SELECT from
 templates the real code made: the benchmark reviewer's 2,000 open tasks (1,600
 claimed by them, 400 in their group's queue), `runs // 10` open tasks of other
 reviewers (half claimed by one of `REVIEWERS`, half in the queue of one of
 `GROUPS`, in turns: 10M runs give 1M open tasks over 5,000 reviewers and 300
-groups), and `runs // 10` runs asleep on a far-off timer (the sweep
-must not find them due). `MANAGER` manages the first of those groups, for the
-group manager's SLA dashboard.
+groups; each group task notifies its group's members, 25M notifications), and
+`runs // 10` runs asleep on a far-off timer (the sweep must not find them due).
+`MANAGER` manages the first of those groups, for the group manager's SLA
+dashboard.
+
+While the tables fill (the history's, and those filled beside a live task), their
+secondary indexes are dropped and made once at the end, and, where the role may,
+the foreign-key checks of the inserts are skipped (`session_replication_role`):
+the copies point only at their own rows and the templates'. The chunks, batches,
+index builds and the vacuum run `WORKERS` at a time, each on a connection of its
+own. See README, "Scaling", for what 10,000,000 runs take here.
 
 Month partitions are made for the three years first, so the history lands in
 its months (as the migration does for an existing table's oldest rows). Seeded
@@ -215,22 +219,36 @@ def insert_copies(
         f"(%(start)s::timestamptz - %(created)s::timestamptz + "
         f"(div((g - 1)::numeric * {SPAN_US}, %(runs)s))::float8 * interval '1 microsecond')"
     )
-    # What each copy's rows share is computed once per copy, not once per row and
-    # column (the shift's numeric division alone was about a microsecond each time).
+    # What each copy's rows share is computed once per copy, into a table every
+    # statement of the copies reads, not once per row and column (the shift's numeric
+    # division alone was about a microsecond each time).
     shared = [f"{shift} AS shift", f"{RUN_ID}::text AS run_id"] + [
         f"{TASK_ID.format(index=index)}::text AS task_{index}"
         for index in range(len(template.task_ids))
     ]
-    copies = (
-        f"WITH copies AS MATERIALIZED (SELECT g, {', '.join(shared)} "
-        "FROM generate_series(%(first)s::bigint, %(last)s) g WHERE mod(g, 2) = %(parity)s) "
-    )
     replace = [(template.run_id, "c.run_id")] + [
         (task_id, f"c.task_{index}") for index, task_id in enumerate(template.task_ids)
     ]
+    params = {
+        "start": start,
+        "created": template.created_at,
+        "runs": runs,
+        "step_base": step_base,
+        "spacing": spacing,
+        "first": first,
+        "last": last,
+        "parity": parity,
+    }
     written = 0
     with connection.cursor() as cursor:
+        cursor.execute(
+            f"CREATE TEMPORARY TABLE seed_copies AS SELECT g, {', '.join(shared)} "  # nosec B608
+            "FROM generate_series(%(first)s::bigint, %(last)s) g WHERE mod(g, 2) = %(parity)s",
+            params,
+        )
         for model, columns, copy, rows in template.tables:
+            if not rows:
+                continue
             table = model._meta.db_table
             types = _types(table)
             step_columns = {
@@ -264,20 +282,12 @@ def insert_copies(
                     values.append(quoted)
             names = ", ".join(f'"{name}"' for name in columns)
             cursor.execute(
-                f'{copies}INSERT INTO "{table}" ({names}) SELECT {", ".join(values)} '  # nosec B608
-                f'FROM "{copy}" t CROSS JOIN copies c',
-                {
-                    "start": start,
-                    "created": template.created_at,
-                    "runs": runs,
-                    "step_base": step_base,
-                    "spacing": spacing,
-                    "first": first,
-                    "last": last,
-                    "parity": parity,
-                },
+                f'INSERT INTO "{table}" ({names}) SELECT {", ".join(values)} '  # nosec B608
+                f'FROM "{copy}" t CROSS JOIN seed_copies c',
+                params,
             )
             written += cursor.rowcount
+        cursor.execute("DROP TABLE seed_copies")
     return written
 
 
