@@ -411,9 +411,15 @@ def header_function() -> functions.Function:
         body=_header("postgresql").function_body({"user_id": "$1", "now": "$2"}),
         # Planned for any user, a tab's range looks short, and reading it whole and
         # sorting it cheap: for a person with thousands of tasks it is not. In the
-        # index's order, each range stops at the cap, whoever it belongs to.
-        planner=tuple(
-            (f"enable_{method}", "off") for method in ("seqscan", "bitmapscan", "sort", "hashjoin")
+        # index's order, each range stops at the cap, whoever it belongs to. That plan
+        # is the one kept for every call: left to choose, PostgreSQL planned each call
+        # afresh, which is what the function is for avoiding.
+        planner=(
+            *(
+                (f"enable_{method}", "off")
+                for method in ("seqscan", "bitmapscan", "sort", "hashjoin")
+            ),
+            ("plan_cache_mode", "force_generic_plan"),
         ),
     )
 
