@@ -52,9 +52,13 @@ def crowded(manager_task, people, groups):
     finance, security, legal = groups["finance"], groups["security"], groups["legal"]
     tasks, candidates = [], []
 
+    # One run object for every task, its person read once: the entries' view values
+    # read both, and a query for each of thousands of tasks would be most of the seeding.
+    run = manager_task.run
+
     def task(n: int, **fields: Any) -> HumanTask:
         made = HumanTask(
-            run_id=manager_task.run_id,
+            run=run,
             step_id=manager_task.step_id,
             node="manager_approval",
             workflow_type=("expense", "vendor_onboarding")[n % 2],

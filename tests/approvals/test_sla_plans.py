@@ -64,9 +64,13 @@ def history(manager_task, groups, carol):
     ]
     WorkflowRun.objects.bulk_create(runs)
 
+    # One run object for every task, its person read once: the entries' view values
+    # read both, and a query for each of thousands of tasks would be most of the seeding.
+    run = manager_task.run
+
     def task(n: int, **fields: Any) -> HumanTask:
         return HumanTask(
-            run_id=manager_task.run_id,
+            run=run,
             step_id=manager_task.step_id,
             node="manager_approval",
             workflow_type=types[n % 3],
