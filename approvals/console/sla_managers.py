@@ -19,13 +19,13 @@ no run trends. Like the operators' count, it reads the replica when there is one
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import UTC, datetime, time
+from datetime import UTC, datetime
 
-from django.db.models import Count, F
+from django.db.models import F
 
 from approvals.console import sla
 from approvals.models import GroupManager, HumanTask, InboxEntry
-from approvals.states import LIVE_TASK_STATES, InboxTab, Sla, TaskState
+from approvals.states import LIVE_TASK_STATES, InboxTab, TaskState
 from workflows import replica
 
 # The manager of the group a candidate-group row, or an inbox entry's group, names.
@@ -40,17 +40,6 @@ def managed_sets() -> dict[int, frozenset[int]]:
     return {manager_id: frozenset(group_ids) for manager_id, group_ids in found.items()}
 
 
-def _counts(column: str, due: str, now: datetime, *, distinct: bool) -> dict[str, Count]:
-    """Count `column` (distinct values of it, if `distinct`) by SLA state from the due time
-    in column `due`."""
-    return {
-        state: Count(
-            column, distinct=distinct, filter=sla.sla_condition(sla=state, now=now, due=due)
-        )
-        for state in Sla.values
-    }
-
-
 @replica.reads_replica
 def dashboards(*, now: datetime) -> dict[frozenset[int], sla.Dashboard]:
     """Return the dashboard of every set of groups some manager manages, as of `now`,
@@ -63,7 +52,9 @@ def dashboards(*, now: datetime) -> dict[frozenset[int], sla.Dashboard]:
             humantask__state__in=LIVE_TASK_STATES, group__manager_link__isnull=False
         )
         .values(manager=F(_MANAGER), workflow_type=F("humantask__workflow_type"))
-        .annotate(**_counts("humantask_id", "humantask__due_at", now, distinct=True))
+        .annotate(
+            **sla.sla_counts(due="humantask__due_at", now=now, column="humantask_id", distinct=True)
+        )
         .order_by("manager", "workflow_type")
     ):
         by_type[row.pop("manager")].append(sla.SlaCounts(name=row.pop("workflow_type"), **row))
@@ -71,7 +62,7 @@ def dashboards(*, now: datetime) -> dict[frozenset[int], sla.Dashboard]:
     for row in (
         InboxEntry.objects.filter(group__manager_link__isnull=False)
         .values(manager=F(_MANAGER), name=F("group__name"))
-        .annotate(**_counts("pk", "sort_due", now, distinct=False))
+        .annotate(**sla.sla_counts(due="sort_due", now=now))
         .order_by("manager", "-overdue", "name")
     ):
         by_group[row.pop("manager")].append(sla.SlaCounts(**row))
@@ -86,39 +77,27 @@ def dashboards(*, now: datetime) -> dict[frozenset[int], sla.Dashboard]:
             manager=F("task__candidate_groups__manager_link__manager_id"),
             name=F("user__username"),
         )
-        .annotate(**_counts("pk", "sort_due", now, distinct=True))
+        .annotate(**sla.sla_counts(due="sort_due", now=now, distinct=True))
         .order_by("manager", "-overdue", "name")
     ):
         by_assignee[row.pop("manager")].append(sla.SlaCounts(**row))
     days = sla.trend_days(now)
-    latency_since = days[-sla.LATENCY_DAYS]
     decided = _decisions(
-        since=datetime.combine(days[0], time.min, tzinfo=UTC),
-        latency_from=datetime.combine(latency_since, time.min, tzinfo=UTC),
+        since=sla.start_of(days[0]), latency_from=sla.start_of(sla.latency_since(days))
     )
     boards = {}
     for manager, group_ids in sets.items():
-        types, groups, people = by_type[manager], by_group[manager], by_assignee[manager]
         per_day, waits = decided.get(manager, ({}, {}))
-        boards[group_ids] = sla.Dashboard(
+        boards[group_ids] = sla.assemble(
             now=now,
-            overall=sla.SlaCounts(
-                name="all",
-                overdue=sum(row.overdue for row in types),
-                due_soon=sum(row.due_soon for row in types),
-                on_time=sum(row.on_time for row in types),
-            ),
-            by_type=types,
-            by_group=groups[: sla.GROUPS_SHOWN],
-            groups_not_shown=max(0, len(groups) - sla.GROUPS_SHOWN),
-            by_assignee=people[: sla.PEOPLE_SHOWN],
-            people_not_shown=max(0, len(people) - sla.PEOPLE_SHOWN),
+            days=days,
+            by_type=by_type[manager],
+            by_group=by_group[manager],
+            by_assignee=by_assignee[manager],
             latency=[
                 _latency(workflow_type, waits[workflow_type]) for workflow_type in sorted(waits)
             ],
-            days=days,
-            latency_since=latency_since,
-            decisions_per_day=[sla.DayCount(day=day, count=per_day.get(day, 0)) for day in days],
+            decided=per_day,
             group_ids=group_ids,
         )
     return boards
