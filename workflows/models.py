@@ -266,6 +266,8 @@ class WorkflowRun(FencedTransitions, SavesChanges, models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     # A child run (see dsl.ChildWorkflow and dsl.Map): the run that started it, and the
     # step of that run that waits for it (the step's `children`).
+    # Indexed only where set (run_parent_run_idx, run_parent_step_idx): most runs have no
+    # parent, and a full index would take an entry for each at every start and end.
     parent_run = models.ForeignKey(
         "self",
         null=True,
@@ -273,6 +275,7 @@ class WorkflowRun(FencedTransitions, SavesChanges, models.Model):
         on_delete=models.CASCADE,
         related_name="children",
         editable=False,
+        db_index=False,
     )
     parent_step = models.ForeignKey(
         "StepRun",
@@ -281,6 +284,7 @@ class WorkflowRun(FencedTransitions, SavesChanges, models.Model):
         on_delete=models.CASCADE,
         related_name="children",
         editable=False,
+        db_index=False,
     )
     # The run's trace (W3C trace-context fields of its start span), so that steps run
     # by any worker, hours later, join it; empty while tracing is off (workflows.tracing).
@@ -334,6 +338,18 @@ class WorkflowRun(FencedTransitions, SavesChanges, models.Model):
                 fields=["started_by", "created_at", "id"],
                 condition=Q(started_by__isnull=False),
                 name="run_started_by_idx",
+            ),
+            # A run's children (and the delete of a parent): `parent_run_id = x` implies
+            # the condition, so lookups by parent use them.
+            models.Index(
+                fields=["parent_run"],
+                condition=Q(parent_run__isnull=False),
+                name="run_parent_run_idx",
+            ),
+            models.Index(
+                fields=["parent_step"],
+                condition=Q(parent_step__isnull=False),
+                name="run_parent_step_idx",
             ),
         ]
         permissions = [("operate_workflowrun", "Can cancel, pause, resume and retry runs")]
@@ -677,8 +693,14 @@ class StepEvent(models.Model):
     removes a run's events with it.
     """
 
+    # Found through event_run_at_idx, whose first column it is: an index of its own would
+    # take a second entry for every event.
     run = models.ForeignKey(
-        WorkflowRun, on_delete=models.CASCADE, related_name="events", db_constraint=False
+        WorkflowRun,
+        on_delete=models.CASCADE,
+        related_name="events",
+        db_constraint=False,
+        db_index=False,
     )
     step = models.ForeignKey(
         StepRun,

@@ -240,10 +240,14 @@ class Load:
 
     def __call__(self) -> None:
         try:
-            for number in itertools.count():
-                if self.stop.is_set():
+            # Every kind in each round of len(ASKS) starts, in a shuffled order: a slow
+            # machine sends fewer starts, and a random choice might leave a kind out.
+            rounds = (self.rng.sample(sorted(ASKS), len(ASKS)) for _ in itertools.count())
+            kinds = itertools.chain.from_iterable(rounds)
+            for number, ask in zip(itertools.count(), kinds, strict=False):
+                if self.stop.is_set() and number >= len(ASKS):
                     break
-                self.start(self.rng.choice(sorted(ASKS)), number)
+                self.start(ask, number)
                 self.decide()
                 self.stop.wait(0.5)
             self.started_all.set()

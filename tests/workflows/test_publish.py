@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from celery import current_app
+from celery.app.routes import Router, prepare
 
 from workflows.engine import publish, work
 
@@ -24,14 +25,22 @@ def published(monkeypatch) -> list[dict[str, Any]]:
 
 
 def _comparable(sent: dict[str, Any]) -> dict[str, Any]:
+    """A published message and its options, but for its own ids and whether to declare
+    its queue (Celery asks every time; Baton once a connection, see TestTheQueuesDeclaration)."""
     headers = dict(sent["message"].headers)
+    properties = dict(sent["message"].properties)
     for unique in ("id", "root_id"):
         assert headers.pop(unique)
+    assert properties.pop("correlation_id") == sent["message"].headers["id"]
+    options = {key: value for key, value in sent.items() if key not in ("message", "declare")}
+    options["queue"] = options["queue"].name
+    options.setdefault("headers", None)  # send_task passes none; Baton passes its trace's
     return {
         "headers": headers,
+        "properties": properties,
         "body": sent["message"].body,
-        "queue": sent["queue"].name,
-        "extra": sent.get("headers"),
+        "sent_event": sent["message"].sent_event,
+        **options,
     }
 
 
@@ -54,6 +63,20 @@ class TestAStepsMessage:
         by_celery, by_baton = (_comparable(sent) for sent in published)
         assert by_baton == by_celery
 
+    def test_follows_the_task_routes_as_celery_would(self, published, monkeypatch):
+        amqp = current_app.amqp
+        routes = prepare({work.EXECUTE_STEP_TASK: {"queue": "elsewhere"}})
+        monkeypatch.setattr(
+            amqp, "router", Router(routes, amqp.queues, create_missing=True, app=current_app)
+        )
+        with current_app.producer_or_acquire() as producer:
+            current_app.send_task(work.EXECUTE_STEP_TASK, args=[7], producer=producer)
+        work.send_steps([7])
+
+        by_celery, by_baton = (_comparable(sent) for sent in published)
+        assert by_celery["queue"] == "elsewhere"
+        assert by_baton == by_celery
+
     def test_has_an_id_of_its_own_that_is_also_its_root(self, published):
         work.send_steps([7, 8])
 
@@ -68,9 +91,9 @@ class TestTheQueuesDeclaration:
         declared: set[int] = set()
         producer = SimpleNamespace(connection=SimpleNamespace(declared_entities=declared))
 
-        first = publish.destination(None, producer)
+        first = publish.destination(work.EXECUTE_STEP_TASK, None, producer)
         declared.add(hash(first["queue"]))
-        second = publish.destination(None, producer)
+        second = publish.destination(work.EXECUTE_STEP_TASK, None, producer)
 
         assert first["declare"] is None  # Celery's send_task_message declares it
         assert second["declare"] == []

@@ -50,21 +50,37 @@ def message(name: str, args: list[Any]) -> Any:
         "stamps": {},
     }
     body = (args, {}, {"callbacks": None, "errbacks": None, "chain": None, "chord": None})
-    return task_message(headers, {"correlation_id": task_id, "reply_to": ""}, body, None)
+    properties = {"correlation_id": task_id, "reply_to": current_app.thread_oid}
+    return task_message(headers, properties, body, None)
 
 
-def destination(queue_name: str | None, producer: Any) -> dict[str, Any]:
-    """The queue options of `send_task_message` for a message to `queue_name` (None: the
-    default queue), declaring the queue only if the producer's connection has not yet.
+def destination(name: str, queue_name: str | None, producer: Any) -> dict[str, Any]:
+    """The routing options of `send_task_message` for a message of task `name` to
+    `queue_name` (None: where the task's route sends it), declaring the queue only if the
+    producer's connection has not yet.
 
-    Celery asks for the queue's declaration with every message; kombu then skips a
-    queue the connection declared already, but only after copying it, a third of a
-    message's cost. A reconnect forgets what was declared, so it is declared again."""
-    amqp = current_app.amqp
-    target = amqp.queues[queue_name] if queue_name else amqp.default_queue
+    The route is Celery's router's answer for the task's name (`task_routes`, else the
+    default queue), worked out once per process: a step's arguments are only ids, so a
+    route can only go by the task's name. Celery asks for the queue's declaration with
+    every message; kombu then skips a queue the connection declared already, but only
+    after copying it, a third of a message's cost. A reconnect forgets what was
+    declared, so it is declared again."""
+    options = _route(current_app.amqp.router, name, queue_name)
+    target = options["queue"]
     declared = producer.connection.declared_entities
     cached = target.can_cache_declaration and declared is not None and hash(target) in declared
-    return {"queue": target, "declare": [] if cached else None}
+    return {**options, "declare": [] if cached else None}
+
+
+_routes: dict[tuple[int, str, str | None], dict[str, Any]] = {}
+
+
+def _route(router: Any, name: str, queue_name: str | None) -> dict[str, Any]:
+    """Celery's router's options for `name` sent to `queue_name`, as `send_task` asks it."""
+    key = (id(router), name, queue_name)
+    if key not in _routes:
+        _routes[key] = router.route({"queue": queue_name} if queue_name else {}, name, (), {})
+    return _routes[key]
 
 
 _origins: dict[int, str] = {}

@@ -433,14 +433,15 @@ def _send_to_queue(
     traces: dict[str, dict[str, str]] | None,
     producer: Any,
 ) -> None:
-    destination = publish.destination(queue, producer)
     send = current_app.amqp.send_task_message
     if len(step_ids) <= STEPS_SENT_ONE_BY_ONE:
+        destination = publish.destination(EXECUTE_STEP_TASK, queue, producer)
         for step_id in step_ids:
             headers = tracing.message_headers(traces, [step_id]) if traces else None
             message = publish.message(EXECUTE_STEP_TASK, [step_id])
             send(producer, EXECUTE_STEP_TASK, message, headers=headers, **destination)
         return
+    destination = publish.destination(EXECUTE_STEPS_TASK, queue, producer)
     for start in range(0, len(step_ids), STEPS_PER_MESSAGE):
         chunk = step_ids[start : start + STEPS_PER_MESSAGE]
         headers = tracing.message_headers(traces, chunk) if traces else None
