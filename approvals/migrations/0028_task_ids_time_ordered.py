@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('approvals', '0026_fill_inbox_entry_view'),
+        ('approvals', '0027_inbox_header_function'),
     ]
 
     operations = [
