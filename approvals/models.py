@@ -31,6 +31,7 @@ from approvals.states import (
     TaskState,
     WebhookEvent,
 )
+from workflows.ids import time_ordered_id
 from workflows.models import StepRun, WorkflowRun
 from workflows.states import RunState
 
@@ -42,7 +43,10 @@ _NOT_IN_ADMIN = {"admin": False}
 
 
 class HumanTask(fsm.ConcurrentTransitionMixin, models.Model):
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # Time-ordered, as a run's is: the task's id keys the candidate, inbox, notification
+    # and audit rows every new task writes, and a random one would land each of them on
+    # a random leaf page of those indexes (workflows.ids).
+    id = models.UUIDField(primary_key=True, default=time_ordered_id, editable=False)
     run = models.ForeignKey(WorkflowRun, on_delete=models.CASCADE, related_name="human_tasks")
     step = models.ForeignKey(StepRun, on_delete=models.CASCADE, related_name="human_tasks")
     node = models.CharField(max_length=100)

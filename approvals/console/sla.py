@@ -267,15 +267,96 @@ def sla_condition(*, sla: str, now: datetime, due: str = "due_at") -> Q:
     raise ValueError(f"There is no SLA state {sla!r}.")
 
 
-def _sla_counts(due: str, now: datetime) -> dict[str, Count]:
-    """Count rows by SLA state from the due time in column `due`."""
-    return {sla: Count("pk", filter=sla_condition(sla=sla, now=now, due=due)) for sla in Sla.values}
+def sla_counts(
+    *, due: str, now: datetime, column: str = "pk", distinct: bool = False
+) -> dict[str, Count]:
+    """Count rows (or distinct values of `column`, if `distinct`) by SLA state from the
+    due time in column `due`."""
+    return {
+        sla: Count(column, distinct=distinct, filter=sla_condition(sla=sla, now=now, due=due))
+        for sla in Sla.values
+    }
 
 
 def trend_days(now: datetime) -> list[date]:
     """The days of the trend window (UTC), oldest first, today last."""
     today = now.astimezone(UTC).date()
     return [today - timedelta(days=back) for back in range(TREND_DAYS - 1, -1, -1)]
+
+
+def start_of(day: date) -> datetime:
+    """The first instant of `day`, a UTC day as the trends count them."""
+    return datetime.combine(day, time.min, tzinfo=UTC)
+
+
+def latency_since(days: list[date]) -> date:
+    """The first day of the decision times' window: the last `LATENCY_DAYS` of `days`."""
+    return days[-LATENCY_DAYS]
+
+
+def decision_times(*, task: str = "") -> dict[str, Aggregate]:
+    """Count decided tasks and the median and 95th percentile of the hours each waited for
+    its decision, over rows that are one per task; `task` prefixes the task's columns
+    ("humantask__" from a candidate row). Read back by `latency`."""
+    waited = _HoursBetween(f"{task}decided_at", f"{task}created_at")
+    return {
+        "decisions": Count("pk"),
+        "median": _Percentile(waited, fraction=0.5),
+        "p95": _Percentile(waited, fraction=0.95),
+    }
+
+
+def latency(row: dict[str, Any]) -> Latency:
+    """One type's decision times from a row counted by `decision_times`, rounded as the
+    page shows them."""
+    return Latency(
+        workflow_type=row["workflow_type"],
+        decisions=row["decisions"],
+        median_hours=round(row["median"] or 0.0, 1),
+        p95_hours=round(row["p95"] or 0.0, 1),
+    )
+
+
+def assemble(
+    *,
+    now: datetime,
+    days: list[date],
+    by_type: list[SlaCounts],
+    by_group: list[SlaCounts],
+    by_assignee: list[SlaCounts],
+    latency: list[Latency],
+    decided: dict[date, int],
+    group_ids: frozenset[int] | None,
+    oldest_overdue: list[HumanTask] | None = None,
+    run_trends: list[RunTrend] | None = None,
+    cycle_times: list[CycleTime] | None = None,
+) -> Dashboard:
+    """Make the dashboard of these counts: the overall numbers from the types', the
+    groups and people the page lists (most overdue first, as given) and how many more
+    there are, and a count for every day of the window, `decided` (day to decisions)
+    or none. The one rule for a live page and beat's count of every manager's."""
+    return Dashboard(
+        now=now,
+        overall=SlaCounts(
+            name="all",
+            overdue=sum(row.overdue for row in by_type),
+            due_soon=sum(row.due_soon for row in by_type),
+            on_time=sum(row.on_time for row in by_type),
+        ),
+        by_type=by_type,
+        by_group=by_group[:GROUPS_SHOWN],
+        groups_not_shown=max(0, len(by_group) - GROUPS_SHOWN),
+        by_assignee=by_assignee[:PEOPLE_SHOWN],
+        people_not_shown=max(0, len(by_assignee) - PEOPLE_SHOWN),
+        oldest_overdue=oldest_overdue or [],
+        latency=latency,
+        days=days,
+        latency_since=latency_since(days),
+        decisions_per_day=[DayCount(day=day, count=decided.get(day, 0)) for day in days],
+        run_trends=run_trends or [],
+        cycle_times=cycle_times or [],
+        group_ids=group_ids,
+    )
 
 
 def offered_to(*, group_ids: Collection[int], task: str = "pk") -> Exists:
@@ -300,15 +381,9 @@ def dashboard(*, now: datetime, group_ids: Collection[int] | None = None) -> Das
         SlaCounts(name=row.pop("workflow_type"), **row)
         for row in live.order_by()
         .values("workflow_type")
-        .annotate(**_sla_counts("due_at", now))
+        .annotate(**sla_counts(due="due_at", now=now))
         .order_by("workflow_type")
     ]
-    overall = SlaCounts(
-        name="all",
-        overdue=sum(row.overdue for row in by_type),
-        due_soon=sum(row.due_soon for row in by_type),
-        on_time=sum(row.on_time for row in by_type),
-    )
     # An inbox entry's sort_due is the task's due time, or the far future if it has none.
     by_group = [
         SlaCounts(name=row.pop("group__name"), **row)
@@ -318,7 +393,7 @@ def dashboard(*, now: datetime, group_ids: Collection[int] | None = None) -> Das
             else InboxEntry.objects.filter(group_id__in=scope)
         )
         .values("group__name")
-        .annotate(**_sla_counts("sort_due", now))
+        .annotate(**sla_counts(due="sort_due", now=now))
         .order_by("-overdue", "group__name")
     ]
     by_assignee = [
@@ -331,7 +406,7 @@ def dashboard(*, now: datetime, group_ids: Collection[int] | None = None) -> Das
             )
         )
         .values("user__username")
-        .annotate(**_sla_counts("sort_due", now))
+        .annotate(**sla_counts(due="sort_due", now=now))
         .order_by("-overdue", "user__username")
     ]
     oldest_overdue = list(
@@ -340,30 +415,18 @@ def dashboard(*, now: datetime, group_ids: Collection[int] | None = None) -> Das
         .order_by("due_at", "id")[:OVERDUE_LIST_SIZE]
     )
     days = trend_days(now)
-    since = datetime.combine(days[0], time.min, tzinfo=UTC)
-    latency_since = days[-LATENCY_DAYS]
-    waited = _HoursBetween("decided_at", "created_at")
-    latency = [
-        Latency(
-            workflow_type=row["workflow_type"],
-            decisions=row["decisions"],
-            median_hours=round(row["median"] or 0.0, 1),
-            p95_hours=round(row["p95"] or 0.0, 1),
-        )
+    since = start_of(days[0])
+    latencies = [
+        latency(row)
         for row in scoped(
             HumanTask.objects.filter(
-                state=TaskState.COMPLETED,
-                decided_at__gte=datetime.combine(latency_since, time.min, tzinfo=UTC),
+                state=TaskState.COMPLETED, decided_at__gte=start_of(latency_since(days))
             ),
             group_ids=scope,
         )
         .order_by()
         .values("workflow_type")
-        .annotate(
-            decisions=Count("pk"),
-            median=_Percentile(waited, fraction=0.5),
-            p95=_Percentile(waited, fraction=0.95),
-        )
+        .annotate(**decision_times())
         .order_by("workflow_type")
     ]
     decided = {
@@ -376,22 +439,18 @@ def dashboard(*, now: datetime, group_ids: Collection[int] | None = None) -> Das
         .values(day=TruncDate("decided_at", tzinfo=UTC))
         .annotate(count=Count("pk"))
     }
-    return Dashboard(
+    return assemble(
         now=now,
-        overall=overall,
-        by_type=by_type,
-        by_group=by_group[:GROUPS_SHOWN],
-        groups_not_shown=max(0, len(by_group) - GROUPS_SHOWN),
-        by_assignee=by_assignee[:PEOPLE_SHOWN],
-        people_not_shown=max(0, len(by_assignee) - PEOPLE_SHOWN),
-        oldest_overdue=oldest_overdue,
-        latency=latency,
         days=days,
-        latency_since=latency_since,
-        decisions_per_day=[DayCount(day=day, count=decided.get(day, 0)) for day in days],
-        run_trends=run_trends(days=days) if scope is None else [],
-        cycle_times=cycle_times(since=since) if scope is None else [],
+        by_type=by_type,
+        by_group=by_group,
+        by_assignee=by_assignee,
+        latency=latencies,
+        decided=decided,
         group_ids=scope,
+        oldest_overdue=oldest_overdue,
+        run_trends=run_trends(days=days) if scope is None else None,
+        cycle_times=cycle_times(since=since) if scope is None else None,
     )
 
 
@@ -402,7 +461,7 @@ def finished_runs(*, since: datetime) -> QuerySet[WorkflowRun]:
 
 def run_trends(*, days: list[date]) -> list[RunTrend]:
     """Runs finished per type and day over `days`, with their failures, in one query."""
-    since = datetime.combine(days[0], time.min, tzinfo=UTC)
+    since = start_of(days[0])
     found: dict[str, dict[date, DayOutcomes]] = {}
     for row in (
         finished_runs(since=since)

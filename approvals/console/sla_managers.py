@@ -6,26 +6,29 @@ the whole company's recent decisions and test each for the groups); counting one
 per manager, beat would pay that hundreds of times a minute. These queries count
 every manager's numbers together instead, grouped by manager, so beat's cost
 grows with the open tasks and recent decisions offered to managed groups, not
-with how many managers there are: five queries whatever their number.
+with how many managers there are: six queries whatever their number.
 
 A group has at most one manager (`GroupManager.group` is one-to-one), so each
 manager's groups are a set of their own, and a manager is the key of that set's
 numbers. A task offered to two groups of one manager is counted once, as the
-live page counts it: tasks and entries are counted distinct, decisions read as
-distinct (manager, task) rows. Runs belong to no group: a manager's board has
-no run trends. Like the operators' count, it reads the replica when there is one.
+live page counts it: tasks and entries are counted distinct, and decisions are
+read through one candidate row per (manager, task), so the database counts them
+per day and computes their percentiles (percentile_cont) as it does for the live
+page. Runs belong to no group: a manager's board has no run trends. Like the
+operators' count, it reads the replica when there is one.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import UTC, datetime, time
+from datetime import UTC, date, datetime
 
-from django.db.models import Count, F
+from django.db.models import Count, Exists, F, OuterRef, QuerySet
+from django.db.models.functions import TruncDate
 
 from approvals.console import sla
 from approvals.models import GroupManager, HumanTask, InboxEntry
-from approvals.states import LIVE_TASK_STATES, InboxTab, Sla, TaskState
+from approvals.states import LIVE_TASK_STATES, InboxTab, TaskState
 from workflows import replica
 
 # The manager of the group a candidate-group row, or an inbox entry's group, names.
@@ -40,17 +43,6 @@ def managed_sets() -> dict[int, frozenset[int]]:
     return {manager_id: frozenset(group_ids) for manager_id, group_ids in found.items()}
 
 
-def _counts(column: str, due: str, now: datetime, *, distinct: bool) -> dict[str, Count]:
-    """Count `column` (distinct values of it, if `distinct`) by SLA state from the due time
-    in column `due`."""
-    return {
-        state: Count(
-            column, distinct=distinct, filter=sla.sla_condition(sla=state, now=now, due=due)
-        )
-        for state in Sla.values
-    }
-
-
 @replica.reads_replica
 def dashboards(*, now: datetime) -> dict[frozenset[int], sla.Dashboard]:
     """Return the dashboard of every set of groups some manager manages, as of `now`,
@@ -63,7 +55,9 @@ def dashboards(*, now: datetime) -> dict[frozenset[int], sla.Dashboard]:
             humantask__state__in=LIVE_TASK_STATES, group__manager_link__isnull=False
         )
         .values(manager=F(_MANAGER), workflow_type=F("humantask__workflow_type"))
-        .annotate(**_counts("humantask_id", "humantask__due_at", now, distinct=True))
+        .annotate(
+            **sla.sla_counts(due="humantask__due_at", now=now, column="humantask_id", distinct=True)
+        )
         .order_by("manager", "workflow_type")
     ):
         by_type[row.pop("manager")].append(sla.SlaCounts(name=row.pop("workflow_type"), **row))
@@ -71,7 +65,7 @@ def dashboards(*, now: datetime) -> dict[frozenset[int], sla.Dashboard]:
     for row in (
         InboxEntry.objects.filter(group__manager_link__isnull=False)
         .values(manager=F(_MANAGER), name=F("group__name"))
-        .annotate(**_counts("pk", "sort_due", now, distinct=False))
+        .annotate(**sla.sla_counts(due="sort_due", now=now))
         .order_by("manager", "-overdue", "name")
     ):
         by_group[row.pop("manager")].append(sla.SlaCounts(**row))
@@ -86,84 +80,63 @@ def dashboards(*, now: datetime) -> dict[frozenset[int], sla.Dashboard]:
             manager=F("task__candidate_groups__manager_link__manager_id"),
             name=F("user__username"),
         )
-        .annotate(**_counts("pk", "sort_due", now, distinct=True))
+        .annotate(**sla.sla_counts(due="sort_due", now=now, distinct=True))
         .order_by("manager", "-overdue", "name")
     ):
         by_assignee[row.pop("manager")].append(sla.SlaCounts(**row))
     days = sla.trend_days(now)
-    latency_since = days[-sla.LATENCY_DAYS]
-    decided = _decisions(
-        since=datetime.combine(days[0], time.min, tzinfo=UTC),
-        latency_from=datetime.combine(latency_since, time.min, tzinfo=UTC),
-    )
-    boards = {}
-    for manager, group_ids in sets.items():
-        types, groups, people = by_type[manager], by_group[manager], by_assignee[manager]
-        per_day, waits = decided.get(manager, ({}, {}))
-        boards[group_ids] = sla.Dashboard(
+    latency: dict[int, list[sla.Latency]] = defaultdict(list)
+    for row in (
+        _decisions(since=sla.start_of(sla.latency_since(days)))
+        .values("manager", workflow_type=F("humantask__workflow_type"))
+        .annotate(**sla.decision_times(task="humantask__"))
+        .order_by("manager", "workflow_type")
+    ):
+        latency[row.pop("manager")].append(sla.latency(row))
+    decided: dict[int, dict[date, int]] = defaultdict(dict)
+    for row in (
+        _decisions(since=sla.start_of(days[0]))
+        .values("manager", day=TruncDate("humantask__decided_at", tzinfo=UTC))
+        .annotate(count=Count("pk"))
+        .order_by()
+    ):
+        decided[row["manager"]][row["day"]] = row["count"]
+    return {
+        group_ids: sla.assemble(
             now=now,
-            overall=sla.SlaCounts(
-                name="all",
-                overdue=sum(row.overdue for row in types),
-                due_soon=sum(row.due_soon for row in types),
-                on_time=sum(row.on_time for row in types),
-            ),
-            by_type=types,
-            by_group=groups[: sla.GROUPS_SHOWN],
-            groups_not_shown=max(0, len(groups) - sla.GROUPS_SHOWN),
-            by_assignee=people[: sla.PEOPLE_SHOWN],
-            people_not_shown=max(0, len(people) - sla.PEOPLE_SHOWN),
-            latency=[
-                _latency(workflow_type, waits[workflow_type]) for workflow_type in sorted(waits)
-            ],
             days=days,
-            latency_since=latency_since,
-            decisions_per_day=[sla.DayCount(day=day, count=per_day.get(day, 0)) for day in days],
+            by_type=by_type[manager],
+            by_group=by_group[manager],
+            by_assignee=by_assignee[manager],
+            latency=latency[manager],
+            decided=decided[manager],
             group_ids=group_ids,
         )
-    return boards
+        for manager, group_ids in sets.items()
+    }
 
 
-def _decisions(
-    *, since: datetime, latency_from: datetime
-) -> dict[int, tuple[dict[object, int], dict[str, list[float]]]]:
-    """Return, per manager, the decisions on tasks offered to their groups per UTC day since
-    `since`, and the hours each decision since `latency_from` waited, per workflow type.
+def _decisions(*, since: datetime) -> QuerySet:
+    """Candidate-group rows of the tasks decided since `since` (a range of
+    `task_decided_at_idx`), one per (manager, task), annotated with the manager.
 
-    One query of distinct (manager, task) rows: a task offered to two of a manager's
-    groups is one decision, and counts once in its type's percentiles.
+    A task offered to two of a manager's groups has a row for each; only the one of
+    the lower group id is kept, so counting rows counts each decision once per manager,
+    and a percentile over them weighs it once, as the live page's does.
     """
-    found: dict[int, tuple[dict[object, int], dict[str, list[float]]]] = {}
-    for manager, _, workflow_type, created_at, decided_at in (
-        HumanTask.candidate_groups.through.objects.filter(
+    through = HumanTask.candidate_groups.through
+    same_manager_lower_group = through.objects.filter(
+        humantask_id=OuterRef("humantask_id"),
+        group_id__lt=OuterRef("group_id"),
+        group__manager_link__manager_id=OuterRef("manager"),
+    )
+    return (
+        through.objects.filter(
             humantask__state=TaskState.COMPLETED,
             humantask__decided_at__gte=since,
             group__manager_link__isnull=False,
         )
-        .values_list(
-            _MANAGER,
-            "humantask_id",
-            "humantask__workflow_type",
-            "humantask__created_at",
-            "humantask__decided_at",
-        )
+        .annotate(manager=F(_MANAGER))
+        .filter(~Exists(same_manager_lower_group))
         .order_by()
-        .distinct()
-    ):
-        per_day, waits = found.setdefault(manager, ({}, defaultdict(list)))
-        day = decided_at.astimezone(UTC).date()
-        per_day[day] = per_day.get(day, 0) + 1
-        if decided_at >= latency_from:
-            waits[workflow_type].append((decided_at - created_at).total_seconds() / 3600.0)
-    return found
-
-
-def _latency(workflow_type: str, hours: list[float]) -> sla.Latency:
-    """The median and 95th percentile of `hours`, rounded as the live page rounds them."""
-    ordered = sorted(hours)
-    return sla.Latency(
-        workflow_type=workflow_type,
-        decisions=len(ordered),
-        median_hours=round(sla.interpolated_percentile(ordered, 0.5) or 0.0, 1),
-        p95_hours=round(sla.interpolated_percentile(ordered, 0.95) or 0.0, 1),
     )

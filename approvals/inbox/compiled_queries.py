@@ -16,11 +16,14 @@ kept as a constant. Such values must be slots of their own, computed by the call
 from __future__ import annotations
 
 import itertools
+import re
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from workflows.engine import functions
 
 # Stand-ins no real parameter equals: negative ints (below any id or priority, yet
 # inside a small integer's range, or Django would compile the comparison away as
@@ -29,6 +32,8 @@ from typing import Any
 _INT_BASE = -10_000
 _TIME_BASE = datetime(2, 1, 1, tzinfo=UTC)
 _UUID_BASE = 2**127
+# Where the backend's SQL takes a parameter, and its escaped percent sign.
+_PLACEHOLDER = re.compile("%s|%%")
 
 
 class NotCompilable(Exception):
@@ -60,6 +65,23 @@ class Compiled:
             else values[param.name]
             for param in self.params
         )
+
+    def function_body(self, arguments: Mapping[str, str]) -> str:
+        """Return the SQL as a PL/pgSQL function's query (workflows.engine.functions): each
+        slot's place holds its argument (`arguments` maps a slot's name to "$1", ...),
+        each constant's its SQL literal."""
+        params = iter(self.params)
+
+        def put(found: re.Match[str]) -> str:
+            if found[0] == "%%":
+                return "%"
+            param = next(params)
+            return arguments[param.name] if isinstance(param, _Slot) else functions.literal(param)
+
+        body = _PLACEHOLDER.sub(put, self.sql)
+        if next(params, None) is not None:
+            raise NotCompilable("more parameters than placeholders")
+        return body
 
 
 def compile_once(

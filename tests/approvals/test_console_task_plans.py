@@ -70,9 +70,13 @@ def history(manager_task, groups, bob, carol):
         Group.objects.create(name=f"team {n}") for n in range(TEAMS - 3)
     ]
 
+    # One run object for every task, its person read once: the entries' view values
+    # read both, and a query for each of thousands of tasks would be most of the seeding.
+    run = manager_task.run
+
     def task(n: int, created_days_ago: float, **fields: Any) -> HumanTask:
         return HumanTask(
-            run_id=manager_task.run_id,
+            run=run,
             step_id=manager_task.step_id,
             node="manager_approval",
             workflow_type=TYPES[n % 3],

@@ -43,17 +43,23 @@ class Function:
     body: str
     # Statements run before the query (PL/pgSQL, each ending with ";").
     prelude: str = ""
+    # Planner settings the function is planned and run with, as (name, value): a kept
+    # plan is made for any argument values (a generic plan), from average estimates
+    # that can favour reading a whole range and sorting it over reading it in order.
+    planner: tuple[tuple[str, str], ...] = ()
 
     @functools.cached_property
     def name(self) -> str:
         text = "\n".join([", ".join(self.arguments), self.returns, self.prelude, self.body])
+        text += "".join(f"\nSET {setting} = {value}" for setting, value in self.planner)
         return f"{self.prefix}_{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
     def create_sql(self) -> str:
         """The `CREATE FUNCTION` a migration runs."""
+        planner = "".join(f" SET {setting} = {value}" for setting, value in self.planner)
         return (
             f"CREATE OR REPLACE FUNCTION {self.name}({', '.join(self.arguments)})\n"
-            f"RETURNS TABLE ({self.returns})\nLANGUAGE plpgsql AS $baton$\nBEGIN\n"
+            f"RETURNS TABLE ({self.returns})\nLANGUAGE plpgsql{planner} AS $baton$\nBEGIN\n"
             f"{self.prelude}RETURN QUERY {self.body};\nEND\n$baton$"
         )
 
