@@ -10,20 +10,24 @@ and a task id of its own (the template's ids are replaced wherever they appear,
 in keys and in text), a business key (`correlation_id` `order-<n>`), and every
 timestamp moved by the same amount, so the copies start evenly over three
 years, oldest first. Rows whose primary key is an identity column (events,
-signals, candidates, audit entries) get theirs from the database. While the
-tables fill, their secondary indexes are dropped (built once at the end) and,
-where the role may, the foreign-key checks of the inserts are skipped
-(`session_replication_role`): the copies point only at their own rows and the
-templates'. 10,000,000 runs take about 20 minutes here (see README, "Scaling").
+signals, candidates, audit entries) get theirs from the database.
 
 Beside the history, live work is cloned by `bench.seed`'s INSERT ... SELECT from
 templates the real code made: the benchmark reviewer's 2,000 open tasks (1,600
 claimed by them, 400 in their group's queue), `runs // 10` open tasks of other
 reviewers (half claimed by one of `REVIEWERS`, half in the queue of one of
 `GROUPS`, in turns: 10M runs give 1M open tasks over 5,000 reviewers and 300
-groups), and `runs // 10` runs asleep on a far-off timer (the sweep
-must not find them due). `MANAGER` manages the first of those groups, for the
-group manager's SLA dashboard.
+groups; each group task notifies its group's members, 25M notifications), and
+`runs // 10` runs asleep on a far-off timer (the sweep must not find them due).
+`MANAGER` manages the first of those groups, for the group manager's SLA
+dashboard.
+
+While the tables fill (the history's, and those filled beside a live task), their
+secondary indexes are dropped and made once at the end, and, where the role may,
+the foreign-key checks of the inserts are skipped (`session_replication_role`):
+the copies point only at their own rows and the templates'. The chunks, batches,
+index builds and the vacuum run `WORKERS` at a time, each on a connection of its
+own. See README, "Scaling", for what 10,000,000 runs take here.
 
 Month partitions are made for the three years first, so the history lands in
 its months (as the migration does for an existing table's oldest rows). Seeded
@@ -39,8 +43,10 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from auditlog.models import LogEntry
 from django.contrib.auth.models import Group, User
@@ -103,9 +109,10 @@ def finished_templates(people: dict[str, Any]) -> list[WorkflowRun]:
 class Template:
     """A finished run's rows, as the engine wrote them, ready to be copied.
 
-    The rows are kept in temporary tables of their own (`seed_template_<n>`), so
-    each copy reads a handful of rows, never the growing table they came from
-    (whose indexes are dropped while it is filled).
+    The rows are kept in tables of their own (`seed_template_<n>_<table>`), so each
+    copy reads a handful of rows, never the growing table they came from (whose
+    indexes are dropped while it is filled). They are ordinary tables, not temporary
+    ones, so that every connection of the seed reads them; `drop` removes them.
     """
 
     def __init__(self, run: WorkflowRun, *, number: int) -> None:
@@ -130,6 +137,11 @@ class Template:
                 self._read(through, field.m2m_column_name(), self.task_ids)
             self._read(LogEntry, "object_pk", self.task_ids)
 
+    def drop(self) -> None:
+        with connection.cursor() as cursor:
+            for _, _, copy, _ in self.tables:
+                cursor.execute(f'DROP TABLE "{copy}"')  # nosec B608
+
     def _read(self, model: type[models.Model], column: str, value: Any) -> None:
         table = model._meta.db_table
         identity = model is not StepRun and model is not WorkflowRun and model is not HumanTask
@@ -137,7 +149,7 @@ class Template:
         values = value if isinstance(value, list) else [value]
         with connection.cursor() as cursor:
             cursor.execute(
-                f'CREATE TEMPORARY TABLE "{copy}" AS SELECT * FROM "{table}" '  # nosec B608
+                f'CREATE TABLE "{copy}" AS SELECT * FROM "{table}" '  # nosec B608
                 f'WHERE "{column}"::text = ANY(%s)',
                 [[str(one) for one in values]],
             )
@@ -207,13 +219,36 @@ def insert_copies(
         f"(%(start)s::timestamptz - %(created)s::timestamptz + "
         f"(div((g - 1)::numeric * {SPAN_US}, %(runs)s))::float8 * interval '1 microsecond')"
     )
-    replace = [(template.run_id, f"{RUN_ID}::text")] + [
-        (task_id, f"{TASK_ID.format(index=index)}::text")
-        for index, task_id in enumerate(template.task_ids)
+    # What each copy's rows share is computed once per copy, into a table every
+    # statement of the copies reads, not once per row and column (the shift's numeric
+    # division alone was about a microsecond each time).
+    shared = [f"{shift} AS shift", f"{RUN_ID}::text AS run_id"] + [
+        f"{TASK_ID.format(index=index)}::text AS task_{index}"
+        for index in range(len(template.task_ids))
     ]
+    replace = [(template.run_id, "c.run_id")] + [
+        (task_id, f"c.task_{index}") for index, task_id in enumerate(template.task_ids)
+    ]
+    params = {
+        "start": start,
+        "created": template.created_at,
+        "runs": runs,
+        "step_base": step_base,
+        "spacing": spacing,
+        "first": first,
+        "last": last,
+        "parity": parity,
+    }
     written = 0
     with connection.cursor() as cursor:
+        cursor.execute(
+            f"CREATE TEMPORARY TABLE seed_copies AS SELECT g, {', '.join(shared)} "  # nosec B608
+            "FROM generate_series(%(first)s::bigint, %(last)s) g WHERE mod(g, 2) = %(parity)s",
+            params,
+        )
         for model, columns, copy, rows in template.tables:
+            if not rows:
+                continue
             table = model._meta.db_table
             types = _types(table)
             step_columns = {
@@ -228,7 +263,7 @@ def insert_copies(
                 quoted = f't."{column}"'
                 texts = [row[position] for row in rows if row[position] is not None]
                 if types[column] == "timestamp with time zone":
-                    values.append(f"{quoted} + {shift}")
+                    values.append(f"{quoted} + c.shift")
                 elif column in step_columns:
                     cases = " ".join(
                         f"WHEN {old} THEN %(step_base)s + 1 + (g - 1) * %(spacing)s + {n}"
@@ -248,25 +283,16 @@ def insert_copies(
             names = ", ".join(f'"{name}"' for name in columns)
             cursor.execute(
                 f'INSERT INTO "{table}" ({names}) SELECT {", ".join(values)} '  # nosec B608
-                f'FROM "{copy}" t CROSS JOIN generate_series(%(first)s::bigint, %(last)s) g '
-                "WHERE mod(g, 2) = %(parity)s",
-                {
-                    "start": start,
-                    "created": template.created_at,
-                    "runs": runs,
-                    "step_base": step_base,
-                    "spacing": spacing,
-                    "first": first,
-                    "last": last,
-                    "parity": parity,
-                },
+                f'FROM "{copy}" t CROSS JOIN seed_copies c',
+                params,
             )
             written += cursor.rowcount
+        cursor.execute("DROP TABLE seed_copies")
     return written
 
 
-# The tables the seed fills by the million, whose secondary indexes are built after.
-FILLED = (
+# The history's tables, which the seed fills by the million.
+HISTORY = (
     WorkflowRun,
     StepRun,
     StepEvent,
@@ -278,6 +304,15 @@ FILLED = (
 )
 
 
+def filled_tables() -> list[str]:
+    """The tables the seed fills by the million, whose secondary indexes are built after:
+    the history's, and every table `seed.clone_tasks` copies beside a live task (its
+    inbox entries, and the notifications a group task sends each of its group's members:
+    25M rows at 10M runs)."""
+    models_ = [*HISTORY, *(model for model, _ in seed.hanging_off(HumanTask))]
+    return list(dict.fromkeys(model._meta.db_table for model in models_))
+
+
 def drop_indexes() -> list[str]:
     """Drop the filled tables' secondary indexes; return the statements that make them again.
 
@@ -286,7 +321,7 @@ def drop_indexes() -> list[str]:
     (primary keys, unique constraints) stay; a partitioned table's index goes with
     its partitions' and comes back on every partition.
     """
-    tables = [model._meta.db_table for model in FILLED]
+    tables = filled_tables()
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT i.indexrelid::regclass::text, pg_get_indexdef(i.indexrelid) FROM pg_index i "
@@ -297,15 +332,160 @@ def drop_indexes() -> list[str]:
         found = cursor.fetchall()
         for name, _ in found:
             cursor.execute(f"DROP INDEX {name}")  # nosec B608
-    return [definition for _, definition in found]
+    # A partitioned table's index is written `ON ONLY` the parent, which would make it
+    # alone, invalid, with no index on any partition: without ONLY it is made on every
+    # partition too, as the migrations made it.
+    return [definition.replace(" ON ONLY ", " ON ", 1) for _, definition in found]
+
+
+def index_templates(templates: dict[str, Any]) -> list[str]:
+    """Index the live templates' own rows in the tables copied beside a task, by their key
+    to it; return the indexes' names.
+
+    `seed.clone_tasks` finds a template's rows by that key, whose index is dropped
+    while the table fills: without one, each batch would scan the notifications made
+    so far (tens of millions). These indexes hold the templates' rows alone (no copy
+    matches their condition), so the copies cost them nothing; they go before the
+    table's own indexes are made again.
+    """
+    tasks = ", ".join(f"'{value}'" for key, value in templates.items() if key.endswith("_task"))
+    names = []
+    with connection.cursor() as cursor:
+        for model, link in seed.hanging_off(HumanTask):
+            table = model._meta.db_table
+            column = model._meta.get_field(link).column  # type: ignore[union-attr]
+            name = f"seed_templates_{len(names)}"
+            cursor.execute(
+                f'CREATE INDEX "{name}" ON "{table}" ("{column}") '  # nosec B608 (our own ids)
+                f'WHERE "{column}" = ANY(ARRAY[{tasks}]::uuid[])'
+            )
+            names.append(name)
+    return names
+
+
+def drop_named(indexes: list[str]) -> None:
+    with connection.cursor() as cursor:
+        for name in indexes:
+            cursor.execute(f'DROP INDEX "{name}"')  # nosec B608 (names made above)
 
 
 def make_indexes(definitions: list[str]) -> None:
+    """Make the indexes, `WORKERS` at a time, the largest tables' first.
+
+    A partitioned table's indexes are made one after the other: each names its
+    partitions' indexes after their columns, and two made at once can pick the same
+    free name (`cid` and `cid_like`: `..._cid_idx`), where one after the other the
+    second takes the next.
+    """
+    jobs: dict[str, list[str]] = {}
+    for definition in definitions:
+        table = _table_of(definition)
+        jobs.setdefault(table if _partitioned(table) else definition, []).append(definition)
+    by_size = sorted(jobs.values(), key=lambda group: -_size(_table_of(group[0])))
+    for _ in in_parallel([partial(_make_indexes, group) for group in by_size]):
+        pass
+
+
+def _make_indexes(definitions: list[str]) -> None:
     with connection.cursor() as cursor:
-        cursor.execute("SET maintenance_work_mem = '512MB'")
+        cursor.execute("SET maintenance_work_mem = '1GB'")
         cursor.execute("SET max_parallel_maintenance_workers = 2")
         for definition in definitions:
             cursor.execute(definition)
+
+
+def _partitioned(table: str) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT relkind = 'p' FROM pg_class WHERE oid = %s::regclass", [table])
+        return bool(cursor.fetchone()[0])
+
+
+def _table_of(definition: str) -> str:
+    """The table a `CREATE INDEX ... ON <table> USING ...` statement indexes."""
+    return definition.split(" ON ", 1)[1].split(" USING ", 1)[0]
+
+
+def _size(table: str) -> int:
+    """The bytes of `table`'s rows, its partitions' included."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT coalesce(sum(pg_relation_size(relid)), 0) FROM pg_partition_tree(%s)",
+            [table],
+        )
+        return int(cursor.fetchone()[0])
+
+
+def vacuum() -> None:
+    """`VACUUM (ANALYZE)` the database, as autovacuum would have by now, `WORKERS` tables
+    at a time, the largest first.
+
+    The same work as one database-wide `VACUUM (ANALYZE)`: each partition is vacuumed,
+    and analyzed by its partitioned table's ANALYZE (which samples them all); every
+    other table is vacuumed and analyzed.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.oid::regclass::text, c.relkind = 'p', c.relispartition, "
+            "(SELECT coalesce(sum(pg_relation_size(relid)), 0) "
+            " FROM pg_partition_tree(c.oid)) AS size "
+            "FROM pg_class c WHERE c.relkind IN ('r', 'm', 'p') AND c.relpersistence <> 't' "
+            "ORDER BY size DESC"
+        )
+        tables = cursor.fetchall()
+    statements = [
+        f"ANALYZE {name}"
+        if partitioned
+        else f"VACUUM {name}"
+        if partition
+        else f"VACUUM (ANALYZE) {name}"
+        for name, partitioned, partition, _ in tables
+    ]
+    for _ in in_parallel([partial(_execute, statement) for statement in statements]):
+        pass
+
+
+def _execute(statement: str) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(statement)  # nosec B608 (names read from the catalogue)
+
+
+# Connections the seed fills, indexes and vacuums with at once: the machine's cores.
+WORKERS = 2
+
+T = TypeVar("T")
+
+
+def in_parallel(jobs: list[Callable[[], T]], *, workers: int = WORKERS) -> Iterator[T]:
+    """Run `jobs`, `workers` at a time, each in a thread with a connection of its own;
+    yield their results as they end.
+
+    A statement of PostgreSQL runs on one core (an INSERT ... SELECT never in
+    parallel), so one connection leaves the other core of this machine idle. The
+    jobs must not depend on each other's order; the first failure stops the rest.
+    """
+
+    def run(job: Callable[[], T]) -> T:
+        try:
+            compress_wal()
+            return job()
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(run, job) for job in jobs]
+        try:
+            for future in as_completed(futures):
+                yield future.result()
+        finally:
+            for future in futures:
+                future.cancel()
+
+
+def unchecked(call: Callable[[], T]) -> T:
+    """Run `call` in a transaction of its own whose inserts skip the foreign-key checks."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        without_key_checks(cursor)
+        return call()
 
 
 def compress_wal() -> None:
@@ -395,23 +575,31 @@ def seed_scale(*, runs: int, log: Callable[[str], Any] = print) -> dict[str, Any
     spacing = max(steps_each)
     step_base = seed.reserve_ids(StepRun, count=runs * spacing + 10)
     indexes = drop_indexes()
-    rows = 0
-    for first in range(1, runs + 1, CHUNK):
-        last = min(runs, first + CHUNK - 1)
-        with transaction.atomic(), connection.cursor() as cursor:
-            without_key_checks(cursor)
-            for parity, template in enumerate(finished):
-                rows += insert_copies(
-                    template,
-                    first=first,
-                    last=last,
-                    parity=parity,
-                    runs=runs,
-                    end=end,
-                    step_base=step_base,
-                    spacing=spacing,
-                )
-        say(f"  finished runs: {last:,} of {runs:,} ({rows:,} rows)")
+    lookups = index_templates(templates)
+    chunks = [(first, min(runs, first + CHUNK - 1)) for first in range(1, runs + 1, CHUNK)]
+    copies = [
+        partial(
+            unchecked,
+            partial(
+                _copy_chunk,
+                finished,
+                first=first,
+                last=last,
+                runs=runs,
+                end=end,
+                step_base=step_base,
+                spacing=spacing,
+            ),
+        )
+        for first, last in chunks
+    ]
+    rows = copied = 0
+    for count, written in in_parallel(copies):
+        rows += written
+        copied += count
+        say(f"  finished runs: {copied:,} of {runs:,} ({rows:,} rows)")
+    for template in finished:
+        template.drop()
     open_tasks = runs // 10
     reviewers = make_reviewers(REVIEWERS)
     groups = make_groups(GROUPS)
@@ -438,7 +626,7 @@ def seed_scale(*, runs: int, log: Callable[[str], Any] = print) -> dict[str, Any
         )
         base += REVIEWER_QUEUE
     # Half of the other reviewers' open tasks are claimed by one of them, half wait in
-    # one of the groups' queues.
+    # one of the groups' queues; beside them, runs asleep. Every batch is its own job.
     person = f"(%(people)s::bigint[])[1 + mod(g, {len(reviewers)})]"
     group = f"(%(groups)s::bigint[])[1 + mod(g - 1, {len(groups)})]"
     claimed = open_tasks // 2
@@ -446,40 +634,43 @@ def seed_scale(*, runs: int, log: Callable[[str], Any] = print) -> dict[str, Any
         ("other_claimed", claimed, {"person": person, "params": {"people": reviewers}}),
         ("other_open", open_tasks - claimed, {"group": group, "params": {"groups": groups}}),
     )
+    live: list[Callable[[], tuple[str, int]]] = []
     for kind, count, extra in shares:
         for first, last in _batches(count):
-            with transaction.atomic(), connection.cursor() as cursor:
-                without_key_checks(cursor)
-                seed.clone_tasks(
-                    templates=templates,
-                    kind=kind,
-                    tag=kind,
-                    first=first,
-                    last=last,
-                    step_base=base,
-                    **extra,
-                )
-            say(f"  other reviewers' open tasks ({kind}): {last:,} of {count:,}")
+            clone = partial(
+                seed.clone_tasks,
+                templates=templates,
+                kind=kind,
+                tag=kind,
+                first=first,
+                last=last,
+                step_base=base,
+                **extra,
+            )
+            live.append(partial(_labelled, f"{kind} open tasks", last - first + 1, clone))
         base += count
     sleepers = runs // 10
     sleep_base = seed.reserve_ids(StepRun, count=sleepers + 10)
     for first, last in _batches(sleepers):
-        with transaction.atomic(), connection.cursor() as cursor:
-            without_key_checks(cursor)
-            seed.clone_runs(
-                run_id=templates["sleep_run"],
-                step_id=templates["sleep_step"],
-                tag="sleep",
-                first=first,
-                last=last,
-                step_base=sleep_base,
-                step_overrides={"due_at": f"{seed.FAR_FUTURE} + g * interval '1 second'"},
-            )
-    say(f"  waiting runs: {sleepers:,}")
+        clone = partial(
+            seed.clone_runs,
+            run_id=templates["sleep_run"],
+            step_id=templates["sleep_step"],
+            tag="sleep",
+            first=first,
+            last=last,
+            step_base=sleep_base,
+            step_overrides={"due_at": f"{seed.FAR_FUTURE} + g * interval '1 second'"},
+        )
+        live.append(partial(_labelled, "waiting runs", last - first + 1, clone))
+    made: dict[str, int] = {}
+    for label, count in in_parallel([partial(unchecked, job) for job in live]):
+        made[label] = made.get(label, 0) + count
+        say(f"  {label}: {made[label]:,}")
+    drop_named(lookups)
     make_indexes(indexes)
     say(f"  indexes: {len(indexes)} built")
-    with connection.cursor() as cursor:
-        cursor.execute("VACUUM (ANALYZE)")  # what autovacuum would have done by now
+    vacuum()
     say("  vacuumed")
     return {
         "people": people,
@@ -489,6 +680,21 @@ def seed_scale(*, runs: int, log: Callable[[str], Any] = print) -> dict[str, Any
         "waiting_runs": sleepers,
         "history_from": (end - timedelta(microseconds=SPAN_US)).astimezone(UTC).isoformat(),
     }
+
+
+def _copy_chunk(
+    finished: list[Template], *, first: int, last: int, **shared: Any
+) -> tuple[int, int]:
+    """Make copies first..last, alternately of each template; return (copies, rows written)."""
+    rows = 0
+    for parity, template in enumerate(finished):
+        rows += insert_copies(template, first=first, last=last, parity=parity, **shared)
+    return last - first + 1, rows
+
+
+def _labelled(label: str, count: int, call: Callable[[], Any]) -> tuple[str, int]:
+    call()
+    return label, count
 
 
 def _batches(count: int) -> Iterator[tuple[int, int]]:

@@ -214,7 +214,7 @@ def clone_runs(
     return added
 
 
-def _hanging_off(model: type[models.Model]) -> list[tuple[type[models.Model], str]]:
+def hanging_off(model: type[models.Model]) -> list[tuple[type[models.Model], str]]:
     """Return every model with a foreign key to `model` (m2m tables too), and that key."""
     found = []
     for field in model._meta.get_fields(include_hidden=True):
@@ -321,7 +321,7 @@ def clone_tasks(
         },
         **common,
     )
-    for model, link in _hanging_off(HumanTask):
+    for model, link in hanging_off(HumanTask):
         clone(
             model,
             where_field=link,

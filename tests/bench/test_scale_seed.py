@@ -1,0 +1,96 @@
+"""The scale seed leaves the database as the migrations and the engine would: every index
+the migrations made, valid and on every partition, and the counts of rows it promises,
+though it fills the tables without their indexes and from several connections at once."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+
+import pytest
+from django.db import connection
+
+from approvals.models import HumanTask, InboxEntry, Notification
+from bench import scale_seed
+from workflows.models import WorkflowRun
+
+pytestmark = [
+    # The seed fills from connections of its own and vacuums: no test transaction.
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(connection.vendor != "postgresql", reason="the seeder is PostgreSQL's"),
+]
+
+RUNS = 40
+
+
+def indexes_of(tables: list[str]) -> set[tuple[str, str]]:
+    """Each index of `tables`, as (table, index). (Not their definitions: a definition
+    printed by PostgreSQL and read back prints its casts differently.)"""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT indrelid::regclass::text, indexrelid::regclass::text FROM pg_index "
+            "WHERE indrelid = ANY(%s::regclass[])",
+            [tables],
+        )
+        return set(cursor.fetchall())
+
+
+def partitions_missing_an_index() -> list[str]:
+    """Each partition whose indexes are fewer than its partitioned table's."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.oid::regclass::text FROM pg_inherits h "
+            "JOIN pg_class c ON c.oid = h.inhrelid JOIN pg_class p ON p.oid = h.inhparent "
+            "WHERE p.relkind = 'p' AND "
+            "(SELECT count(*) FROM pg_index WHERE indrelid = c.oid) "
+            "< (SELECT count(*) FROM pg_index WHERE indrelid = p.oid)"
+        )
+        return [name for (name,) in cursor.fetchall()]
+
+
+def invalid_indexes() -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexrelid::regclass::text FROM pg_index WHERE NOT indisvalid")
+        return [name for (name,) in cursor.fetchall()]
+
+
+class TestSeedScale:
+    def test_every_index_the_migrations_made_is_back_and_valid_on_every_partition(self):
+        tables = scale_seed.filled_tables()
+        migrated = indexes_of(tables)
+
+        scale_seed.seed_scale(runs=RUNS, log=lambda *_: None)
+
+        assert indexes_of(tables) == migrated
+        assert invalid_indexes() == []
+        assert partitions_missing_an_index() == []
+
+    def test_each_group_task_copied_has_its_templates_notifications_and_entries(self):
+        made = scale_seed.seed_scale(runs=RUNS, log=lambda *_: None)
+        template = HumanTask.objects.get(pk=made["templates"]["other_open_task"])
+        copies = HumanTask.objects.filter(title__startswith=f"{template.title} #")
+        notices = Notification.objects.filter(task=template).count()
+        entries = InboxEntry.objects.filter(task=template).count()
+
+        assert WorkflowRun.objects.filter(correlation_id__startswith="order-").count() == RUNS
+        assert copies.count() == RUNS // 10 - RUNS // 20
+        assert notices > 1  # one for each member of the template's group
+        assert Notification.objects.filter(task__in=copies).count() == copies.count() * notices
+        assert InboxEntry.objects.filter(task__in=copies).count() == copies.count() * entries
+
+    def test_copy_g_has_its_own_run_id_and_starts_at_its_place_in_the_three_years(self):
+        made = scale_seed.seed_scale(runs=RUNS, log=lambda *_: None)
+        start = datetime.fromisoformat(made["history_from"])
+        copies = WorkflowRun.objects.filter(correlation_id__startswith="order-")
+
+        found = {
+            int(run.correlation_id[len("order-") :]): (run.pk, run.created_at) for run in copies
+        }
+
+        assert found == {
+            g: (
+                uuid.UUID(int=(1 << 120) | g),
+                start + timedelta(microseconds=(g - 1) * scale_seed.SPAN_US // RUNS),
+            )
+            for g in range(1, RUNS + 1)
+        }
