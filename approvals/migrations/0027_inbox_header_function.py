@@ -20,13 +20,14 @@ DROP_INBOX_HEADER = (
 def install(apps, schema_editor):
     if schema_editor.connection.vendor != "postgresql":
         return
-    schema_editor.execute(INBOX_HEADER)
+    # No parameters: the text is sent as it is, a % in it never read as a placeholder.
+    schema_editor.execute(INBOX_HEADER, params=None)
 
 
 def uninstall(apps, schema_editor):
     if schema_editor.connection.vendor != "postgresql":
         return
-    schema_editor.execute(DROP_INBOX_HEADER)
+    schema_editor.execute(DROP_INBOX_HEADER, params=None)
 
 
 class Migration(migrations.Migration):

@@ -66,21 +66,33 @@ def destination(name: str, queue_name: str | None, producer: Any) -> dict[str, A
     after copying it, a third of a message's cost. A reconnect forgets what was
     declared, so it is declared again."""
     options = _route(current_app.amqp.router, name, queue_name)
-    target = options["queue"]
+    target = options.get("queue")  # none where a route names only an exchange
     declared = producer.connection.declared_entities
-    cached = target.can_cache_declaration and declared is not None and hash(target) in declared
+    cached = (
+        target is not None
+        and target.can_cache_declaration
+        and declared is not None
+        and hash(target) in declared
+    )
     return {**options, "declare": [] if cached else None}
 
 
-_routes: dict[tuple[int, str, str | None], dict[str, Any]] = {}
+# The routes worked out, for the router they came from (a new router starts afresh).
+_routes: tuple[Any, dict[tuple[str, str | None], dict[str, Any]]] = (None, {})
 
 
 def _route(router: Any, name: str, queue_name: str | None) -> dict[str, Any]:
-    """Celery's router's options for `name` sent to `queue_name`, as `send_task` asks it."""
-    key = (id(router), name, queue_name)
-    if key not in _routes:
-        _routes[key] = router.route({"queue": queue_name} if queue_name else {}, name, (), {})
-    return _routes[key]
+    """Celery's router's options for `name` sent to `queue_name`, as `send_task` asks it
+    (the step tasks set no options of their own, which `send_task` would merge first)."""
+    global _routes
+    if _routes[0] is not router:
+        _routes = (router, {})
+    found = _routes[1]
+    if (name, queue_name) not in found:
+        found[name, queue_name] = router.route(
+            {"queue": queue_name} if queue_name else {}, name, (), {}
+        )
+    return found[name, queue_name]
 
 
 _origins: dict[int, str] = {}

@@ -9,11 +9,15 @@
 On PostgreSQL the new indexes are built CONCURRENTLY, before the old ones go, so
 writes go on and a parent's lookup always has an index (the migration is not
 atomic: run again after an interruption, it drops an index left invalid and
-finishes what is left). The events' index is on a partitioned table, which has no concurrent drop: it is dropped in a
-moment's lock. Reversible.
+finishes what is left). The events' index is on a partitioned table, which has no concurrent drop: it is dropped under
+a lock waited for at most 5 s a try (else every step's event would queue behind the
+waiting drop), and migrate says so if a long query keeps it. Reversible (going back
+builds the events' index in one statement, holding their writes for its build).
 """
 
-from django.db import migrations, models
+import time
+
+from django.db import OperationalError, migrations, models, transaction
 
 PARTIAL = (
     ("run_parent_run_idx", "parent_run_id"),
@@ -65,16 +69,41 @@ def _drop_invalid(schema_editor) -> None:
         schema_editor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {schema_editor.quote_name(name)}")
 
 
+def _execute(schema_editor, statement: str) -> None:
+    """Run `statement`; on PostgreSQL, a lock it cannot have within 5 s (a long prune or a
+    dump reading the events) is waited for again a few times, then refused with a clear
+    error. Waiting without a limit would queue every step's event behind it."""
+    if schema_editor.connection.vendor != "postgresql" or "CONCURRENTLY" in statement:
+        schema_editor.execute(statement)
+        return
+    for attempt in range(1, LOCK_ATTEMPTS + 1):
+        try:
+            with transaction.atomic(using=schema_editor.connection.alias):
+                schema_editor.execute("SET LOCAL lock_timeout = '5s'")
+                schema_editor.execute(statement)
+            return
+        except OperationalError:
+            if attempt == LOCK_ATTEMPTS:
+                raise OperationalError(
+                    f"{statement}: no lock within {LOCK_ATTEMPTS} tries of 5 s; another session "
+                    "holds the table (a prune, a dump). Run migrate again once it ends."
+                ) from None
+            time.sleep(1)
+
+
+LOCK_ATTEMPTS = 6
+
+
 def forwards(apps, schema_editor):
     _drop_invalid(schema_editor)
     for statement in _sql(schema_editor, forwards=True):
-        schema_editor.execute(statement)
+        _execute(schema_editor, statement)
 
 
 def backwards(apps, schema_editor):
     _drop_invalid(schema_editor)
     for statement in _sql(schema_editor, forwards=False):
-        schema_editor.execute(statement)
+        _execute(schema_editor, statement)
 
 
 class Migration(migrations.Migration):
