@@ -9,12 +9,17 @@ import pytest
 from celery import current_app
 from celery.app.routes import Router, prepare
 
+from workflows import tasks
 from workflows.engine import publish, work
 
 
 @pytest.fixture
 def published(monkeypatch) -> list[dict[str, Any]]:
-    """Each message handed to Celery's publish (send_task_message), instead of the broker."""
+    """Each message handed to Celery's publish (send_task_message), instead of the broker.
+
+    The step tasks are registered (`workflows.tasks` imported), as in a worker: their own
+    options, such as the serializer, are then in what `send_task` publishes."""
+    assert current_app.tasks[work.EXECUTE_STEP_TASK].name == tasks.execute_step.name
     messages: list[dict[str, Any]] = []
 
     def send_task_message(producer, name, message, **options):

@@ -81,17 +81,30 @@ def destination(name: str, queue_name: str | None, producer: Any) -> dict[str, A
 _routes: tuple[Any, dict[tuple[str, str | None], dict[str, Any]]] = (None, {})
 
 
+# Options `send_task` takes out of the task's own before publishing (they go in the
+# message's headers, which `message` writes: a step task sets none of them).
+_IN_THE_MESSAGE = ("time_limit", "soft_time_limit", "expires", "ignore_result")
+
+
 def _route(router: Any, name: str, queue_name: str | None) -> dict[str, Any]:
-    """Celery's router's options for `name` sent to `queue_name`, as `send_task` asks it
-    (the step tasks set no options of their own, which `send_task` would merge first)."""
+    """The publish options `send_task` would give a message of task `name` sent to
+    `queue_name`: the registered task's own options (its serializer, say) under the
+    queue asked for, then routed by Celery's router."""
     global _routes
     if _routes[0] is not router:
         _routes = (router, {})
     found = _routes[1]
     if (name, queue_name) not in found:
-        found[name, queue_name] = router.route(
-            {"queue": queue_name} if queue_name else {}, name, (), {}
-        )
+        task = current_app.tasks.get(name)
+        own = task._get_exec_options() if task is not None else {}
+        options = {
+            key: value
+            for key, value in own.items()
+            if value is not None and key not in _IN_THE_MESSAGE
+        }
+        if queue_name:
+            options["queue"] = queue_name
+        found[name, queue_name] = router.route(options, name, (), {}, task)
     return found[name, queue_name]
 
 
