@@ -53,7 +53,7 @@ class TestTheMigrationInstallsWhatTheCodeCompiles:
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT to_regprocedure(%s) IS NOT NULL",
-                [f"{function.name}({', '.join(function.arguments)})"],
+                [function.signature],
             )
             [installed] = cursor.fetchone()
 

@@ -58,7 +58,7 @@ class TestTheMigrationsInstallWhatTheCodeCompiles:
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT to_regprocedure(%s) IS NOT NULL",
-                [f"{function.name}({', '.join(function.arguments)})"],
+                [function.signature],
             )
             [installed] = cursor.fetchone()
 

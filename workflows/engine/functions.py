@@ -54,17 +54,22 @@ class Function:
         text += "".join(f"\nSET {setting} = {value}" for setting, value in self.planner)
         return f"{self.prefix}_{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
+    @property
+    def signature(self) -> str:
+        """The name and argument types PostgreSQL knows the function by."""
+        return f"{self.name}({', '.join(self.arguments)})"
+
     def create_sql(self) -> str:
         """The `CREATE FUNCTION` a migration runs."""
         planner = "".join(f" SET {setting} = {value}" for setting, value in self.planner)
         return (
-            f"CREATE OR REPLACE FUNCTION {self.name}({', '.join(self.arguments)})\n"
+            f"CREATE OR REPLACE FUNCTION {self.signature}\n"
             f"RETURNS TABLE ({self.returns})\nLANGUAGE plpgsql{planner} AS $baton$\nBEGIN\n"
             f"{self.prelude}RETURN QUERY {self.body};\nEND\n$baton$"
         )
 
     def drop_sql(self) -> str:
-        return f"DROP FUNCTION IF EXISTS {self.name}({', '.join(self.arguments)})"
+        return f"DROP FUNCTION IF EXISTS {self.signature}"
 
     @functools.cached_property
     def call_sql(self) -> str:
