@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -40,7 +40,7 @@ from workflows.cleaning import Refused, clean_datetime, clean_text
 from workflows.dsl import Approval
 from workflows.engine import functions
 from workflows.models import WorkflowRun
-from workflows.rows import converted
+from workflows.rows import converter
 
 TABS = dict(InboxTab.choices)
 SORTS = {"due": gettext_lazy("Due time"), "priority": gettext_lazy("Priority")}
@@ -468,14 +468,15 @@ def _page_tasks(cursor: Any, task_ids: list[UUID], *, user_id: int) -> list[Page
         requesting=duties.requester_types(),
     )
     values = {"user_id": user_id, **{f"id{n}": task_id for n, task_id in enumerate(task_ids)}}
+    convert = converter(InboxEntry, _ENTRY_COLUMNS)
     if shape.vendor in _COMPILED_ON:
         cursor.execute(*_compiled_rows(shape).bind(values))
-        return [_task_of(row) for row in cursor.fetchall()]
+        return [_task_of(row, convert) for row in cursor.fetchall()]
     cursor.execute(*_rows_sql(shape, values))
     by_id: dict[Any, tuple[Any, ...]] = {}
     for row in cursor.fetchall():
         by_id.setdefault(row[0], row)
-    tasks = [_task_of(row) for row in by_id.values()]
+    tasks = [_task_of(row, convert) for row in by_id.values()]
     order = {task_id: n for n, task_id in enumerate(task_ids)}
     return sorted((task for task in tasks if task.pk in order), key=lambda task: order[task.pk])
 
@@ -535,9 +536,10 @@ def _rows_sql(shape: _RowsShape, values: Mapping[str, Any]) -> tuple[str, tuple[
     return sql, (*task_ids, *entry_params)
 
 
-def _task_of(row: tuple[Any, ...]) -> PageTask:
+def _task_of(row: tuple[Any, ...], convert: Callable[[Sequence[Any]], list[Any]]) -> PageTask:
     """A page's task from one row of _ROW_COLUMNS, its values converted as the ORM's
-    compiler would (JSON decoded; on SQLite, times and UUIDs parsed from text)."""
+    compiler would (`convert`, workflows.rows.converter of _ENTRY_COLUMNS: JSON decoded;
+    on SQLite, times and UUIDs parsed from text)."""
     (
         task_id,
         run_id,
@@ -555,7 +557,7 @@ def _task_of(row: tuple[Any, ...]) -> PageTask:
         owner,
         substitute_for,
         started_by,
-    ) = converted(InboxEntry, _ENTRY_COLUMNS, row[: len(_ENTRY_COLUMNS)])
+    ) = convert(row)
     run_input, decisions = row[len(_ENTRY_COLUMNS) :]
     return PageTask(
         id=task_id,
