@@ -52,14 +52,8 @@ def check_live_versions(
         try:
             orphans = unregistered_versions(using=alias)
         except DatabaseError as error:
-            messages.append(
-                checks.Warning(
-                    f"Could not check that every workflow version with unfinished runs is "
-                    f"registered: the database {alias!r} did not answer ({type(error).__name__}).",
-                    hint="The check runs again at the next start.",
-                    id=UNCHECKED_VERSIONS,
-                )
-            )
+            what = "every workflow version with unfinished runs is registered"
+            messages.append(_unanswered(what, alias, error, UNCHECKED_VERSIONS))
             continue
         messages.extend(_error(*orphan) for orphan in orphans)
     return messages
@@ -106,14 +100,8 @@ def check_functions(
                 continue
             absent = functions.missing(functions.registered(), using=alias)
         except DatabaseError as error:
-            messages.append(
-                checks.Warning(
-                    f"Could not check that the database {alias!r} has the PostgreSQL functions "
-                    f"Baton calls: it did not answer ({type(error).__name__}).",
-                    hint="The check runs again at the next start.",
-                    id=UNCHECKED_FUNCTIONS,
-                )
-            )
+            what = "the database has every PostgreSQL function Baton calls"
+            messages.append(_unanswered(what, alias, error, UNCHECKED_FUNCTIONS))
             continue
         messages.extend(
             checks.Error(
@@ -131,6 +119,16 @@ def check_functions(
             for function in absent
         )
     return messages
+
+
+def _unanswered(what: str, alias: str, error: DatabaseError, id: str) -> checks.Warning:
+    """A check that could not read the database warns, and lets the process start."""
+    return checks.Warning(
+        f"Could not check that {what}: the database {alias!r} did not answer "
+        f"({type(error).__name__}).",
+        hint="The check runs again at the next start.",
+        id=id,
+    )
 
 
 def _migrations_pending(alias: str) -> bool:
