@@ -28,9 +28,7 @@ def converted(model: type[Model], attnames: Sequence[str], values: Sequence[Any]
     return converter(model, attnames)(values)
 
 
-def converter(
-    model: type[Model], attnames: Sequence[str]
-) -> Callable[[Sequence[Any]], list[Any]]:
+def converter(model: type[Model], attnames: Sequence[str]) -> Callable[[Sequence[Any]], list[Any]]:
     """Return what `converted` does for `model` and `attnames`, as a function of the values:
     the connection and its converters looked up once, not once per row (the lookup of
     the connection alone took a fifth of reading an inbox page's 25 rows)."""
