@@ -17,12 +17,16 @@ refusal, so a worker started during a database restart still comes up.
 The functions (workflows.engine.functions) are compiled from the models and named by a
 hash of their text: code deployed without the migration that installs its functions
 (a state machine changed, or a Django upgrade that compiles a statement differently)
-would fail every step. It is checked only once the database's migrations are all
-applied: `migrate` runs these checks before it installs them.
+would fail every step. The system check looks only once the database's migrations
+are all applied (`migrate` runs it before it installs them); the start-up refusal
+looks whatever they are, so a worker started before `migrate` has ended stops, and
+its supervisor starts it again.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
@@ -39,6 +43,9 @@ UNREGISTERED_VERSION = "workflows.E002"
 UNCHECKED_VERSIONS = "workflows.W002"
 MISSING_FUNCTION = "workflows.E003"
 UNCHECKED_FUNCTIONS = "workflows.W003"
+_UNANSWERED = (UNCHECKED_VERSIONS, UNCHECKED_FUNCTIONS)
+
+logger = logging.getLogger("baton.checks")
 
 
 def check_live_versions(
@@ -84,9 +91,17 @@ def unregistered_versions(*, using: str = "default") -> list[tuple[str, int, dic
 
 
 def check_functions(
-    app_configs: Any = None, databases: Iterable[str] | None = None, **kwargs: Any
+    app_configs: Any = None,
+    databases: Iterable[str] | None = None,
+    *,
+    before_migrate: bool = True,
+    **kwargs: Any,
 ) -> list[checks.CheckMessage]:
-    """Report each PostgreSQL function the code calls that a migrated database lacks."""
+    """Report the PostgreSQL functions the code calls that the database lacks.
+
+    As a system check (`before_migrate`), only once the migrations are all applied:
+    `migrate` runs it before it installs them. At a process's start, whatever the
+    migrations: a worker that came up before `migrate` ended would fail every step."""
     if not databases:
         return []  # a check that may not touch the database (Django's convention)
     from workflows.engine import functions
@@ -96,29 +111,39 @@ def check_functions(
         if not functions.used(connections[alias]):
             continue
         try:
-            if _migrations_pending(alias):
+            pending = _migrations_pending(alias)
+            if pending and before_migrate:
                 continue
             absent = functions.missing(functions.registered(), using=alias)
         except DatabaseError as error:
             what = "the database has every PostgreSQL function Baton calls"
             messages.append(_unanswered(what, alias, error, UNCHECKED_FUNCTIONS))
             continue
-        messages.extend(
-            checks.Error(
-                f"The database {alias!r} lacks the PostgreSQL function {function.signature}, "
-                "which this code calls.",
-                hint=(
-                    "Its migrations are all applied, so this code compiles the function from "
-                    "models or a Django that no migration was made for. Deploy the code the "
-                    "migrations were made with, or make the migration (tests/workflows/"
-                    "test_functions.py names what it must hold); BATON_DB_FUNCTIONS=false "
-                    "sends the statements instead, more slowly."
-                ),
-                id=MISSING_FUNCTION,
-            )
-            for function in absent
-        )
+        if absent:
+            messages.append(_missing_functions(alias, absent, pending=pending))
     return messages
+
+
+def _missing_functions(alias: str, absent: list[Any], *, pending: bool) -> checks.Error:
+    if pending:
+        hint = (
+            "Its migrations are not all applied: run `manage.py migrate` (the web "
+            "container's first command) before starting this process."
+        )
+    else:
+        hint = (
+            "Its migrations are all applied, so this code compiles them from models or a "
+            "Django that no migration was made for. Deploy the code the migrations were made "
+            "with, or make the migration that installs them (the tests that hold each "
+            "function's migration to what the code compiles say what it must hold); "
+            "BATON_DB_FUNCTIONS=false sends the statements instead, more slowly."
+        )
+    return checks.Error(
+        f"The database {alias!r} lacks PostgreSQL functions this code calls: "
+        f"{', '.join(function.signature for function in absent)}.",
+        hint=hint,
+        id=MISSING_FUNCTION,
+    )
 
 
 def _unanswered(what: str, alias: str, error: DatabaseError, id: str) -> checks.Warning:
@@ -141,13 +166,17 @@ def _migrations_pending(alias: str) -> bool:
 def refuse_to_start(*, using: str = "default") -> None:
     """Raise ImproperlyConfigured naming every version with unfinished runs that is not
     registered and every function the database lacks (the worker's and the web
-    application's start-up call this)."""
-    problems = [
-        message
-        for check in (check_live_versions, check_functions)
-        for message in check(databases=[using])
-        if message.is_serious()
-    ]
+    application's start-up call this); log a warning where the database did not answer,
+    and start."""
+    problems = []
+    for check in (check_live_versions, functools.partial(check_functions, before_migrate=False)):
+        messages = check(databases=[using])
+        problems += [message for message in messages if message.is_serious()]
+        unanswered = [message for message in messages if message.id in _UNANSWERED]
+        for message in unanswered:
+            logger.warning("%s %s", message.msg, message.hint, extra={"check": message.id})
+        if unanswered:
+            break  # the next check would wait for the same database
     if problems:
         raise ImproperlyConfigured(
             "\n".join(f"{message.msg} {message.hint}" for message in problems)

@@ -23,6 +23,7 @@ from tests.workflows.definitions import VERSIONED_V1, VERSIONED_V2
 from workflows import engine, registry
 from workflows.checks import (
     MISSING_FUNCTION,
+    UNCHECKED_FUNCTIONS,
     UNCHECKED_VERSIONS,
     UNREGISTERED_VERSION,
     check_functions,
@@ -163,8 +164,8 @@ class TestCheckFunctions:
 
         assert error.id == MISSING_FUNCTION
         assert error.msg == (
-            f"The database 'default' lacks the PostgreSQL function {function.signature}, "
-            "which this code calls."
+            f"The database 'default' lacks PostgreSQL functions this code calls: "
+            f"{function.signature}."
         )
         assert "Deploy the code the migrations were made with" in error.hint
         assert "BATON_DB_FUNCTIONS=false" in error.hint
@@ -176,7 +177,9 @@ class TestCheckFunctions:
         with pytest.raises(SystemExit) as refused:
             refuse_to_start()
 
-        assert f"lacks the PostgreSQL function {function.signature}" in str(refused.value)
+        assert f"lacks PostgreSQL functions this code calls: {function.signature}." in str(
+            refused.value
+        )
 
     def test_nothing_is_required_with_the_functions_turned_off(self, settings):
         drop(straight.function())
@@ -253,7 +256,7 @@ class TestWebStartUp:
 
 
 class TestBeforeTheFirstMigration:
-    def test_a_database_without_tables_passes_the_check_and_the_start_up(self):
+    def test_the_check_passes_and_a_process_waits_for_migrate(self):
         name = f"wt_versions_empty_{uuid.uuid4().hex[:8]}"
         settings = connection.settings_dict
         server = f"host={settings['HOST']} port={settings['PORT']} user={settings['USER']}"
@@ -268,8 +271,13 @@ class TestBeforeTheFirstMigration:
             with psycopg.connect(f"{server} dbname=postgres", autocommit=True) as admin:
                 admin.execute(f'DROP DATABASE "{name}"')
 
-        assert (checked.returncode, web.returncode) == (0, 0), checked.stderr + web.stderr
+        # `migrate` runs the system check first: it must pass on a database it has yet to fill.
+        assert checked.returncode == 0, checked.stderr
         assert "System check identified no issues" in checked.stdout
+        # A worker or web started before `migrate` ended would fail every step and page.
+        assert web.returncode != 0
+        assert "lacks PostgreSQL functions this code calls: baton_" in web.stderr
+        assert "run `manage.py migrate`" in web.stderr
 
 
 class TestAnUnreachableDatabase:
@@ -280,4 +288,6 @@ class TestAnUnreachableDatabase:
         checked = baton(sys.executable, "manage.py", "check", "--database", "default", **where)
 
         assert web.returncode == 0, web.stderr
+        assert "Could not check that every workflow version" in web.stderr
         assert UNCHECKED_VERSIONS in checked.stderr + checked.stdout
+        assert UNCHECKED_FUNCTIONS in checked.stderr + checked.stdout

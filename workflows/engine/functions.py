@@ -15,7 +15,8 @@ ends with a hash of that text (`Function.name`): a state machine changed on a mo
 changes the name, so the code never calls a function a migration installed from an
 older state machine. `tests/workflows/test_functions.py` checks that the migrations
 install every function the code compiles (as `makemigrations --check` does for
-tables), and the web and the worker refuse to start on a database that lacks one
+tables; the inbox's functions have tests of their own in tests/approvals), and the web
+and the worker refuse to start on a database that lacks one
 (`workflows.checks.check_functions`): every step would otherwise fail on it. Each app
 names the functions it calls (`register`) when Django starts. BATON_DB_FUNCTIONS=false
 sends the statements instead (the benchmark's comparison); SQLite always does.
