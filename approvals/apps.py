@@ -12,6 +12,10 @@ class ApprovalsConfig(AppConfig):
         from approvals import checks, steps, throttling  # noqa: F401
 
         steps.register()
+        from approvals.inbox import selectors
+        from workflows.engine import functions
+
+        functions.register(selectors.header_function)
         from approvals.metrics import human_task_gauges
         from workflows import metrics
 

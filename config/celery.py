@@ -34,9 +34,10 @@ def run_system_checks(**kwargs: object) -> None:
 
 
 @worker_init.connect
-def refuse_unregistered_versions(**kwargs: object) -> None:
-    """Refuse to start a worker while runs wait on a workflow version it does not register
-    (they would fail at their next step): name the type, the version and the run count.
+def refuse_to_start(**kwargs: object) -> None:
+    """Refuse to start a worker while runs wait on a workflow version it does not register,
+    or on a database without the functions it calls (their next step would fail): name
+    the type, the version and the run count, or the function (workflows.checks).
 
     Reads the database once, here and not at import; the connection is closed before
     the pool forks, so no child inherits it.
@@ -44,7 +45,7 @@ def refuse_unregistered_versions(**kwargs: object) -> None:
     from django.core.exceptions import ImproperlyConfigured
     from django.db import connections
 
-    from workflows.checks import refuse_unregistered_versions as refuse
+    from workflows.checks import refuse_to_start as refuse
 
     try:
         refuse()

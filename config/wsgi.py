@@ -9,19 +9,20 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 application = get_wsgi_application()
 
 
-def _refuse_unregistered_versions() -> None:
-    """Refuse to serve while runs wait on a workflow version that is not registered (see
-    workflows.checks): once per process, when the application is built, never when
-    Django's apps are imported. The connection is closed again, so a server that forks
-    after loading the application (gunicorn --preload) shares none."""
+def _refuse_to_start() -> None:
+    """Refuse to serve while runs wait on a workflow version that is not registered, or on
+    a database without the functions the code calls (see workflows.checks): once per
+    process, when the application is built, never when Django's apps are imported. The
+    connection is closed again, so a server that forks after loading the application
+    (gunicorn --preload) shares none."""
     from django.db import connections
 
-    from workflows.checks import refuse_unregistered_versions
+    from workflows.checks import refuse_to_start
 
     try:
-        refuse_unregistered_versions()
+        refuse_to_start()
     finally:
         connections.close_all()
 
 
-_refuse_unregistered_versions()
+_refuse_to_start()

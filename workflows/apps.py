@@ -10,7 +10,7 @@ from django.conf import settings
 from django.core import checks
 from django.db.models.signals import post_migrate
 
-from workflows.checks import check_live_versions
+from workflows.checks import check_functions, check_live_versions
 
 
 class WorkflowsConfig(AppConfig):
@@ -25,6 +25,12 @@ class WorkflowsConfig(AppConfig):
         checks.register(check_data_keys, checks.Tags.security, "workflows")
         # Reads the database, so Django runs it only when told which databases to check.
         checks.register(check_live_versions, checks.Tags.database, "workflows")
+        checks.register(check_functions, checks.Tags.database, "workflows")
+        from workflows.engine import execute, functions, start, straight
+
+        functions.register(
+            straight.function, straight.end_function, execute.claim_function, start.start_function
+        )
         # Traces, if the OTEL_* variables ask for them (see workflows.tracing).
         from workflows import tracing
 

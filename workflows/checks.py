@@ -1,4 +1,5 @@
-"""The start-up check that every version with unfinished runs is still registered.
+"""The start-up checks: every version with unfinished runs is still registered, and the
+database has every PostgreSQL function the engine calls.
 
 A deploy that drops a definition (say `expense` v1) while runs of it still wait
 would fail each of those runs later, when a worker or a person next moves it. So
@@ -12,6 +13,12 @@ Celery worker calls it from its `worker_init` signal, and the WSGI application
 calls it when it is built. A database without Baton's tables yet (before the first
 `migrate`) has no runs to check; one that cannot be reached gets a warning, not a
 refusal, so a worker started during a database restart still comes up.
+
+The functions (workflows.engine.functions) are compiled from the models and named by a
+hash of their text: code deployed without the migration that installs its functions
+(a state machine changed, or a Django upgrade that compiles a statement differently)
+would fail every step. It is checked only once the database's migrations are all
+applied: `migrate` runs these checks before it installs them.
 """
 
 from __future__ import annotations
@@ -30,6 +37,8 @@ from workflows.states import FINAL_RUN_STATES
 
 UNREGISTERED_VERSION = "workflows.E002"
 UNCHECKED_VERSIONS = "workflows.W002"
+MISSING_FUNCTION = "workflows.E003"
+UNCHECKED_FUNCTIONS = "workflows.W003"
 
 
 def check_live_versions(
@@ -43,14 +52,8 @@ def check_live_versions(
         try:
             orphans = unregistered_versions(using=alias)
         except DatabaseError as error:
-            messages.append(
-                checks.Warning(
-                    f"Could not check that every workflow version with unfinished runs is "
-                    f"registered: the database {alias!r} did not answer ({type(error).__name__}).",
-                    hint="The check runs again at the next start.",
-                    id=UNCHECKED_VERSIONS,
-                )
-            )
+            what = "every workflow version with unfinished runs is registered"
+            messages.append(_unanswered(what, alias, error, UNCHECKED_VERSIONS))
             continue
         messages.extend(_error(*orphan) for orphan in orphans)
     return messages
@@ -80,11 +83,70 @@ def unregistered_versions(*, using: str = "default") -> list[tuple[str, int, dic
     return [(name, version, by_state) for (name, version), by_state in sorted(counts.items())]
 
 
-def refuse_unregistered_versions(*, using: str = "default") -> None:
+def check_functions(
+    app_configs: Any = None, databases: Iterable[str] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """Report each PostgreSQL function the code calls that a migrated database lacks."""
+    if not databases:
+        return []  # a check that may not touch the database (Django's convention)
+    from workflows.engine import functions
+
+    messages: list[checks.CheckMessage] = []
+    for alias in databases:
+        if not functions.used(connections[alias]):
+            continue
+        try:
+            if _migrations_pending(alias):
+                continue
+            absent = functions.missing(functions.registered(), using=alias)
+        except DatabaseError as error:
+            what = "the database has every PostgreSQL function Baton calls"
+            messages.append(_unanswered(what, alias, error, UNCHECKED_FUNCTIONS))
+            continue
+        messages.extend(
+            checks.Error(
+                f"The database {alias!r} lacks the PostgreSQL function {function.signature}, "
+                "which this code calls.",
+                hint=(
+                    "Its migrations are all applied, so this code compiles the function from "
+                    "models or a Django that no migration was made for. Deploy the code the "
+                    "migrations were made with, or make the migration (tests/workflows/"
+                    "test_functions.py names what it must hold); BATON_DB_FUNCTIONS=false "
+                    "sends the statements instead, more slowly."
+                ),
+                id=MISSING_FUNCTION,
+            )
+            for function in absent
+        )
+    return messages
+
+
+def _unanswered(what: str, alias: str, error: DatabaseError, id: str) -> checks.Warning:
+    """A check that could not read the database warns, and lets the process start."""
+    return checks.Warning(
+        f"Could not check that {what}: the database {alias!r} did not answer "
+        f"({type(error).__name__}).",
+        hint="The check runs again at the next start.",
+        id=id,
+    )
+
+
+def _migrations_pending(alias: str) -> bool:
+    from django.db.migrations.executor import MigrationExecutor
+
+    executor = MigrationExecutor(connections[alias])
+    return bool(executor.migration_plan(executor.loader.graph.leaf_nodes()))
+
+
+def refuse_to_start(*, using: str = "default") -> None:
     """Raise ImproperlyConfigured naming every version with unfinished runs that is not
-    registered (the worker's and the web application's start-up call this)."""
+    registered and every function the database lacks (the worker's and the web
+    application's start-up call this)."""
     problems = [
-        message for message in check_live_versions(databases=[using]) if message.is_serious()
+        message
+        for check in (check_live_versions, check_functions)
+        for message in check(databases=[using])
+        if message.is_serious()
     ]
     if problems:
         raise ImproperlyConfigured(

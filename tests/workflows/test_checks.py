@@ -1,6 +1,7 @@
 """The start-up refusal (workflows.checks): a workflow version that still has unfinished runs
-must stay registered, or the worker and the web refuse to start, naming type, version and
-run count. The check reads the database only when asked to, and passes on a database
+must stay registered, and a migrated database must have every PostgreSQL function the code
+calls, or the worker and the web refuse to start, naming type, version and run count, or
+the function. The checks read the database only when asked to, and pass on a database
 that has no tables yet."""
 
 from __future__ import annotations
@@ -17,10 +18,17 @@ import psycopg
 import pytest
 from django.db import connection
 
-from config.celery import refuse_unregistered_versions
+from config.celery import refuse_to_start
 from tests.workflows.definitions import VERSIONED_V1, VERSIONED_V2
 from workflows import engine, registry
-from workflows.checks import UNCHECKED_VERSIONS, UNREGISTERED_VERSION, check_live_versions
+from workflows.checks import (
+    MISSING_FUNCTION,
+    UNCHECKED_VERSIONS,
+    UNREGISTERED_VERSION,
+    check_functions,
+    check_live_versions,
+)
+from workflows.engine import functions, straight
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -119,13 +127,70 @@ class TestCheckLiveVersions:
             assert check_live_versions(databases=["default"]) == []
 
 
+def drop(function: functions.Function) -> None:
+    """Drop `function` in the test's transaction (rolled back after it), as a database that
+    never had the migration installing it would lack it."""
+    with connection.cursor() as cursor:
+        cursor.execute(function.drop_sql())
+
+
+@pytest.mark.django_db
+class TestCheckFunctions:
+    def test_every_function_the_code_calls_is_checked(self):
+        assert {function.prefix for function in functions.registered()} == {
+            "baton_start_run",
+            "baton_claim_step",
+            "baton_record_straight",
+            "baton_record_end",
+            "baton_inbox_header",
+        }
+
+    def test_reads_nothing_unless_told_which_databases(self, django_assert_num_queries):
+        drop(straight.function())
+
+        with django_assert_num_queries(0):
+            assert check_functions() == []
+
+    def test_a_migrated_database_passes(self):
+        assert check_functions(databases=["default"]) == []
+
+    def test_a_missing_function_is_named_with_what_to_do(self):
+        function = straight.function()
+        drop(function)
+
+        [error] = check_functions(databases=["default"])
+
+        assert error.id == MISSING_FUNCTION
+        assert error.msg == (
+            f"The database 'default' lacks the PostgreSQL function {function.signature}, "
+            "which this code calls."
+        )
+        assert "Deploy the code the migrations were made with" in error.hint
+        assert "BATON_DB_FUNCTIONS=false" in error.hint
+
+    def test_the_worker_refuses_to_start_without_it(self):
+        function = straight.end_function()
+        drop(function)
+
+        with pytest.raises(SystemExit) as refused:
+            refuse_to_start()
+
+        assert f"lacks the PostgreSQL function {function.signature}" in str(refused.value)
+
+    def test_nothing_is_required_with_the_functions_turned_off(self, settings):
+        drop(straight.function())
+        settings.BATON_DB_FUNCTIONS = False
+
+        assert check_functions(databases=["default"]) == []
+
+
 @pytest.mark.django_db(transaction=True)
 class TestWorkerStartUp:
     def test_the_worker_init_signal_refuses_naming_type_version_and_count(self):
         start_waiting(2)
 
         with undeployed(VERSIONED_V1), pytest.raises(SystemExit) as refused:
-            refuse_unregistered_versions()
+            refuse_to_start()
 
         assert "'test_versioned' version 1 is not registered, but 2 unfinished run(s)" in str(
             refused.value

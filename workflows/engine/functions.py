@@ -15,8 +15,10 @@ ends with a hash of that text (`Function.name`): a state machine changed on a mo
 changes the name, so the code never calls a function a migration installed from an
 older state machine. `tests/workflows/test_functions.py` checks that the migrations
 install every function the code compiles (as `makemigrations --check` does for
-tables). BATON_DB_FUNCTIONS=false sends the statements instead (the benchmark's
-comparison); SQLite always does.
+tables), and the web and the worker refuse to start on a database that lacks one
+(`workflows.checks.check_functions`): every step would otherwise fail on it. Each app
+names the functions it calls (`register`) when Django starts. BATON_DB_FUNCTIONS=false
+sends the statements instead (the benchmark's comparison); SQLite always does.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import enum
 import functools
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,3 +103,29 @@ def used(connection: Any) -> bool:
     """Whether the engine calls its functions on `connection` (PostgreSQL, and
     BATON_DB_FUNCTIONS not turned off)."""
     return connection.vendor == "postgresql" and settings.BATON_DB_FUNCTIONS
+
+
+_registered: list[Callable[[], Function]] = []
+
+
+def register(*compilers: Callable[[], Function]) -> None:
+    """Name functions the code calls, each by what compiles it (an app's `ready` does)."""
+    _registered.extend(compiler for compiler in compilers if compiler not in _registered)
+
+
+def registered() -> list[Function]:
+    """Every function the code calls, compiled."""
+    return [compile_function() for compile_function in _registered]
+
+
+def missing(wanted: list[Function], *, using: str = DEFAULT_DB_ALIAS) -> list[Function]:
+    """Those of `wanted` that the database `using` lacks (by name and argument types)."""
+    signatures = [function.signature for function in wanted]
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            "SELECT signature FROM unnest(%s::text[]) AS signature "
+            "WHERE to_regprocedure(signature) IS NULL",
+            [signatures],
+        )
+        absent = {signature for (signature,) in cursor.fetchall()}
+    return [function for function in wanted if function.signature in absent]
