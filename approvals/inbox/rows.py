@@ -36,7 +36,7 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.template.loader import get_template
-from django.urls import reverse
+from django.urls import get_script_prefix, get_urlconf, reverse
 from django.utils import formats, timezone, translation
 from django.utils.dates import MONTHS_3
 from django.utils.html import conditional_escape
@@ -143,9 +143,9 @@ def rows_for(
     `barred` says why separation of duties keeps the viewer from deciding a task ("" if
     it does not), `decides` whether the viewer is the one who decides it at all.
 
-    URLs are reversed once and filled in per row: six {% url %} tags in each of 25
-    rows took a fifth of the page."""
-    links = {name: reverse(f"approvals:{name}", args=[_ANY_TASK]) for name in _LINKS}
+    URLs are reversed once per process (and URL configuration and script prefix) and
+    filled in per row: six {% url %} tags in each of 25 rows took a fifth of the page."""
+    links = _links(get_urlconf(), get_script_prefix())
     any_task = str(_ANY_TASK)
     state_labels, priority_labels = _labels(translation.get_language())
     # A type's title in the reader's words, as the other lists name it (a few types a page).
@@ -184,6 +184,15 @@ def rows_for(
             )
         )
     return rows
+
+
+@functools.lru_cache(maxsize=16)
+def _links(urlconf: Any, prefix: str) -> dict[str, str]:
+    # A row's links for the task _ANY_TASK. The prefix is the current one: it is in the
+    # key because reverse() reads it (as approvals.templatetags.fixed_urls does).
+    return {
+        name: reverse(f"approvals:{name}", args=[_ANY_TASK], urlconf=urlconf) for name in _LINKS
+    }
 
 
 @functools.lru_cache(maxsize=16)
@@ -317,6 +326,7 @@ def _forget_drawn_shapes(**kwargs: Any) -> None:
     how a row is drawn: drop the shapes drawn and the rows kept."""
     _drawn_shape.cache_clear()
     _kept.cache_clear()
+    _links.cache_clear()
     _labels.cache_clear()
     _short_months.cache_clear()
 

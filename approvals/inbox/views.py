@@ -8,6 +8,7 @@ come back in plain words, inline, with the status the API would answer.
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 from dataclasses import replace
 from datetime import datetime
@@ -19,12 +20,17 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
-from django.urls import reverse
-from django.utils import formats, timezone
+from django.template.loader import get_template
+from django.urls import get_script_prefix, get_urlconf, reverse
+from django.utils import formats, timezone, translation
 from django.utils.crypto import constant_time_compare, salted_hmac
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.safestring import SafeString
+from django.utils.text import capfirst
 from django.utils.translation import gettext, ngettext
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
@@ -119,12 +125,71 @@ def inbox(request: HttpRequest) -> HttpResponse:
     context.update(
         manages_a_group=header.manages_a_group,
         saved_filters=header.saved_filters,
-        sorts=selectors.SORTS,
-        priorities=Priority.choices,
-        slas=Sla.choices,
-        workflow_types=selectors.workflow_types(),
+        filters_form=_filters_form(filters),
     )
     return render(request, "approvals/inbox/inbox.html", context, status=status)
+
+
+def _filters_form(filters: selectors.InboxFilters) -> SafeString:
+    """The filters' form of the inbox page (the template's filters-form partial), as
+    `filters` set it, in the active language: drawn once per process for each of these."""
+    type_titles = tuple(
+        (name, capfirst(starting.kind_named(name))) for name in selectors.workflow_types()
+    )
+    return _drawn_filters_form(
+        (
+            filters.tab,
+            filters.search,
+            filters.workflow_type,
+            filters.priority,
+            filters.sla,
+            filters.where_text,
+            filters.sort,
+        ),
+        type_titles,
+        translation.get_language(),
+        get_urlconf(),
+        get_script_prefix(),
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _drawn_filters_form(
+    shown: tuple[Any, ...],
+    type_titles: tuple[tuple[str, str], ...],
+    language: str | None,
+    urlconf: Any,
+    prefix: str,
+) -> SafeString:
+    # The key holds all the partial reads: the filters it shows, the types' titles, and
+    # what its own words and its {% fixed_url %} follow (the language, the URL
+    # configuration and prefix). The filters of the page with their own values: 256
+    # sets of them are a few hundred kB.
+    tab, search, workflow_type, priority, sla, where_text, sort = shown
+    filters = selectors.InboxFilters(
+        tab=tab,
+        search=search,
+        workflow_type=workflow_type,
+        priority=priority,
+        sla=sla,
+        where_text=where_text,
+        sort=sort,
+    )
+    context = {
+        "filters": filters,
+        "type_titles": type_titles,
+        "priorities": Priority.choices,
+        "slas": Sla.choices,
+        "sorts": selectors.SORTS,
+    }
+    return get_template("approvals/inbox/inbox.html#filters-form").render(context)
+
+
+@receiver(setting_changed)
+def _forget_filters_forms(**kwargs: Any) -> None:
+    """Settings change in tests only, and some (TEMPLATES, the number formats) change the
+    form as drawn."""
+    _drawn_filters_form.cache_clear()
 
 
 def _tabs(header: selectors.Header) -> list[tuple[str, str, str | None]]:

@@ -188,7 +188,12 @@ STREAMS = 3  # bob's own, and one for each of his two groups
 
 
 class TestPlans:
-    def test_every_page_reads_a_short_range_of_an_index_and_sorts_no_backlog(self, crowded):
+    def test_every_page_reads_a_short_range_of_an_index_and_sorts_no_backlog(
+        self, settings, crowded
+    ):
+        # The statements themselves, as planned for these values; the rows' function that
+        # runs on a page is planned for any values (test_the_rows_functions_kept_plan...).
+        settings.BATON_DB_FUNCTIONS = False
         limit = selectors.PAGE_SIZE + 1
         pages = []
         for tab, sort in itertools.product(selectors.TABS, selectors.SORTS):
@@ -257,6 +262,36 @@ class TestPlans:
             finally:
                 cursor.execute("DEALLOCATE counts")
 
+        assert found == []
+
+    def test_the_rows_functions_kept_plan_reads_one_entry_of_each_task(self, crowded):
+        # The function keeps one plan for any page (a generic plan, which its settings
+        # force): each task's entry through the entries' task index, nothing sorted but
+        # the page, whichever tasks and types it is given.
+        page = selectors.inbox(
+            user=crowded, filters=selectors.InboxFilters(tab="queue"), now=timezone.now()
+        )
+        ids = ",".join(f"'{task.pk}'" for task in page.tasks)
+        types = ",".join(f"'{name}'" for name in ("expense", "vendor_onboarding"))
+        function = selectors.rows_function()
+        limit = selectors.PAGE_SIZE + 1
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"PREPARE page_rows ({', '.join(function.arguments)}) AS {function.body}"
+            )
+            for setting, value in function.planner:  # as the function sets them
+                cursor.execute(f"SET LOCAL {setting} = {value}")
+            try:
+                found = problems(
+                    f"EXECUTE page_rows ({crowded.pk}, ARRAY[{ids}]::uuid[],"
+                    f" ARRAY[{types}]::varchar[], ARRAY[{types}]::varchar[])",
+                    most_rows_read=limit,
+                    most_rows_sorted=limit,
+                )
+            finally:
+                cursor.execute("DEALLOCATE page_rows")
+
+        assert len(page.tasks) == selectors.PAGE_SIZE
         assert found == []
 
     def test_a_deep_page_reads_as_few_entries_as_the_first(self, crowded):

@@ -143,6 +143,7 @@ class TestCheckFunctions:
             "baton_record_straight",
             "baton_record_end",
             "baton_inbox_header",
+            "baton_inbox_rows",
         }
 
     def test_reads_nothing_unless_told_which_databases(self, django_assert_num_queries):
