@@ -11,13 +11,14 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import User
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from approvals.inbox import decided
 from approvals.models import HumanTask
 from tests.plans import explain, nodes, rows_out
+from workflows.models import StepRun, WorkflowRun
 
 pytestmark = [
     pytest.mark.django_db,
@@ -27,43 +28,55 @@ pytestmark = [
 DECISIONS = 20_000
 
 
-@pytest.fixture
-def decisive(manager_task, people):
+@pytest.fixture(scope="class")
+def decisive(django_db_setup, django_db_blocker):
     """20,000 decisions a minute apart among a hundred reviewers, every hundredth of them
-    bob's (200, eight pages); 2,000 tasks still open."""
-    now = timezone.now()
-    bob = people["bob"]
-    others = User.objects.bulk_create(User(username=f"user{n}") for n in range(99))
+    bob's (200, eight pages); 2,000 tasks still open: all on one waiting run.
 
-    def task(n: int, **fields) -> HumanTask:
-        return HumanTask(
-            run_id=manager_task.run_id,
-            step_id=manager_task.step_id,
-            node="manager_approval",
-            workflow_type="expense",
-            title=f"Task {n}",
-            created_at=now - timedelta(days=30),
-            **fields,
+    Seeded once for the class, in a transaction around its tests (each test's own is a
+    savepoint inside it), and rolled back after the last: the tests only read.
+    """
+    now = timezone.now()
+    with django_db_blocker.unblock(), transaction.atomic():
+        bob = User.objects.create_user("bob")
+        others = User.objects.bulk_create(User(username=f"user{n}") for n in range(99))
+        run = WorkflowRun.objects.create(
+            workflow_type="expense", workflow_version=1, state="waiting", input={}
+        )
+        step = StepRun.objects.create(
+            run=run, node="manager_approval", state="waiting", scheduled_at=now
         )
 
-    HumanTask.objects.bulk_create(
-        [
-            *(
-                task(
-                    n,
-                    state="completed",
-                    outcome="approved",
-                    decided_by=bob if n % 100 == 0 else others[n % 99],
-                    decided_at=now - timedelta(minutes=n),
-                )
-                for n in range(DECISIONS)
-            ),
-            *(task(n, state="open") for n in range(2000)),
-        ]
-    )
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE")
-    return bob
+        def task(n: int, **fields) -> HumanTask:
+            return HumanTask(
+                run=run,
+                step=step,
+                node="manager_approval",
+                workflow_type="expense",
+                title=f"Task {n}",
+                created_at=now - timedelta(days=30),
+                **fields,
+            )
+
+        HumanTask.objects.bulk_create(
+            [
+                *(
+                    task(
+                        n,
+                        state="completed",
+                        outcome="approved",
+                        decided_by=bob if n % 100 == 0 else others[n % 99],
+                        decided_at=now - timedelta(minutes=n),
+                    )
+                    for n in range(DECISIONS)
+                ),
+                *(task(n, state="open") for n in range(2000)),
+            ]
+        )
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
+        yield bob
+        transaction.set_rollback(True)
 
 
 def page_sql(user, cursor: str = "", filters=None) -> tuple[str, str]:

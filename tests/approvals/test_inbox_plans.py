@@ -13,8 +13,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
-from django.db import connection
+from django.contrib.auth.models import Group, User
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -23,6 +23,7 @@ from approvals.inbox import selectors
 from approvals.models import HumanTask, InboxEntry, Snooze
 from approvals.run_data_filters import Condition
 from tests.plans import explain, nodes, rows_out
+from workflows.models import StepRun, WorkflowRun
 
 pytestmark = [
     pytest.mark.django_db,
@@ -41,25 +42,44 @@ TASK_TABLES = {
 }
 
 
-@pytest.fixture
-def crowded(manager_task, people, groups):
+@pytest.fixture(scope="class")
+def crowded(django_db_setup, django_db_blocker):
     """bob's tabs: 600 tasks of his, 600 he delegated, 600 in each of his two groups'
-    queues (100 in both) and 600 open to him by name; beside them, other people's
-    thousands, finished tasks, and snoozes."""
+    queues (finance and security, 100 in both) and 600 open to him by name; beside
+    them, other people's thousands, finished tasks, and snoozes: all on one waiting run.
+
+    Seeded once for the class, in a transaction around its tests (each test's own is a
+    savepoint inside it), and rolled back after the last: the tests only read.
+    """
+    with django_db_blocker.unblock(), transaction.atomic():
+        bob = seed()
+        yield bob
+        transaction.set_rollback(True)
+
+
+def seed() -> User:
     now = timezone.now()
     others = User.objects.bulk_create(User(username=f"user{n}") for n in range(20))
-    bob, alice = people["bob"], people["alice"]
-    finance, security, legal = groups["finance"], groups["security"], groups["legal"]
+    bob, alice = User.objects.create_user("bob"), User.objects.create_user("alice")
+    finance, security, legal = (
+        Group.objects.create(name=name) for name in ("finance", "security", "legal")
+    )
+    bob.groups.add(finance, security)
+    alice.groups.add(legal)
     tasks, candidates = [], []
 
-    # One run object for every task, its person read once: the entries' view values
-    # read both, and a query for each of thousands of tasks would be most of the seeding.
-    run = manager_task.run
+    # One run object for every task: the entries' view values read it.
+    run = WorkflowRun.objects.create(
+        workflow_type="expense", workflow_version=1, state="waiting", input={}
+    )
+    step = StepRun.objects.create(
+        run=run, node="manager_approval", state="waiting", scheduled_at=now
+    )
 
     def task(n: int, **fields: Any) -> HumanTask:
         made = HumanTask(
             run=run,
-            step_id=manager_task.step_id,
+            step=step,
             node="manager_approval",
             workflow_type=("expense", "vendor_onboarding")[n % 2],
             title=f"Task {n} {('train', 'hotel', 'taxi')[n % 3]}",

@@ -151,22 +151,29 @@ class RunMachine(RuleBasedStateMachine):
 
     @invariant()
     def rows_are_consistent(self) -> None:
+        # Every row read once, then checked run by run: the invariant runs after each event.
+        steps_of: dict = {}
+        for step in StepRun.objects.all():
+            steps_of.setdefault(step.run_id, []).append(step)
         for run in WorkflowRun.objects.all():
+            steps = steps_of.get(run.pk, [])
             assert run.state in RunState.values
-            live = run.steps.filter(state__in=LIVE_STEP_STATES)
+            live = [step for step in steps if step.state in LIVE_STEP_STATES]
             if run.state in ENDED:
-                assert not live.exists(), (run, list(live))
+                assert not live, (run, live)
                 assert run.state == RunState.DEAD_LETTERED or run.finished_at is not None
             if run.state in (RunState.COMPENSATED, RunState.CANCELLED):
-                assert not _undoable_left(run), (run, _undoable_left(run))
+                assert not _undoable_left(run, steps), (run, _undoable_left(run, steps))
             if run.state == RunState.SUCCEEDED:
-                assert not run.steps.filter(kind=StepKind.COMPENSATION).exists()
-            running = run.steps.filter(state=StepState.RUNNING)
+                assert not [step for step in steps if step.kind == StepKind.COMPENSATION]
+            running = [step for step in steps if step.state == StepState.RUNNING]
             assert all(step.lease_token and step.due_at for step in running)
-        for undo in ServiceEffect.objects.filter(data__has_key="undoes"):
-            undone = ServiceEffect.objects.get(pk=undo.data["undoes"])
-            assert undone.applied_at is not None
-            assert undone.run_id == undo.run_id
+        effects = {effect.pk: effect for effect in ServiceEffect.objects.all()}
+        for undo in effects.values():
+            if "undoes" in undo.data:
+                undone = effects[undo.data["undoes"]]
+                assert undone.applied_at is not None
+                assert undone.run_id == undo.run_id
 
     def teardown(self) -> None:
         """Stop the events and let workers and sweeps finish: every run must end."""
@@ -183,12 +190,14 @@ class RunMachine(RuleBasedStateMachine):
             assert run.state in ENDED, (run, list(run.steps.all()))
 
 
-def _undoable_left(run: WorkflowRun) -> list[str]:
+def _undoable_left(run: WorkflowRun, steps: list[StepRun]) -> list[str]:
     definition = registry.get(run.workflow_type, run.workflow_version)
     return [
         step.node
-        for step in run.steps.filter(kind=StepKind.FORWARD, state=StepState.SUCCEEDED)
-        if isinstance(node := definition.node(step.node), Activity)
+        for step in steps
+        if step.kind == StepKind.FORWARD
+        and step.state == StepState.SUCCEEDED
+        and isinstance(node := definition.node(step.node), Activity)
         and node.mutating
         and node.compensation is not None
     ]
