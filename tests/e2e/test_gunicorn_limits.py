@@ -7,7 +7,6 @@ only a request line past gunicorn's 8190 bytes meets gunicorn's plain 414.
 from __future__ import annotations
 
 import http.client
-import os
 import socket
 import subprocess
 import time
@@ -27,12 +26,13 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[int]:
-    """gunicorn serving Baton on 127.0.0.1, started from the checkout like the image does."""
+def server(tmp_path_factory, process_env) -> Iterator[int]:
+    """gunicorn serving Baton on 127.0.0.1, started from the checkout like the image does,
+    on the test database (a web refuses to start on one that is not migrated)."""
     port = free_port()
     log = tmp_path_factory.mktemp("gunicorn") / "gunicorn.log"
     env = {
-        **os.environ,
+        **process_env,
         "DJANGO_DEBUG": "false",
         "DJANGO_SECRET_KEY": "gunicorn-limits-test-only",
         "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
