@@ -47,18 +47,6 @@ class TestTheMigrationInstallsWhatTheCodeCompiles:
 
         assert selectors.header_function().create_sql() == migration.INBOX_HEADER
 
-    def test_the_database_has_the_function_the_code_calls(self):
-        function = selectors.header_function()
-
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT to_regprocedure(%s) IS NOT NULL",
-                [function.signature],
-            )
-            [installed] = cursor.fetchone()
-
-        assert installed
-
 
 class TestTheCountsThroughTheFunction:
     def test_are_what_the_statement_answers(self, settings, carols_inbox):

@@ -52,15 +52,6 @@ class TestTheMigrationInstallsWhatTheCodeCompiles:
 
         assert selectors.rows_function().create_sql() == migration.INBOX_ROWS
 
-    def test_the_database_has_the_function_the_code_calls(self):
-        function = selectors.rows_function()
-
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT to_regprocedure(%s) IS NOT NULL", [function.signature])
-            [installed] = cursor.fetchone()
-
-        assert installed
-
 
 class TestTheRowsThroughTheFunction:
     def test_are_what_the_statement_answers_in_the_order_asked(

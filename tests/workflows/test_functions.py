@@ -51,19 +51,6 @@ class TestTheMigrationsInstallWhatTheCodeCompiles:
 
         assert getattr(migration, name) == _compiled()[name].create_sql()
 
-    @pytest.mark.parametrize("name", _NAMES)
-    def test_the_database_has_the_function_the_code_calls(self, name):
-        function = _compiled()[name]
-
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT to_regprocedure(%s) IS NOT NULL",
-                [function.signature],
-            )
-            [installed] = cursor.fetchone()
-
-        assert installed
-
     def test_a_changed_text_is_a_new_name(self):
         function = straight.function()
         changed = functions.Function(
