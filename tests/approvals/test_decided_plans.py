@@ -26,12 +26,16 @@ pytestmark = [
 ]
 
 DECISIONS = 20_000
+RUNS = 101  # prime to 100, so bob's decisions fall on every run
 
 
 @pytest.fixture(scope="class")
 def decisive(django_db_setup, django_db_blocker):
     """20,000 decisions a minute apart among a hundred reviewers, every hundredth of them
-    bob's (200, eight pages); 2,000 tasks still open: all on one waiting run.
+    bob's (200, eight pages); 2,000 tasks still open: spread over 101 waiting runs,
+    as a company's decisions are (on one run, the index of a run's decisions,
+    task_decided_idx, ranks bob's as well as the tab's own index, and the planner's
+    choice between them turned on noise).
 
     Seeded once for the class, in a transaction around its tests (each test's own is a
     savepoint inside it), and rolled back after the last: the tests only read.
@@ -40,17 +44,19 @@ def decisive(django_db_setup, django_db_blocker):
     with django_db_blocker.unblock(), transaction.atomic():
         bob = User.objects.create_user("bob")
         others = User.objects.bulk_create(User(username=f"user{n}") for n in range(99))
-        run = WorkflowRun.objects.create(
-            workflow_type="expense", workflow_version=1, state="waiting", input={}
+        runs = WorkflowRun.objects.bulk_create(
+            WorkflowRun(workflow_type="expense", workflow_version=1, state="waiting", input={})
+            for _ in range(RUNS)
         )
-        step = StepRun.objects.create(
-            run=run, node="manager_approval", state="waiting", scheduled_at=now
+        steps = StepRun.objects.bulk_create(
+            StepRun(run=run, node="manager_approval", state="waiting", scheduled_at=now)
+            for run in runs
         )
 
         def task(n: int, **fields) -> HumanTask:
             return HumanTask(
-                run=run,
-                step=step,
+                run=runs[n % RUNS],
+                step=steps[n % RUNS],
                 node="manager_approval",
                 workflow_type="expense",
                 title=f"Task {n}",
