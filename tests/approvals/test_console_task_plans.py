@@ -43,12 +43,18 @@ TYPES = ("expense", "order", "vendor_onboarding")
 
 
 @pytest.fixture(scope="module", autouse=True)
-def compacted_after(django_db_setup, django_db_blocker):
-    """Compact the tables these tests fill once they are done. Each test's rows are
-    rolled back, but stay on disk (dead rows, and their index entries) until vacuumed
-    and reindexed, and larger tables and indexes would change the plans of the plan
-    tests that come after."""
+def compacted(django_db_setup, django_db_blocker):
+    """Compact the tables these tests fill before they run and once they are done. Each
+    test's rows are rolled back, but stay on disk (dead rows, and their index entries)
+    until vacuumed and reindexed (the suite's PostgreSQL runs without autovacuum), and
+    larger tables and indexes change the plans: what earlier modules left moved these
+    tests' own, and what these leave would move the plan tests that come after."""
+    _compact(django_db_blocker)
     yield
+    _compact(django_db_blocker)
+
+
+def _compact(django_db_blocker) -> None:
     tables = [
         "approvals_humantask",
         "approvals_humantask_candidate_groups",
