@@ -1,4 +1,4 @@
-"""Each page of the runs' table keeps room for a run's next version (migration 0023):
+"""Each page of the runs' table keeps room for a run's next version (migration 0024):
 a run woken, started or finished is written again on its own page, not on whichever
 cold page of years of history the free space map offers (the sweep among 100,000 runs
 asleep read a page of runs from outside shared_buffers for each run it woke)."""

@@ -35,7 +35,7 @@ def backwards(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("workflows", "0022_fewer_index_entries_per_start"),
+        ("workflows", "0023_start_constants_in_text"),
     ]
 
     operations = [migrations.RunPython(forwards, backwards, elidable=False)]
