@@ -159,7 +159,8 @@ def _new_run(
     parent_step: StepRun | None,
     now: datetime,
 ) -> WorkflowRun:
-    run = WorkflowRun(
+    run = new_row(
+        WorkflowRun,
         workflow_type=definition.name,
         workflow_version=definition.version,
         input=data,
