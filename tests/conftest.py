@@ -193,11 +193,21 @@ def steps_by_node(run: WorkflowRun) -> dict[str, StepRun]:
 
 @pytest.fixture
 def groups(db) -> dict[str, Group]:
-    return {name: Group.objects.create(name=name) for name in ("finance", "legal", "security")}
+    return make_groups()
 
 
 @pytest.fixture
 def people(groups) -> dict[str, User]:
+    return make_people(groups)
+
+
+def make_groups() -> dict[str, Group]:
+    """finance, legal and security (the `groups` fixture's, for a seed of a whole class)."""
+    return {name: Group.objects.create(name=name) for name in ("finance", "legal", "security")}
+
+
+def make_people(groups: dict[str, Group]) -> dict[str, User]:
+    """The personas in `groups` (the `people` fixture's, for a seed of a whole class)."""
     users = {
         name: User.objects.create_user(
             name, email=f"{name}@example.com", password="baton-demo", first_name=name.title()
