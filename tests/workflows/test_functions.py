@@ -29,7 +29,7 @@ pytestmark = pytest.mark.django_db
 _MIGRATIONS = {
     "RECORD_STRAIGHT": "0019_engine_functions",
     "CLAIM_STEP": "0020_last_step_functions",
-    "START_RUN": "0019_engine_functions",
+    "START_RUN": "0023_start_constants_in_text",
     "RECORD_END": "0020_last_step_functions",
 }
 _NAMES = list(_MIGRATIONS)
@@ -42,6 +42,20 @@ def _compiled() -> dict[str, functions.Function]:
         "START_RUN": start.start_function(),
         "RECORD_END": straight.end_function(),
     }
+
+
+def _claiming_start(now):
+    """A start of a run whose first step is local: the starter claims it (`start_workflow_here`)."""
+    return start.start_claiming(
+        workflow_type="local_chain",
+        input={},
+        idempotency_key=None,
+        correlation_id="",
+        started_by=None,
+        now=now,
+        parent_step=None,
+        here=True,
+    )
 
 
 class TestTheMigrationsInstallWhatTheCodeCompiles:
@@ -115,9 +129,10 @@ class TestWithoutFunctions:
         assert not functions.used(connection)
 
 
-def _rows(run: WorkflowRun) -> dict[str, list[dict]]:
-    """The run's rows, less what differs between two runs however alike they are."""
-    own = {"id", "run_id", "step_id", "created_at", "updated_at", "trace_context", "input"}
+def _rows(run: WorkflowRun, also: frozenset[str] | set[str] = frozenset()) -> dict[str, list[dict]]:
+    """The run's rows, less what differs between two runs however alike they are (and
+    the columns `also` names)."""
+    own = {"id", "run_id", "step_id", "created_at", "updated_at", "trace_context", "input", *also}
 
     def values(row) -> dict:
         return {
@@ -143,6 +158,22 @@ class TestTheStartsFunction:
 
         assert _rows(called) == _rows(general)
         assert _rows(called)["steps"][0]["state"] == StepState.SCHEDULED
+
+    def test_a_first_step_claimed_by_the_starter_is_written_as_the_general_way_claims_it(
+        self, settings
+    ):
+        now = timezone.now()
+        called, _, claimed = _claiming_start(now)
+        settings.BATON_DB_FUNCTIONS = False
+        general, _, _ = _claiming_start(now)
+
+        ignored = {"lease_token"}  # each claim's own fencing token
+        assert _rows(called, also=ignored) == _rows(general, also=ignored)
+        assert _rows(called)["steps"][0]["state"] == StepState.RUNNING
+        step = called.steps.get()
+        assert (claimed.step_id, claimed.token) == (step.pk, step.lease_token)
+        assert not claimed.step._state.adding
+        assert not claimed.step.changed_fields()
 
     def test_the_run_it_returns_is_saved_with_its_first_step(self, order_input):
         run, created = engine.start_workflow(workflow_type="order", input=order_input())

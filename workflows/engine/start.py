@@ -3,13 +3,19 @@
 The common start (no idempotency key, no concurrency limit, not a child, the first
 node a plain activity on the default queue) is written by one call of a PostgreSQL
 function (`start_function`, see workflows/engine/functions.py): the run, its STARTED
-event and its first step, as the unit of work made them in memory, in one round trip
-that commits as it ends (where a transaction costs BEGIN and COMMIT besides).
+event and its first step, in one round trip that commits as it ends (where a
+transaction costs BEGIN and COMMIT besides). The function is compiled from the rows
+the general way makes, the models' transitions applied once to template rows
+(`compiled`): what every start writes alike is in its text, and a start converts and
+sends only its own values, with no step or event instance (unless the starter claims
+the step and runs it).
 """
 
 from __future__ import annotations
 
 import functools
+import json
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -20,18 +26,31 @@ from django.utils import timezone
 
 from workflows import due_times, metrics, queues, registry, tracing
 from workflows.dsl import Activity, Workflow
-from workflows.engine import advance, functions
+from workflows.engine import advance, functions, moves
+from workflows.engine.compiled import (
+    PER_CALL,
+    ClaimedOr,
+    Param,
+    argument_writer,
+    new_activity_steps,
+    prepared,
+    sql_type,
+)
+from workflows.engine.nodes import activity
 from workflows.engine.work import (
     LIVE_FORWARD_RUN_STATES,
     UNDOING_RUN_STATES,
     Claim,
     UnitOfWork,
     definition_of,
+    log_event,
+    redispatch_at,
     send_on_commit,
     settle,
+    tell_run_start_hooks,
     write_after_hooks,
 )
-from workflows.models import SavesChanges, StepEvent, StepRun, WorkflowRun
+from workflows.models import StepEvent, StepRun, WorkflowRun, new_row
 from workflows.states import EventKind, RunState
 
 
@@ -226,13 +245,16 @@ def _start_in_one_statement(
     now: datetime,
     work: UnitOfWork,
 ) -> WorkflowRun:
-    """Start a run whose start `_starts_straight` allows: made as the general way makes it
-    (through `work`), written by one call of `start_function`. A first step `work` claimed
-    (`start_claiming`) is inserted as claimed, and sent to no worker.
+    """Start a run whose start `_starts_straight` allows, written by one call of
+    `start_function`: the run started as `WorkflowRun.start` starts it, its STARTED event,
+    and its first step, scheduled for a worker, or claimed as `activity.enter` claims it
+    (`start_claiming`: then it is sent to no worker).
 
-    The run-start hooks are told first, in a transaction: one that writes (a webhook's
-    delivery) keeps it open, and the call joins it, so both commit or neither does; one
-    that writes nothing leaves nothing open, and the call commits on its own.
+    Only what differs between starts is converted and sent; the rest of the three rows
+    is in the function's text. The run-start hooks are told first, in a transaction: one
+    that writes (a webhook's delivery) keeps it open, and the call joins it, so both
+    commit or neither does; one that writes nothing leaves nothing open, and the call
+    commits on its own.
     """
     run = _new_run(
         definition,
@@ -244,25 +266,52 @@ def _start_in_one_statement(
         now=now,
     )
     run.start(now=now)
-    work.insert(run)
-    work.event(run, None, EventKind.STARTED, now, detail={"version": definition.version})
-    advance.enter_node(run, definition, definition.start, came_from=None, now=now, work=work)
-    settle(run, work)
-    [step] = work.new_steps
-    [event] = work.events
-    claimed = work.inline_claim is not None
-    if work.changed or work.new_runs != [run] or work.to_send != ([] if claimed else [step]):
-        raise RuntimeError(f"A start of {definition.name} wrote more than its straight case.")
-    call, values = _start_call(run, step, event)
-    step.pk = write_after_hooks(tell=work.tell_run_start_hooks, write=lambda: _insert(call, values))
-    for row in (run, step):
-        row._state.adding = False
-        row._state.db = connection.alias
-        if isinstance(row, SavesChanges):
-            row.mark_saved()
-    metrics.record_events([event])
-    if not claimed:
-        send_on_commit([step.pk], tracing.run_contexts([(step.pk, run.trace_context)]))
+    run.created_at = run.updated_at = timezone.now()  # as a save's `pre_save` sets them
+    first = _first_step(definition)
+    node = first.node
+    claimed = activity.claimed_here(run, node, work)
+    if claimed:
+        work.inline_claim = moves.engine().claim_inline(run, node, 0, now, work)
+        step = work.inline_claim.step
+        token, due_at, holder = step.lease_token, step.due_at, step.lease_holder
+    else:
+        token, due_at, holder = None, redispatch_at(node, now), ""
+    connection_ = connections[DEFAULT_DB_ALIAS]
+    values = [
+        run.id,
+        run.workflow_type,
+        run.workflow_version,
+        _INPUT.get_db_prep_save(run.input, connection=connection_),
+        run.correlation_id,
+        run.started_by_id,
+        run.deadline_at,
+        _TRACE_CONTEXT.get_db_prep_save(run.trace_context, connection=connection_),
+        run.created_at,
+        now,
+        first.detail,
+        node.name,
+        node.timeouts.first_lease,
+        due_at,
+        token,
+        holder,
+        claimed,
+    ]
+    log_event(run, None, EventKind.STARTED, first.logged_detail)
+    step_id = write_after_hooks(
+        tell=lambda: tell_run_start_hooks([run], now=now),
+        write=lambda: _insert(start_function().call_sql, values),
+    )
+    run._state.adding = False
+    run._state.db = connection_.alias
+    run.mark_saved()
+    metrics.record_run_event(run.workflow_type, EventKind.STARTED, first.logged_detail)
+    if claimed:
+        step.pk = step_id
+        step._state.adding = False
+        step._state.db = connection_.alias
+        step.mark_saved()
+    else:
+        send_on_commit([step_id], tracing.run_contexts([(step_id, run.trace_context)]))
     return run
 
 
@@ -272,53 +321,146 @@ def _insert(call: str, values: list[Any]) -> int:
         return cursor.fetchone()[0]
 
 
-def _start_call(run: WorkflowRun, step: StepRun, event: StepEvent) -> tuple[str, list[Any]]:
-    values = []
-    for model, row in ((WorkflowRun, run), (StepRun, step), (StepEvent, event)):
-        for field in _inserted(model):
-            value = field.pre_save(row, add=True)
-            values.append(field.get_db_prep_save(value, connection=connection))
-    return start_function().call_sql, values
+_INPUT = WorkflowRun._meta.get_field("input")
+_TRACE_CONTEXT = WorkflowRun._meta.get_field("trace_context")
 
 
-@functools.cache
-def _inserted(model: type[Model]) -> tuple[Field, ...]:
-    """The columns an insert of `model` writes: all but a key the database numbers, and a
-    step event's step (a run's STARTED event names none)."""
-    return tuple(
-        field
-        for field in model._meta.concrete_fields
-        if field is not model._meta.auto_field
-        and not (model is StepEvent and field.attname == "step_id")
+@dataclass(frozen=True)
+class _FirstStep:
+    """What every straight start of a definition writes alike: its first node, and its
+    STARTED event's detail, as the row holds it and as the log says it."""
+
+    node: Activity
+    detail: Any
+    logged_detail: dict[str, Any]
+
+
+_first_steps: dict[int, tuple[Workflow, _FirstStep]] = {}
+
+
+def _first_step(definition: Workflow) -> _FirstStep:
+    known = _first_steps.get(id(definition))
+    if known is None or known[0] is not definition:
+        # What the JSON column gives back, as `UnitOfWork.event` logs it.
+        detail = json.loads(json.dumps({"version": definition.version}))
+        field = StepEvent._meta.get_field("detail")
+        first = _FirstStep(
+            node=definition.node(definition.start),  # type: ignore[arg-type]
+            detail=field.get_db_prep_save(detail, connection=connections[DEFAULT_DB_ALIAS]),
+            logged_detail=detail,
+        )
+        known = _first_steps[id(definition)] = (definition, first)
+    return known[1]
+
+
+# The straight start's per-call values, in its function's argument order, each typed as
+# the column it stands for; a last argument says whether the first step is claimed.
+_ARGUMENTS: tuple[tuple[str, type[Model], str], ...] = (
+    ("run_id", WorkflowRun, "id"),
+    ("workflow_type", WorkflowRun, "workflow_type"),
+    ("workflow_version", WorkflowRun, "workflow_version"),
+    ("input", WorkflowRun, "input"),
+    ("correlation_id", WorkflowRun, "correlation_id"),
+    ("started_by_id", WorkflowRun, "started_by"),
+    ("deadline_at", WorkflowRun, "deadline_at"),
+    ("trace_context", WorkflowRun, "trace_context"),
+    ("saved_at", WorkflowRun, "created_at"),
+    ("now", WorkflowRun, "started_at"),
+    ("detail", StepEvent, "detail"),
+    ("node", StepRun, "node"),
+    ("lease", StepRun, "lease"),
+    ("due_at", StepRun, "due_at"),
+    ("claim_token", StepRun, "lease_token"),
+    ("holder", StepRun, "lease_holder"),
+)
+
+
+def _template_rows() -> tuple[WorkflowRun, StepEvent, StepRun, StepRun]:
+    """A straight start's rows as the general way makes them, each value a start brings
+    a `Param`: the run started (`WorkflowRun.start`), its STARTED event (`UnitOfWork.event`),
+    and its first step, scheduled and claimed (`compiled.new_activity_steps`)."""
+    run = new_row(
+        WorkflowRun,
+        id=Param("run_id"),
+        workflow_type=Param("workflow_type"),
+        workflow_version=Param("workflow_version"),
+        input=Param("input"),
+        correlation_id=Param("correlation_id"),
+        started_by_id=Param("started_by_id"),
+        deadline_at=Param("deadline_at"),
+        trace_context=Param("trace_context"),
+        created_at=Param("saved_at"),
+        updated_at=Param("saved_at"),
     )
+    run.start(now=Param("now"))
+    event = new_row(
+        StepEvent,
+        run_id=Param("run_id"),
+        step_id=None,
+        node="",
+        kind=EventKind.STARTED,
+        attempt=0,
+        at=Param("now"),
+        detail=Param("detail"),
+    )
+    scheduled, claimed = new_activity_steps(node=Param("node"), round=0)
+    return run, event, scheduled, claimed
+
+
+def _values(model: type[Model], row: Model, other: Model | None = None) -> list[tuple[Field, Any]]:
+    """The columns an insert of `row` writes (all but a key the database numbers), each with
+    its value: a constant converted as a save converts it, a `Param`, or, where `other`
+    differs, a `ClaimedOr` of the two (`row` claimed, `other` scheduled)."""
+    columns = []
+    for field in model._meta.concrete_fields:
+        if field is model._meta.auto_field:
+            continue
+        value = prepared(field, row.__dict__[field.attname])
+        if not isinstance(value, PER_CALL) and (
+            getattr(field, "auto_now", False)
+            or getattr(field, "auto_now_add", False)
+            or (callable(field.default) and field.get_default() != field.get_default())
+        ):
+            raise RuntimeError(f"{model.__name__}.{field.name} differs per row: make it a Param.")
+        if other is not None:
+            value = ClaimedOr(value, prepared(field, other.__dict__[field.attname]))
+        columns.append((field, value))
+    return columns
 
 
 @functools.cache
 def start_function() -> functions.Function:
-    """One run, its first step and its STARTED event, inserted as given, as a function:
-    its arguments are their columns in `_inserted` order; it returns the step's id."""
+    """One run, its STARTED event and its first step, as a function: its arguments are a
+    start's own values (`_ARGUMENTS`, then whether the step is claimed); every other
+    column is a constant of its text, from the models' transitions applied once to
+    template rows (`compiled`). It returns the step's id."""
     qn = connections[DEFAULT_DB_ALIAS].ops.quote_name
-    arguments: list[str] = []
+    positions = {name: index for index, (name, _model, _field) in enumerate(_ARGUMENTS, 1)}
+    argument = argument_writer(positions, claimed=f"${len(_ARGUMENTS) + 1}")
+    run, event, scheduled, claimed = _template_rows()
     inserts = []
-    for model in (WorkflowRun, StepRun, StepEvent):
-        fields = _inserted(model)
-        first = len(arguments) + 1
-        arguments += [functions.column_type(model, field.name) for field in fields]
-        columns = ", ".join(qn(field.column) for field in fields)
-        values = ", ".join(f"${index}" for index in range(first, len(arguments) + 1))
-        inserts.append(
-            f"INSERT INTO {qn(model._meta.db_table)} ({columns}) VALUES ({values})"  # nosec B608
-        )
-    run_sql, step_sql, event_sql = inserts
-    # Model metadata only (quoted table and column names); every value is an argument.
+    for model, columns in (
+        (WorkflowRun, _values(WorkflowRun, run)),
+        (StepEvent, _values(StepEvent, event)),
+        (StepRun, _values(StepRun, claimed, scheduled)),
+    ):
+        names = ", ".join(qn(field.column) for field, _value in columns)
+        values = ", ".join(f"({argument(value)})::{sql_type(field)}" for field, value in columns)
+        inserts.append(f"INSERT INTO {qn(model._meta.db_table)} ({names}) VALUES ({values})")  # nosec B608
+    run_sql, event_sql, step_sql = inserts
+    step_id = qn(StepRun._meta.pk.column)
+    # Model metadata only (quoted table and column names, column types, constants the
+    # transitions set); every value a start brings is an argument.
     body = (
         f"WITH run AS ({run_sql}), event AS ({event_sql}), "
-        f"step AS ({step_sql} RETURNING {qn(StepRun._meta.pk.column)}) "
-        f"SELECT step.{qn(StepRun._meta.pk.column)} FROM step"  # nosec B608
+        f"step AS ({step_sql} RETURNING {step_id}) SELECT step.{step_id} FROM step"  # nosec B608
     )
     return functions.Function(
         prefix="baton_start_run",
-        arguments=tuple(arguments),
+        arguments=(
+            *(functions.column_type(model, name) for _name, model, name in _ARGUMENTS),
+            "boolean",
+        ),
         returns=f"o_step_id {functions.column_type(StepRun, 'id')}",
         body=body,
     )

@@ -46,6 +46,18 @@ from django.db.models import Field, Model
 from workflows import queues
 from workflows.dsl import Activity, Workflow
 from workflows.engine import functions, transitions
+from workflows.engine.compiled import (
+    PER_CALL,
+    ClaimedOr,
+    Param,
+    argument_writer,
+    function_body,
+    new_activity_steps,
+    prepared,
+    set_by,
+    sql_type,
+    template,
+)
 from workflows.models import StepEvent, StepRun, WorkflowRun, new_row
 from workflows.states import EventKind, RunState, StepKind, StepState
 
@@ -147,7 +159,7 @@ def record(
         "result": _RESULT.get_db_prep_save(result, connection=connection),
         "round": round,
         "next_node": plan.next.name,
-        "next_lease": plan.next.timeouts.first_lease,
+        "lease": plan.next.timeouts.first_lease,
         "claim_token": claim_token,
         "due_at": due_at,
         "holder": holder,
@@ -159,7 +171,8 @@ def record(
         bound = [values[name] for name, _model, _field in _ARGUMENTS] + [claimed]
     else:
         bound = [
-            value.bound(values, claimed) if isinstance(value, _Param) else value for value in params
+            value.bound(values, claimed) if isinstance(value, PER_CALL) else value
+            for value in params
         ]
     with connection.cursor() as cursor:
         cursor.execute(sql, bound)
@@ -204,7 +217,7 @@ def record_end(
     else:
         sql, params = _statement(ends=True)
         bound = [
-            value.bound(values, False) if isinstance(value, _Param) else value for value in params
+            value.bound(values, False) if isinstance(value, PER_CALL) else value for value in params
         ]
     with connection.cursor() as cursor:
         cursor.execute(sql, bound)
@@ -215,102 +228,28 @@ def record_end(
 _RESULT = StepRun._meta.get_field("result")
 
 
-@dataclass(frozen=True)
-class _Param:
-    """A value of the statement bound at each call: `name` in the call's values (for the
-    next step, `claimed` when it is claimed by this worker and `scheduled` when not)."""
-
-    name: str
-    claimed: Any = None
-    scheduled: Any = None
-
-    def bound(self, values: dict[str, Any], claimed: bool) -> Any:
-        if self.name == "next":
-            value = self.claimed if claimed else self.scheduled
-            return value.bound(values, claimed) if isinstance(value, _Param) else value
-        return values[self.name]
-
-
-_UNSET = object()
-
-
-def _template(model: type[Model], state: str, **values: Any) -> Any:
-    """A row in `state` whose fields not given hold `_UNSET`, so those a transition sets show."""
-    row = new_row(model, state=state)
-    for field in model._meta.concrete_fields:
-        if field.attname != "state":
-            row.__dict__[field.attname] = values.get(field.attname, _UNSET)
-    return row
-
-
-def _set_by(row: Model) -> dict[str, Any]:
-    """The columns a transition set on a template row, with what it set them to."""
-    return {
-        field.attname: row.__dict__[field.attname]
-        for field in type(row)._meta.concrete_fields
-        if row.__dict__[field.attname] is not _UNSET
-    }
-
-
 def _succeeded_step() -> dict[str, Any]:
-    step = _template(StepRun, StepState.RUNNING)
-    step.succeed(result=_Param("result"), now=_Param("now"))
-    return _set_by(step)
+    step = template(StepRun, StepState.RUNNING)
+    step.succeed(result=Param("result"), now=Param("now"))
+    return set_by(step)
 
 
 def _woken_run() -> dict[str, Any]:
-    run = _template(WorkflowRun, RunState.WAITING)
+    run = template(WorkflowRun, RunState.WAITING)
     run.wake()
-    return _set_by(run)
+    return set_by(run)
 
 
 def _ended_run() -> dict[str, Any]:
     """What `WorkflowRun.succeed` sets on a run whose last step succeeded."""
-    run = _template(WorkflowRun, RunState.RUNNING)
-    run.succeed(result=_Param("result"), now=_Param("now"))
-    return _set_by(run)
-
-
-def _next_steps() -> tuple[StepRun, StepRun]:
-    """The next activity's new step as `activity.enter` makes it: scheduled for a worker
-    (`work.new_step`), or claimed by this one (`execute.claim_inline`: `StepRun.start`)."""
-
-    def new() -> StepRun:
-        step = new_row(
-            StepRun,
-            node=_Param("next_node"),
-            kind=StepKind.FORWARD,
-            round=_Param("round"),
-            state=StepState.SCHEDULED,
-            scheduled_at=_Param("now"),
-            lease=_Param("next_lease"),
-        )
-        step.__dict__["run_id"] = _Param("run_id")
-        return step
-
-    scheduled = new()
-    scheduled.due_at = _Param("due_at")
-    claimed = new()
-    claimed.start(
-        token=_Param("claim_token"),
-        lease_until=_Param("due_at"),
-        now=_Param("now"),
-        holder=_Param("holder"),
-    )
-    return scheduled, claimed
-
-
-def _prepared(field: Field, value: Any) -> Any:
-    """A value the statement binds: a per-call parameter as it is, a constant converted
-    as a save would convert it."""
-    if isinstance(value, _Param):
-        return value
-    return field.get_db_prep_save(value, connection=connections[DEFAULT_DB_ALIAS])
+    run = template(WorkflowRun, RunState.RUNNING)
+    run.succeed(result=Param("result"), now=Param("now"))
+    return set_by(run)
 
 
 class _Builder:
     """What a compiled statement is written with: quoted names from the models' metadata,
-    and its parameters in order (constants, or `_Param`s bound per call)."""
+    and its parameters in order (constants, or `Param`s bound per call)."""
 
     def __init__(self) -> None:
         self.connection = connections[DEFAULT_DB_ALIAS]
@@ -321,9 +260,9 @@ class _Builder:
         ]
 
     def bind(self, field: Field, value: Any, *, cast: bool = False) -> str:
-        self.params.append(_prepared(field, value))
+        self.params.append(prepared(field, value))
         if cast:
-            return f"(%s)::{str(field.db_type(self.connection)).split('(')[0]}"
+            return f"(%s)::{sql_type(field)}"
         return "%s"
 
     def raw(self, value: Any) -> str:
@@ -345,7 +284,7 @@ class _Builder:
                     if name not in self.auto_now
                 ),
                 *(
-                    f"{col(WorkflowRun, name)} = {self.bind(field(name), _Param('now'), cast=True)}"
+                    f"{col(WorkflowRun, name)} = {self.bind(field(name), Param('now'), cast=True)}"
                     for name in self.auto_now
                 ),
             ]
@@ -354,7 +293,7 @@ class _Builder:
 
 @functools.cache
 def _statement(*, ends: bool = False) -> tuple[str, tuple[Any, ...]]:
-    """The statement, and its parameters in order (constants, or `_Param`s bound per call);
+    """The statement, and its parameters in order (constants, or `Param`s bound per call);
     with `ends`, the one that records the run's last step and ends the run."""
     b = _Builder()
     qn, bind, raw, col = b.qn, b.bind, b.raw, b.col
@@ -371,7 +310,7 @@ def _statement(*, ends: bool = False) -> tuple[str, tuple[Any, ...]]:
     # The run, locked as the general way locks it, if it moves forward.
     run_sql = (
         f"run AS (SELECT {col(WorkflowRun, 'id')}, {col(WorkflowRun, 'trace_context')} "  # nosec B608
-        f"FROM {runs} WHERE {col(WorkflowRun, 'id')} = {bind(run_field('id'), _Param('run_id'))} "
+        f"FROM {runs} WHERE {col(WorkflowRun, 'id')} = {bind(run_field('id'), Param('run_id'))} "
         f"AND {col(WorkflowRun, 'state')} = ANY({raw(moving)}) FOR UPDATE)"
     )
     # The step succeeds, if this attempt still holds its lease.
@@ -381,15 +320,15 @@ def _statement(*, ends: bool = False) -> tuple[str, tuple[Any, ...]]:
         for name, value in succeeded.items()
     )
     where = (
-        f"step.{col(StepRun, 'id')} = {bind(step_field('id'), _Param('step_id'))} "
+        f"step.{col(StepRun, 'id')} = {bind(step_field('id'), Param('step_id'))} "
         f"AND step.{col(StepRun, 'run')} = run.{col(WorkflowRun, 'id')} "
         f"AND step.{col(StepRun, 'state')} = ANY({raw(succeed_from)}) "
     )
     where += (
         f"AND step.{col(StepRun, 'lease_token')} = "
-        f"{bind(step_field('lease_token'), _Param('lease_token'))} "
+        f"{bind(step_field('lease_token'), Param('lease_token'))} "
         f"AND (step.{col(StepRun, 'due_at')} IS NULL OR step.{col(StepRun, 'due_at')} >= "
-        f"{bind(step_field('due_at'), _Param('now'), cast=True)})"
+        f"{bind(step_field('due_at'), Param('now'), cast=True)})"
     )
     done_sql = (
         f"done AS (UPDATE {steps} AS step SET {step_set} FROM run WHERE {where} "  # nosec B608
@@ -415,7 +354,7 @@ def _statement(*, ends: bool = False) -> tuple[str, tuple[Any, ...]]:
     from_done = {"run_id": "run_id", "step_id": "id", "node": "node", "attempt": "attempt"}
     rows = []
     for order, (kind, at) in enumerate(
-        ((EventKind.STARTED, _Param("started_at")), (EventKind.COMPLETED, _Param("now")))
+        ((EventKind.STARTED, Param("started_at")), (EventKind.COMPLETED, Param("now")))
     ):
         event = new_row(StepEvent, kind=kind, at=at)
         rows.append(
@@ -444,7 +383,7 @@ def _statement(*, ends: bool = False) -> tuple[str, tuple[Any, ...]]:
         f"AS e ({', '.join(event_names)}) ORDER BY e.{qn('order')})"
     )
     # The next activity's step, scheduled or claimed.
-    scheduled, claimed = _next_steps()
+    scheduled, claimed = new_activity_steps(node=Param("next_node"), round=Param("round"))
     step_fields = [f for f in StepRun._meta.concrete_fields if f is not StepRun._meta.auto_field]
     next_values = []
     for field in step_fields:
@@ -453,7 +392,7 @@ def _statement(*, ends: bool = False) -> tuple[str, tuple[Any, ...]]:
             next_values.append(f"done.{qn('run_id')}")
             continue
         next_values.append(
-            bind(field, _Param("next", _prepared(field, one), _prepared(field, other)), cast=True)
+            bind(field, ClaimedOr(prepared(field, one), prepared(field, other)), cast=True)
         )
     next_sql = (
         f"next AS (INSERT INTO {steps} ({', '.join(qn(f.column) for f in step_fields)}) "  # nosec B608
@@ -495,7 +434,7 @@ def _end_statement(
     from_done = {"run_id": "run_id", "step_id": "id", "node": "node", "attempt": "attempt"}
     selects = []
     for order, (kind, at) in enumerate(
-        ((EventKind.STARTED, _Param("started_at")), (EventKind.COMPLETED, _Param("now")))
+        ((EventKind.STARTED, Param("started_at")), (EventKind.COMPLETED, Param("now")))
     ):
         event = new_row(StepEvent, kind=kind, at=at)
         values = [
@@ -505,7 +444,7 @@ def _end_statement(
             for field in event_fields
         ]
         selects.append(f"SELECT {order} AS {qn('order')}, {', '.join(values)} FROM done")  # nosec B608 # names from model metadata, values bound
-    run_event = new_row(StepEvent, kind=EventKind.COMPLETED, at=_Param("now"), node="", attempt=0)
+    run_event = new_row(StepEvent, kind=EventKind.COMPLETED, at=Param("now"), node="", attempt=0)
     values = []
     for field in event_fields:
         if field.attname == "run_id":
@@ -542,7 +481,7 @@ _ARGUMENTS: tuple[tuple[str, type[Model], str], ...] = (
     ("result", StepRun, "result"),
     ("round", StepRun, "round"),
     ("next_node", StepRun, "node"),
-    ("next_lease", StepRun, "lease"),
+    ("lease", StepRun, "lease"),
     ("claim_token", StepRun, "lease_token"),
     ("due_at", StepRun, "due_at"),
     ("holder", StepRun, "lease_holder"),
@@ -566,19 +505,7 @@ def end_function() -> functions.Function:
         prefix="baton_record_end",
         arguments=tuple(functions.column_type(model, name) for _n, model, name in _END_ARGUMENTS),
         returns="o_scheduled_at timestamptz",
-        body=_function_body(sql, params, lambda value: f"${positions[value.name]}"),
-    )
-
-
-def _function_body(sql: str, params: tuple[Any, ...], argument: Any) -> str:
-    """`sql` with each parameter written in: a constant as SQL, a `_Param` as `argument`
-    makes it."""
-    pieces = sql.split("%s")
-    if len(pieces) != len(params) + 1:
-        raise RuntimeError("The straight statement's placeholders do not match its parameters.")
-    return pieces[0] + "".join(
-        (argument(value) if isinstance(value, _Param) else functions.literal(value)) + piece
-        for value, piece in zip(params, pieces[1:], strict=True)
+        body=function_body(sql, params, argument_writer(positions)),
     )
 
 
@@ -588,19 +515,10 @@ def function() -> functions.Function:
     SQL, its constants written in, its per-call values the function's arguments."""
     sql, params = _statement()
     positions = {name: index for index, (name, _model, _field) in enumerate(_ARGUMENTS, 1)}
-    claimed = f"${len(_ARGUMENTS) + 1}"
-
-    def argument(value: Any) -> str:
-        if not isinstance(value, _Param):
-            return functions.literal(value)
-        if value.name != "next":
-            return f"${positions[value.name]}"
-        one, other = argument(value.claimed), argument(value.scheduled)
-        return one if one == other else f"CASE WHEN {claimed} THEN {one} ELSE {other} END"
-
+    argument = argument_writer(positions, claimed=f"${len(_ARGUMENTS) + 1}")
     return functions.Function(
         prefix="baton_record_straight",
         arguments=tuple(_argument_types()),
         returns="o_next_step_id bigint, o_trace_context jsonb, o_scheduled_at timestamptz",
-        body=_function_body(sql, params, argument),
+        body=function_body(sql, params, argument),
     )

@@ -193,9 +193,7 @@ class UnitOfWork:
         elif step is None and kind == EventKind.STARTED:
             self.started.append(run)
         level = logging.DEBUG if self.batched and kind in _ROUTINE_EVENTS else logging.INFO
-        if logger.isEnabledFor(level):
-            message = f"step.{kind}" if step else f"run.{kind}"
-            logger.log(level, message, extra=log_fields(run, step, detail))
+        log_event(run, step, kind, detail, level=level)
 
     def flush(self) -> None:
         """Write the new and changed rows now (before the engine reads steps back)."""
@@ -230,9 +228,7 @@ class UnitOfWork:
     def tell_run_start_hooks(self) -> None:
         """Tell the run-start hooks of the runs this unit of work started (`finish` does)."""
         started, self.started = self.started, []
-        now = max(event.at for event in self.events)
-        for hook in registry.run_start_hooks():
-            hook(started=started, now=now)
+        tell_run_start_hooks(started, now=max(event.at for event in self.events))
 
     def _tell_run_end_hooks(self) -> None:
         # The last word on each run that is over now ("cancelled" is also said when
@@ -462,6 +458,26 @@ def lock_run(run_id: uuid.UUID | str) -> WorkflowRun:
         return WorkflowRun.objects.select_for_update().get(pk=run_id)
     except (WorkflowRun.DoesNotExist, ValueError, TypeError):
         raise RunNotFound(f"No workflow run {run_id}.") from None
+
+
+def tell_run_start_hooks(started: list[WorkflowRun], *, now: datetime) -> None:
+    """Tell the run-start hooks (see registry.register_run_start_hook) that runs started."""
+    for hook in registry.run_start_hooks():
+        hook(started=started, now=now)
+
+
+def log_event(
+    run: WorkflowRun,
+    step: StepRun | None,
+    kind: EventKind,
+    detail: dict[str, Any],
+    *,
+    level: int = logging.INFO,
+) -> None:
+    """Log a line of the run's timeline (`UnitOfWork.event` writes the line itself)."""
+    if logger.isEnabledFor(level):
+        message = f"step.{kind}" if step else f"run.{kind}"
+        logger.log(level, message, extra=log_fields(run, step, detail))
 
 
 def log_fields(

@@ -23,14 +23,9 @@ def enter(
     now: datetime,
     work: UnitOfWork,
 ) -> None:
-    """Schedule the step for a worker, or claim it for the worker recording now: a local
-    one always, a remote one if eager dispatch allows (neither while the run is paused)."""
-    if (
-        work.inline
-        and work.inline_claim is None
-        and (node.local or (work.eager and queues.dispatched_eagerly(node)))
-        and run.state in CLAIMABLE_FORWARD_RUN_STATES
-    ):
+    """Schedule the step for a worker, or claim it for the worker recording now
+    (`claimed_here`)."""
+    if claimed_here(run, node, work):
         work.inline_claim = moves.engine().claim_inline(run, node, round, now, work)
         work.busy_runs.add(run.pk)
         return
@@ -38,6 +33,18 @@ def enter(
         work, run, node.name, StepState.SCHEDULED, now, round=round, **scheduled(node, now)
     )
     work.send(step)
+
+
+def claimed_here(run: WorkflowRun, node: Activity, work: UnitOfWork) -> bool:
+    """Whether the worker recording now claims the activity's new step rather than
+    scheduling it: a local one always, a remote one if eager dispatch allows (neither
+    while the run is paused), the first one only."""
+    return (
+        work.inline
+        and work.inline_claim is None
+        and (node.local or (work.eager and queues.dispatched_eagerly(node)))
+        and run.state in CLAIMABLE_FORWARD_RUN_STATES
+    )
 
 
 def scheduled(node: Activity, now: datetime) -> dict[str, Any]:
