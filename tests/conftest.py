@@ -37,8 +37,10 @@ ORDER_INPUT = {
 }
 
 
-# A table with more dead rows than this once a module is done is compacted.
-DEAD_ROWS_TO_COMPACT = 5_000
+# A table with more dead rows than this once a module is done is compacted. Over
+# tests/workflows (70 modules, in file order), 1,000 compacts 20 tables in 1.4 s in
+# all, 5,000 4 tables in 0.4 s; every table with a dead row, 0.3 s a module.
+DEAD_ROWS_TO_COMPACT = 1_000
 # The fixtures through which a test reaches the database (pytest-django's).
 DATABASE_FIXTURES = {"db", "transactional_db", "live_server"}
 
