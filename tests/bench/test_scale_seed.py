@@ -11,7 +11,8 @@ import pytest
 from django.db import connection
 
 from approvals.models import HumanTask, InboxEntry, Notification
-from bench import scale_seed
+from bench import scale, scale_seed
+from bench.profiles import PROFILES
 from workflows.models import WorkflowRun
 
 pytestmark = [
@@ -94,3 +95,20 @@ class TestSeedScale:
             )
             for g in range(1, RUNS + 1)
         }
+
+    def test_the_by_key_pages_ask_for_the_same_kind_of_run_at_every_size(self):
+        scale_seed.seed_scale(runs=RUNS, log=lambda *_: None)
+        sizes = [
+            RUNS,
+            *(runs for p in PROFILES.values() for runs in (p.scale_small_runs, p.scale_large_runs)),
+        ]
+        numbers = {runs: scale._measured_key_number(runs) for runs in [*sizes, 10_000_000]}
+        asked = WorkflowRun.objects.get(correlation_id=scale_seed.business_key(numbers[RUNS]))
+        # Copies alternate between the two finished templates, copy 1 the same as any odd one.
+        odd = WorkflowRun.objects.get(correlation_id=scale_seed.business_key(1))
+        even = WorkflowRun.objects.get(correlation_id=scale_seed.business_key(2))
+
+        assert {number % 2 for number in numbers.values()} == {1}
+        assert all(number <= runs for runs, number in numbers.items())
+        assert asked.workflow_type == odd.workflow_type != even.workflow_type
+        assert HumanTask.objects.filter(run=asked).exists()  # the richer row of the two
