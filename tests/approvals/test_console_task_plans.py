@@ -2,8 +2,9 @@
 
 A year of decided tasks (10,000, 100 of them in the last two weeks, with expired
 and cancelled ones between), offered to a dozen groups, and 300 live tasks spread
-over the same year (a stale task is as old as the history) are seeded and
-ANALYZEd, so that PostgreSQL has a real choice; then EXPLAIN ANALYZE runs on the
+over the same year (a stale task is as old as the history), on a hundred runs, are
+seeded once in compact tables (tests/plans.py) and ANALYZEd, so that PostgreSQL
+has a real choice, the same for every test; then EXPLAIN ANALYZE runs on the
 very query each page sends: the list unfiltered and deep in it, each state, and
 each kind of link the SLA dashboard gives (a type's, a group's queue's, a
 person's, an SLA state's, a day's decisions, a week's decisions of a type), for
@@ -13,19 +14,22 @@ live tasks, or than the recent decisions, would grow with the history.
 
 from __future__ import annotations
 
-from datetime import UTC, timedelta
+import itertools
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group
-from django.db import connection
+from django.contrib.auth.models import Group, User
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from approvals.console import task_selectors as console_task_selectors
 from approvals.human_tasks import inbox_entries
 from approvals.models import HumanTask, InboxEntry
-from tests.plans import explain, nodes, rows_out
+from tests.plans import compacted_around_module, explain, nodes, rows_out
+from workflows.models import StepRun, WorkflowRun
 
 pytestmark = [
     pytest.mark.django_db,
@@ -35,55 +39,64 @@ pytestmark = [
 HISTORY = 10_000
 RECENT = 100
 ENDED = 400  # expired or cancelled, through the year
-LIVE = 300 + 1  # and carol's manager task
+LIVE = 300
+RUNS = 101  # prime to the tasks' cycles of 2, 3, 4, 12 and 13
 TEAMS = 12
 LIMIT = console_task_selectors.PAGE_SIZE + 1
 TASK_TABLES = {"approvals_humantask", "approvals_humantask_candidate_groups"}
 TYPES = ("expense", "order", "vendor_onboarding")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def compacted(django_db_setup, django_db_blocker):
-    """Compact the tables these tests fill before they run and once they are done. Each
-    test's rows are rolled back, but stay on disk (dead rows, and their index entries)
-    until vacuumed and reindexed (the suite's PostgreSQL runs without autovacuum), and
-    larger tables and indexes change the plans: what earlier modules left moved these
-    tests' own, and what these leave would move the plan tests that come after."""
-    _compact(django_db_blocker)
-    yield
-    _compact(django_db_blocker)
+# Compact before the class's seed, whatever earlier modules left dead in these tables,
+# and after it, so that what these tests leave does not move the plans of those after.
+compacted = compacted_around_module()
 
 
-def _compact(django_db_blocker) -> None:
-    tables = [
-        "approvals_humantask",
-        "approvals_humantask_candidate_groups",
-        "approvals_inboxentry",
-        "auth_group",
-    ]
-    with django_db_blocker.unblock(), connection.cursor() as cursor:
-        cursor.execute(f"VACUUM ANALYZE {', '.join(tables)}")
-        for table in tables:
-            cursor.execute(f"REINDEX TABLE {table}")
+@dataclass(frozen=True)
+class History:
+    now: datetime
+    finance: int  # the group's id
 
 
-@pytest.fixture
-def history(manager_task, groups, bob, carol):
+@pytest.fixture(scope="class")
+def history(django_db_setup, django_db_blocker):
     """The year's tasks, the finished ones offered to twelve groups in turn; the live
-    ones open in finance's or legal's queue, held by bob, or delegated by carol to bob."""
-    now = timezone.now()
-    teams = [groups["finance"], groups["legal"], groups["security"]] + [
-        Group.objects.create(name=f"team {n}") for n in range(TEAMS - 3)
-    ]
+    ones open in finance's or legal's queue, held by bob, or delegated by carol to bob;
+    each on one of 101 waiting runs, as a company's tasks are spread over its runs.
 
-    # One run object for every task, its person read once: the entries' view values
-    # read both, and a query for each of thousands of tasks would be most of the seeding.
-    run = manager_task.run
+    Seeded once for the class, in a transaction around its tests (each test's own is a
+    savepoint inside it), and rolled back after the last: the tests only read, and
+    each finds the very tables, statistics and plans the first found (seeded once a
+    test, the rolled back seeds of earlier tests swelled the task table on disk, and
+    the plans of a test moved with its place in the module's random order).
+    """
+    with django_db_blocker.unblock(), transaction.atomic():
+        yield seed()
+        transaction.set_rollback(True)
+
+
+def seed() -> History:
+    now = timezone.now()
+    bob, carol = User.objects.create_user("bob"), User.objects.create_user("carol")
+    teams = [Group.objects.create(name=name) for name in ("finance", "legal", "security")]
+    teams += [Group.objects.create(name=f"team {n}") for n in range(TEAMS - 3)]
+    finance, legal = teams[0], teams[1]
+    runs = WorkflowRun.objects.bulk_create(
+        WorkflowRun(
+            workflow_type="expense", workflow_version=1, state="waiting", input={}, started_by=carol
+        )
+        for _ in range(RUNS)
+    )
+    steps = StepRun.objects.bulk_create(
+        StepRun(run=run, node="manager_approval", state="waiting", scheduled_at=now) for run in runs
+    )
+    order = itertools.count()
 
     def task(n: int, created_days_ago: float, **fields: Any) -> HumanTask:
+        spread = next(order) % RUNS
         return HumanTask(
-            run=run,
-            step_id=manager_task.step_id,
+            run=runs[spread],
+            step=steps[spread],
             node="manager_approval",
             workflow_type=TYPES[n % 3],
             title=f"Task {n}",
@@ -123,7 +136,7 @@ def history(manager_task, groups, bob, carol):
             owner=carol if n % 4 == 3 else None,
             due_at=None if n % 5 == 0 else now + timedelta(hours=n % 72 - 24),
         )
-        for n in range(LIVE - 1)
+        for n in range(LIVE)
     ]
     HumanTask.objects.bulk_create(old + recent + ended + live)
     through = HumanTask.candidate_groups.through
@@ -132,15 +145,14 @@ def history(manager_task, groups, bob, carol):
         for n, made in enumerate(old + recent + ended)
     )
     through.objects.bulk_create(
-        through(humantask=made, group=groups["finance" if n % 2 else "legal"])
-        for n, made in enumerate(live)
+        through(humantask=made, group=finance if n % 2 else legal) for n, made in enumerate(live)
     )
     InboxEntry.objects.bulk_create(
         entry for made in live for entry in inbox_entries.entries_for(made)
     )
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
-    return now
+    return History(now=now, finance=finance.pk)
 
 
 def page_sql(query: dict[str, str], group_ids: frozenset[int] | None = None) -> str:
@@ -228,20 +240,20 @@ class TestPlans:
         assert "task_created_idx" in index_names(page_sql({"cursor": deep}))
 
     def test_each_dashboard_link_reads_at_most_the_live_tasks_or_the_recent_decisions(
-        self, history, groups
+        self, history
     ):
-        finance = frozenset({groups["finance"].pk})
+        finance = frozenset({history.finance})
         found = {}
 
         for group_ids in (None, finance):
-            for query in dashboard_links(history):
+            for query in dashboard_links(history.now):
                 most = RECENT if "decided_from" in query else LIVE
                 sql = page_sql(query, group_ids=group_ids)
                 issues = problems(sql, most_rows_read=most, most_rows_sorted=most)
                 if issues:
                     found[(str(query), "manager" if group_ids else "operator")] = issues
 
-        assert len(dashboard_links(history)) == 11
+        assert len(dashboard_links(history.now)) == 11
         assert found == {}, listed(found)
 
     def test_live_tasks_are_one_range_of_their_own_index_however_deep_the_page(self, history):
@@ -254,7 +266,7 @@ class TestPlans:
             assert "task_live_created_idx" in index_names(sql)
 
     def test_a_days_decisions_are_a_range_of_the_decided_at_index(self, history):
-        day = (history.astimezone(UTC).date() - timedelta(days=3)).isoformat()
+        day = (history.now.astimezone(UTC).date() - timedelta(days=3)).isoformat()
 
         sql = page_sql({"decided_from": day, "decided_to": day})
 

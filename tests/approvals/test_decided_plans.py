@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from approvals.inbox import decided
 from approvals.models import HumanTask
-from tests.plans import explain, nodes, rows_out
+from tests.plans import compacted_around_module, explain, nodes, rows_out
 from workflows.models import StepRun, WorkflowRun
 
 pytestmark = [
@@ -27,6 +27,10 @@ pytestmark = [
 
 DECISIONS = 20_000
 RUNS = 101  # prime to 100, so bob's decisions fall on every run
+
+# Compact before the class's seed, whatever earlier modules left dead in these tables,
+# and after it, so that what these tests leave does not move the plans of those after.
+compacted = compacted_around_module()
 
 
 @pytest.fixture(scope="class")

@@ -9,20 +9,23 @@ a million finished runs is the difference between a fast page and a dead one.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from django.db import connection
-from django.test.utils import CaptureQueriesContext
+from django.contrib.auth.models import Group, User
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext, override_settings
 from django.utils import timezone
 
 from approvals.console import sla as sla_selectors
 from approvals.console import sla_managers, sla_snapshot
 from approvals.human_tasks import inbox_entries
 from approvals.models import GroupManager, HumanTask, InboxEntry
-from tests.plans import nodes
-from workflows.models import WorkflowRun
+from tests.conftest import make_groups, make_people
+from tests.plans import compacted_around_module, nodes
+from workflows.models import StepRun, WorkflowRun
 
 pytestmark = pytest.mark.django_db
 
@@ -31,14 +34,55 @@ RECENT = 100
 BIG_TABLES = {"workflows_workflowrun", "approvals_humantask"}
 
 
-@pytest.fixture
-def history(manager_task, groups, carol):
+# Compact before the module's seed, whatever earlier modules left dead in these tables,
+# and after it, so that what these tests leave does not move the plans of those after.
+compacted = compacted_around_module()
+
+
+@dataclass(frozen=True)
+class History:
+    now: datetime
+    groups: dict[str, Group]
+    people: dict[str, User]
+
+
+@pytest.fixture(scope="module")
+def history(django_db_setup, django_db_blocker):
     """4,000 runs and 4,000 decisions from the last year, 100 of each in the window,
-    600 runs still going and 300 open tasks in finance's queue."""
+    600 runs still going with 300 open tasks in finance's or legal's queue, each task
+    on a run of its own, as a company's are.
+
+    Seeded once for the module, in a transaction around its tests (each test's own is a
+    savepoint inside it), and rolled back after the last: each test finds the very
+    tables, statistics and plans the first found, whatever its place in a random order.
+    The personas are the seed's (see `people` and `groups` below).
+    """
+    with (
+        django_db_blocker.unblock(),
+        override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]),
+        transaction.atomic(),
+    ):
+        yield seed()
+        transaction.set_rollback(True)
+
+
+@pytest.fixture
+def groups(history) -> dict[str, Group]:
+    return history.groups
+
+
+@pytest.fixture
+def people(history) -> dict[str, User]:
+    return history.people
+
+
+def seed() -> History:
     now = timezone.now()
+    groups = make_groups()
+    people = make_people(groups)
     types = ("expense", "order", "vendor_onboarding")
     states = ("succeeded", "succeeded", "succeeded", "failed", "compensated", "dead_lettered")
-    runs = [
+    finished = [
         WorkflowRun(
             workflow_type=types[n % 3],
             workflow_version=1,
@@ -48,7 +92,7 @@ def history(manager_task, groups, carol):
         )
         for n in range(HISTORY)
     ]
-    runs += [
+    finished += [
         WorkflowRun(
             workflow_type=types[n % 3],
             workflow_version=1,
@@ -58,20 +102,24 @@ def history(manager_task, groups, carol):
         )
         for n in range(RECENT)
     ]
-    runs += [
+    going = [
         WorkflowRun(workflow_type=types[n % 3], workflow_version=1, input={}, state="running")
         for n in range(600)
     ]
-    WorkflowRun.objects.bulk_create(runs)
+    WorkflowRun.objects.bulk_create(finished + going)
+    runs = finished + going
+    steps = StepRun.objects.bulk_create(
+        StepRun(run=run, node="manager_approval", state="succeeded", scheduled_at=now)
+        for run in finished
+    ) + StepRun.objects.bulk_create(
+        StepRun(run=run, node="manager_approval", state="waiting", scheduled_at=now)
+        for run in going
+    )
 
-    # One run object for every task, its person read once: the entries' view values
-    # read both, and a query for each of thousands of tasks would be most of the seeding.
-    run = manager_task.run
-
-    def task(n: int, **fields: Any) -> HumanTask:
+    def task(n: int, run: int, **fields: Any) -> HumanTask:
         return HumanTask(
-            run=run,
-            step_id=manager_task.step_id,
+            run=runs[run],
+            step=steps[run],
             node="manager_approval",
             workflow_type=types[n % 3],
             title=f"Task {n}",
@@ -79,14 +127,30 @@ def history(manager_task, groups, carol):
             **fields,
         )
 
+    deciders = (people["carol"], people["bob"])
     decided = [
-        task(n, state="completed", decided_by=carol, decided_at=now - timedelta(days=30 + n % 330))
+        task(
+            n,
+            n,
+            state="completed",
+            decided_by=deciders[n % 2],
+            decided_at=now - timedelta(days=30 + n % 330),
+        )
         for n in range(HISTORY)
     ] + [
-        task(n, state="completed", decided_by=carol, decided_at=now - timedelta(hours=n))
+        task(
+            n,
+            HISTORY + n,
+            state="completed",
+            decided_by=deciders[n % 2],
+            decided_at=now - timedelta(hours=n),
+        )
         for n in range(RECENT)
     ]
-    live = [task(n, state="open", due_at=now + timedelta(hours=n % 72 - 24)) for n in range(300)]
+    live = [
+        task(n, len(finished) + n, state="open", due_at=now + timedelta(hours=n % 72 - 24))
+        for n in range(300)
+    ]
     HumanTask.objects.bulk_create(decided + live)
     through = HumanTask.candidate_groups.through
     through.objects.bulk_create(
@@ -98,7 +162,7 @@ def history(manager_task, groups, carol):
     )
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
-    return now
+    return History(now=now, groups=groups, people=people)
 
 
 def plans(**scope: Any) -> list[tuple[str, dict[str, Any]]]:
