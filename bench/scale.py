@@ -13,10 +13,13 @@ large ÷ small:
 - pages through Django's test client, one request at a time (so the figure is
   the server's work, with no HTTP or concurrency): the inbox's first and deep
   page (the reviewer's 2,000 open tasks), the console's runs filtered by
-  business key and searched by it, the SLA dashboard (an operator, and a
+  business key and searched by it (an order id, as an operator types it: the
+  seed's types declare it searchable), the SLA dashboard (an operator, and a
   manager of one of the seed's groups, each from the snapshot beat keeps:
   `approvals.console.sla_snapshot`), and
-  `GET /api/v1/workflows?correlation_id=`: p95 of `samples` requests each;
+  `GET /api/v1/workflows?correlation_id=`: p95 of `samples` requests each
+  (the three by-key pages must show the one run they ask for, or the group
+  fails);
 - the count beat makes of the SLA dashboards every minute (once per pass): the
   operators' and the seed's one manager's, and again with a manager for each of
   the seed's groups (made in a transaction that is rolled back);
