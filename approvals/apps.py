@@ -15,7 +15,7 @@ class ApprovalsConfig(AppConfig):
         from approvals.inbox import selectors
         from workflows.engine import functions
 
-        functions.register(selectors.header_function, selectors.rows_function)
+        functions.register(selectors.header_function, selectors.page_function)
         from approvals.metrics import human_task_gauges
         from workflows import metrics
 

@@ -115,7 +115,7 @@ def record_events(events: list[StepEvent]) -> None:
         transaction.on_commit(lambda: count_events(events), robust=True)
 
 
-def record_run_event(workflow_type: str, kind: str, detail: dict[str, Any]) -> None:
+def record_run_event(*, workflow_type: str, kind: EventKind, detail: dict[str, Any]) -> None:
     """Count a run's event written without an event row in memory (the straight start's)
     once its transaction commits, as `record_events` counts it."""
     transaction.on_commit(lambda: _count_run_event(workflow_type, kind, detail), robust=True)

@@ -4,18 +4,19 @@ Lists and counts read `InboxEntry`, whose indexes hold each person's and each
 group's tab in the order it is shown: a page is one short range of an index,
 whatever the number of tasks in the system or the depth of the page. The queue
 merges the reviewer's own stream with one stream per group of theirs, each cut
-at a page. A page costs two short queries (its ids, then its rows); the tab
-counts and saved filters one more.
+at a page. A page costs one short query (its ids, and each one's row read
+from one entry of the task); the tab counts and saved filters one more.
 """
 
 from __future__ import annotations
 
 import base64
 import functools
+import itertools
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -230,7 +231,10 @@ _ROW_COLUMNS = (*_ENTRY_COLUMNS, "run_input", "viewer_decisions")
 @replica.reads_replica
 def inbox(*, user: Any, filters: InboxFilters, now: datetime, limit: int = PAGE_SIZE) -> Page:
     """Return one page of a tab, after `filters.cursor`, and the cursor of the next page;
-    raise BadCursor if the cursor is not one this function gave out."""
+    raise BadCursor if the cursor is not one this function gave out.
+
+    One query reads the page's tasks and their rows: a call of `page_function` on
+    PostgreSQL, for a page of a tab with no filter; otherwise one statement."""
     after = _decode(filters.cursor, filters.sort)
     connection = replica.read_connection()
     shape = _Shape(
@@ -245,21 +249,23 @@ def inbox(*, user: Any, filters: InboxFilters, now: datetime, limit: int = PAGE_
         after=after is not None,
         limit=limit + 1,
     )
-    sql, params = _page_ids(shape, _values(filters, user_id=user.pk, now=now, after=after))
-    # Two short queries rather than one: the page's ids through the tab's index, then
-    # their rows from the entries (planned together with the rows' joins they had
-    # before, the two took three times as long; not measured again since).
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        page_ids = [task_id for (task_id,) in cursor.fetchall()]
-        rows = _page_tasks(cursor, page_ids, user_id=user.pk)
+    values = _values(filters, user_id=user.pk, now=now, after=after)
+    convert = converter(InboxEntry, _ENTRY_COLUMNS)
+    if shape.vendor not in _COMPILED_ON:
+        tasks = _tasks_elsewhere(shape, values, convert)
+    else:
+        sql, params = _page(shape, values, functions_used=functions.used(connection))
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            # Each row leads with its place on the page, which orders them.
+            tasks = [_task_of(row[1:], convert) for row in cursor.fetchall()]
     next_cursor = ""
-    # Whether there is more is the ids' to say: a task decided between the two queries
-    # has no entry left, and its row is missing.
-    if len(page_ids) > limit and rows:
-        rows = rows[:limit]
-        next_cursor = _encode(_cursor_of(rows[-1], filters.sort))
-    return Page(tasks=rows, next_cursor=next_cursor, filters=filters)
+    # The page's tasks and their rows are read together, from one snapshot: a task
+    # whose id is read has its row.
+    if len(tasks) > limit:
+        tasks = tasks[:limit]
+        next_cursor = _encode(_cursor_of(tasks[-1], filters.sort))
+    return Page(tasks=tasks, next_cursor=next_cursor, filters=filters)
 
 
 @replica.reads_replica
@@ -314,8 +320,7 @@ def inbox_header(*, user: Any, now: datetime) -> Header:
 # backend passes values to the driver as they are. Others turn them into text (SQLite's
 # times and UUIDs), where no stand-in could be told apart, and build it per call.
 _COMPILED_ON = {"postgresql"}
-# The values the SQL of a page's ids or of the counts takes as parameters: its text
-# is compiled once per _Shape.
+# The values the SQL of a page takes as parameters: its text is compiled once per _Shape.
 _SLOTS = {
     "user_id": int,
     "now": datetime,
@@ -326,6 +331,9 @@ _SLOTS = {
     "after_priority": int,
     "after_due": datetime,
     "after_id": UUID,
+    # Lists, bound as arrays.
+    "separating": str,
+    "requesting": str,
 }
 
 
@@ -350,8 +358,14 @@ class _Shape:
 def _values(
     filters: InboxFilters, *, user_id: int, now: datetime, after: tuple[Any, ...] | None
 ) -> dict[str, Any]:
-    """Each slot's value for `filters` (what the shape leaves out of the SQL goes unused)."""
-    *after_priority, after_due, after_id = after or (0, now, UUID(int=0))
+    """Each slot's value for `filters` (what the shape leaves out of the SQL goes unused).
+    Without a cursor, the keyset's values are ones before any task (`page_function`
+    always reads after them)."""
+    *after_priority, after_due, after_id = after or (
+        _BEFORE_ANY_PRIORITY,
+        _BEFORE_ANY_DUE,
+        UUID(int=0),
+    )
     return {
         "user_id": user_id,
         "now": now,
@@ -360,34 +374,169 @@ def _values(
         "sort_priority": sort_priority(filters.priority or 0),
         "search": filters.search,
         "where": filters.where,
-        "after_priority": after_priority[0] if after_priority else 0,
+        "after_priority": after_priority[0] if after_priority else _BEFORE_ANY_PRIORITY,
         "after_due": after_due,
         "after_id": after_id,
+        # The workflow types whose rows carry the viewer's decisions, and their run's input.
+        "separating": list(duties.separating_types()),
+        "requesting": list(duties.requester_types()),
     }
 
 
-def _page_ids(shape: _Shape, values: Mapping[str, Any]) -> tuple[str, tuple[Any, ...]]:
-    """Return SQL and params selecting the ids of a page of `shape`: compiled once per
-    shape on PostgreSQL (see _COMPILED_ON)."""
-    if shape.vendor not in _COMPILED_ON or shape.data:
-        return _page_ids_sql(shape, values)
-    return _compiled_page_ids(shape).bind(values)
+# Keyset values before any task's: a sort_priority below every priority's (a smallint's
+# least but one: "-32768::smallint" reads as -(32768::smallint), which is out of range),
+# and a time before any due time (tasks without one sort at FAR_FUTURE).
+_BEFORE_ANY_PRIORITY = -(2**15) + 1
+_BEFORE_ANY_DUE = datetime(1, 1, 1, tzinfo=UTC)
+
+
+def _page(
+    shape: _Shape, values: Mapping[str, Any], *, functions_used: bool
+) -> tuple[str, tuple[Any, ...]]:
+    """Return SQL and params reading a page of `shape` on PostgreSQL: a call of
+    `page_function` where it serves the shape, else the statement, compiled once per
+    shape unless it filters on run data."""
+    if functions_used and _served_by_function(shape):
+        function = page_function()
+        arguments = (
+            values["user_id"],
+            shape.tab,
+            shape.sort,
+            values["now"],
+            values["after_priority"],
+            values["after_due"],
+            values["after_id"],
+            values["separating"],
+            values["requesting"],
+        )
+        # The function returns each row's place on the page: its rows' order is this
+        # ORDER BY's, not whatever order a caller reads a function's rows in.
+        return f"{function.call_sql} ORDER BY o_n", arguments
+    if shape.data:
+        return _page_sql(shape, values)
+    return _compiled_page(shape).bind(values)
+
+
+def _served_by_function(shape: _Shape) -> bool:
+    """Whether `page_function` reads pages of `shape`: a whole tab in either sort, a page
+    of the usual size (the filtered pages are planned for their values, as the index
+    that serves one depends on them)."""
+    return not (
+        shape.workflow_type or shape.priority or shape.sla or shape.search or shape.data
+    ) and (shape.limit == PAGE_SIZE + 1)
 
 
 @functools.lru_cache(maxsize=512)
-def _compiled_page_ids(shape: _Shape) -> compiled_queries.Compiled:
-    return compiled_queries.compile_once(functools.partial(_page_ids_sql, shape), slots=_SLOTS)
+def _compiled_page(shape: _Shape) -> compiled_queries.Compiled:
+    return compiled_queries.compile_once(functools.partial(_page_sql, shape), slots=_SLOTS)
 
 
-def _page_ids_sql(shape: _Shape, values: Mapping[str, Any]) -> tuple[str, tuple[Any, ...]]:
-    """The SQL selecting the ids of a page of `shape`, in the order shown."""
+def _page_sql(shape: _Shape, values: Mapping[str, Any]) -> tuple[str, tuple[Any, ...]]:
+    """The SQL of a page of `shape` on PostgreSQL: its tasks' ids through the tab's index
+    (`_page_ids_sql`), then one entry of each through the entries' task index (a
+    LATERAL subquery per task: all a task's entries would be one per candidate),
+    selecting its place on the page and _ROW_COLUMNS, in the page's order. The nested
+    loop keeps the ids' order, so neither the order nor the places sort anything."""
+    ids_sql, ids_params = _page_ids_sql(shape, values, keyed=True)
+    entry_sql, entry_params = _entry_sql(values)
+    # Only SQL Django compiled (its parameters passed apart) and fixed column names
+    # from _ENTRY_ORDER go into the text.
+    order = ", ".join(f"page.{column}" for column in _ENTRY_ORDER[shape.sort])
+    sql = (
+        f"SELECT row_number() OVER (ORDER BY {order}) AS n, entry.*"  # nosec B608 # see above
+        f" FROM ({ids_sql}) AS page CROSS JOIN LATERAL ({entry_sql}) AS entry ORDER BY {order}"
+    )
+    return sql, (*ids_params, *entry_params)
+
+
+def _page_ids_sql(
+    shape: _Shape, values: Mapping[str, Any], *, keyed: bool = False
+) -> tuple[str, tuple[Any, ...]]:
+    """The SQL selecting the ids of a page of `shape`, in the order shown (`keyed`: with
+    the columns of that order before each id)."""
     order = _ENTRY_ORDER[shape.sort]
     entries = _entries(shape, values)
     if shape.after:
         first = (values["after_priority"],) if shape.sort == "priority" else ()
         after = (*first, values["after_due"], values["after_id"])
         entries = entries.filter(TupleGreaterThan(Tuple(*order), after))
-    return _first_task_ids(entries, shape=shape, user_id=values["user_id"], order=order)
+    return _first_task_ids(
+        entries, shape=shape, user_id=values["user_id"], order=order, keyed=keyed
+    )
+
+
+@functools.cache
+def page_function() -> functions.Function:
+    """`inbox`'s statement as a PL/pgSQL function (workflows.engine.functions), which the
+    migrations install: PostgreSQL keeps its plans per server connection. Sent as
+    statements, a page's ids and its rows were planned again on every page, the rows
+    alone about 0.2 ms of the server's time, twice what they took to run.
+
+    One case per tab and sort, each the statement of the tab's pages after a cursor
+    (the first page's is one before any task, _values): any page of the usual size
+    and without filters, for any set of registered definitions (the workflow types
+    that carry the viewer's decisions and the run's input are two arrays)."""
+    slots = {
+        "user_id": int,
+        "now": datetime,
+        "after_priority": int,
+        "after_due": datetime,
+        "after_id": UUID,
+        "separating": str,
+        "requesting": str,
+    }
+    arguments = {
+        "user_id": "$1",
+        "now": "$4",
+        "after_priority": "$5",
+        "after_due": "$6",
+        "after_id": "$7",
+        "separating": "$8",
+        "requesting": "$9",
+    }
+    cases = []
+    for tab, sort in itertools.product(TABS, SORTS):
+        shape = _Shape(vendor="postgresql", tab=tab, sort=sort, after=True)
+        compiled = compiled_queries.compile_once(functools.partial(_page_sql, shape), slots=slots)
+        condition = f"$2 = {functions.literal(tab)} AND $3 = {functions.literal(sort)}"
+        cases.append((condition, compiled.function_body(arguments)))
+    # The last tab and sort take what the others leave: `inbox` passes one of each.
+    *cases, (_, last) = cases
+    return functions.Function(
+        prefix="baton_inbox_page",
+        arguments=(
+            functions.column_type(get_user_model(), "id"),
+            functions.column_type(InboxEntry, "tab"),
+            "text",
+            functions.column_type(Snooze, "until"),
+            functions.column_type(InboxEntry, "sort_priority"),
+            functions.column_type(InboxEntry, "sort_due"),
+            functions.column_type(InboxEntry, "task_id"),
+            f"{functions.column_type(InboxEntry, 'workflow_type')}[]",
+            f"{functions.column_type(InboxEntry, 'workflow_type')}[]",
+        ),
+        returns=", ".join(
+            [
+                "o_n bigint",
+                *(f"o_{name} {functions.column_type(InboxEntry, name)}" for name in _ENTRY_COLUMNS),
+                f"o_run_input {functions.column_type(WorkflowRun, 'input')}",
+                "o_viewer_decisions jsonb[]",
+            ]
+        ),
+        cases=tuple(cases),
+        body=last,
+        # Planned for any user and cursor, a tab's range looks short, and reading it
+        # whole and sorting it cheap: for a person with thousands of tasks it is not.
+        # In the index's order, each range stops at the page, whoever it belongs to.
+        # That plan is the one kept for every call, as for the counts (header_function).
+        planner=(
+            *(
+                (f"enable_{method}", "off")
+                for method in ("seqscan", "bitmapscan", "sort", "hashjoin")
+            ),
+            ("plan_cache_mode", "force_generic_plan"),
+        ),
+    )
 
 
 @functools.lru_cache(maxsize=4)
@@ -463,130 +612,12 @@ def _header_sql(vendor: str, values: Mapping[str, Any]) -> tuple[str, tuple[Any,
     return sql, (*params, values["user_id"], values["user_id"])
 
 
-def _page_tasks(cursor: Any, task_ids: list[UUID], *, user_id: int) -> list[PageTask]:
-    """Read the tasks `task_ids`, in that order, as plain values from one inbox entry of
-    each (every entry of a task carries the same), with the run's input where its type
-    names a requester in it and `viewer_decisions` (approvals.duties.page_annotations):
-    no join of the task, its run or its people. On PostgreSQL, through `rows_function`
-    (or, with BATON_DB_FUNCTIONS off, from SQL compiled once per number of tasks)."""
-    if not task_ids:
-        return []
-    connection = replica.read_connection()
-    shape = _RowsShape(
-        vendor=connection.vendor,
-        count=len(task_ids),
-        separating=duties.separating_types(),
-        requesting=duties.requester_types(),
-    )
-    convert = converter(InboxEntry, _ENTRY_COLUMNS)
-    if functions.used(connection):
-        arguments = (user_id, task_ids, list(shape.separating), list(shape.requesting))
-        cursor.execute(rows_function().call_sql, arguments)
-        return [_task_of(row, convert) for row in cursor.fetchall()]
-    values = {"user_id": user_id, **{f"id{n}": task_id for n, task_id in enumerate(task_ids)}}
-    if shape.vendor in _COMPILED_ON:
-        cursor.execute(*_compiled_rows(shape).bind(values))
-        return [_task_of(row, convert) for row in cursor.fetchall()]
-    cursor.execute(*_rows_sql(shape, values))
-    by_id: dict[Any, tuple[Any, ...]] = {}
-    for row in cursor.fetchall():
-        by_id.setdefault(row[0], row)
-    tasks = [_task_of(row, convert) for row in by_id.values()]
-    order = {task_id: n for n, task_id in enumerate(task_ids)}
-    return sorted((task for task in tasks if task.pk in order), key=lambda task: order[task.pk])
-
-
-@dataclass(frozen=True)
-class _RowsShape:
-    vendor: str
-    count: int
-    # The workflow types whose tasks carry the viewer's decisions (duties.separating_types).
-    separating: tuple[str, ...] = ()
-    # The workflow types whose tasks carry their run's input (duties.requester_types).
-    requesting: tuple[str, ...] = ()
-
-
-@functools.lru_cache(maxsize=128)
-def _compiled_rows(shape: _RowsShape) -> compiled_queries.Compiled:
-    slots = {"user_id": int, **{f"id{n}": UUID for n in range(shape.count)}}
-    return compiled_queries.compile_once(functools.partial(_rows_sql, shape), slots=slots)
-
-
-def _rows_sql(shape: _RowsShape, values: Mapping[str, Any]) -> tuple[str, tuple[Any, ...]]:
-    """The SQL of `_page_tasks`, selecting _ROW_COLUMNS: on PostgreSQL one entry of each
-    task in the order given, each read through the entries' task index (a LATERAL
-    subquery per task: all a task's entries would be one per candidate); elsewhere
-    every entry of the tasks, in no order."""
-    task_ids = [values[f"id{n}"] for n in range(shape.count)]
-    run_input = Case(
-        When(
-            workflow_type__in=shape.requesting,
-            then=Subquery(WorkflowRun.objects.filter(pk=OuterRef("run_id")).values("input")),
-        ),
-        default=None,
-        output_field=JSONField(),
-    )
-    # Off PostgreSQL there are none: duties_on_page then reads the decisions itself.
-    none = RawSQL("NULL", (), output_field=JSONField())
-    decisions = duties.page_annotations(
-        values["user_id"], separating=shape.separating, workflow_type="workflow_type"
-    ) or {"viewer_decisions": none}
-    entries = InboxEntry.objects.annotate(run_input=run_input, **decisions)
-    if shape.vendor != "postgresql":
-        return (
-            entries.filter(task_id__in=task_ids).values_list(*_ROW_COLUMNS).query.sql_with_params()
-        )
-    entry_sql, entry_params = (
-        entries.filter(task_id=RawSQL("page.task_id", ()))
-        .order_by()
-        .values_list(*_ROW_COLUMNS)[:1]
-        .query.sql_with_params()
-    )
-    pages = ", ".join(f"(%s::uuid, {n})" for n in range(shape.count))
-    # Only SQL Django compiled (its parameters passed apart) and numbers go into the text.
-    sql = (
-        f"SELECT entry.* FROM (VALUES {pages}) AS page(task_id, n)"  # nosec B608 # see above
-        f" CROSS JOIN LATERAL ({entry_sql}) AS entry ORDER BY page.n"
-    )
-    return sql, (*task_ids, *entry_params)
-
-
-@functools.cache
-def rows_function() -> functions.Function:
-    """`_page_tasks`'s statement as a PL/pgSQL function (workflows.engine.functions), which
-    the migrations install: PostgreSQL keeps its plan per server connection. Sent as a
-    statement, it was planned again on every page: about 0.2 ms of the server's time,
-    twice what it took to run. The page's task ids come as one array, and the workflow
-    types that carry the viewer's decisions and the run's input as two more, so one
-    function serves any page and any set of registered definitions."""
-    arguments = {"user_id": "$1", "ids": "$2", "separating": "$3", "requesting": "$4"}
-    compiled = compiled_queries.compile_once(
-        _rows_function_sql, slots={"user_id": int, "ids": str, "separating": str, "requesting": str}
-    )
-    return functions.Function(
-        prefix="baton_inbox_rows",
-        arguments=(
-            functions.column_type(get_user_model(), "id"),
-            f"{functions.column_type(InboxEntry, 'task_id')}[]",
-            f"{functions.column_type(InboxEntry, 'workflow_type')}[]",
-            f"{functions.column_type(InboxEntry, 'workflow_type')}[]",
-        ),
-        returns=", ".join(
-            [
-                *(f"o_{name} {functions.column_type(InboxEntry, name)}" for name in _ENTRY_COLUMNS),
-                f"o_run_input {functions.column_type(WorkflowRun, 'input')}",
-                "o_viewer_decisions jsonb[]",
-            ]
-        ),
-        body=compiled.function_body(arguments),
-        # One plan for any page: each task's entry through the entries' task index.
-        planner=(("plan_cache_mode", "force_generic_plan"),),
-    )
-
-
-def _rows_function_sql(values: Mapping[str, Any]) -> tuple[str, tuple[Any, ...]]:
-    """The SQL of `rows_function`: `_rows_sql`'s on PostgreSQL, with the page's ids one
-    array (read in its order) and each list of workflow types an array."""
+def _entry_sql(values: Mapping[str, Any]) -> tuple[str, tuple[Any, ...]]:
+    """The SQL reading the row of the task `page.task_id` from one of its inbox entries
+    (every entry of a task carries the same), selecting _ROW_COLUMNS, with the run's
+    input where its type is among `values["requesting"]` and `viewer_decisions`
+    (approvals.duties.page_annotations) where it is among `values["separating"]`,
+    each list an array: no join of the task, its run or its people."""
 
     def among(types: str) -> _AnyOf:
         return _AnyOf(F("workflow_type"), types)
@@ -605,19 +636,47 @@ def _rows_function_sql(values: Mapping[str, Any]) -> tuple[str, tuple[Any, ...]]
         default=None,
         output_field=decisions.output_field,
     )
-    entry_sql, entry_params = (
+    return (
         InboxEntry.objects.annotate(run_input=run_input, viewer_decisions=decisions)
         .filter(task_id=RawSQL("page.task_id", ()))
         .order_by()
         .values_list(*_ROW_COLUMNS)[:1]
         .query.sql_with_params()
     )
-    # Only SQL Django compiled (its parameters passed apart) goes into the text.
-    sql = (
-        "SELECT entry.* FROM unnest(%s) WITH ORDINALITY AS page(task_id, n)"  # nosec B608 # see above
-        f" CROSS JOIN LATERAL ({entry_sql}) AS entry ORDER BY page.n"
+
+
+def _tasks_elsewhere(
+    shape: _Shape, values: Mapping[str, Any], convert: Callable[[Sequence[Any]], list[Any]]
+) -> list[PageTask]:
+    """A page's tasks off PostgreSQL (SQLite, for the demo), by one statement built per
+    call: every entry of the tasks whose ids `_page_ids_sql` selects, one kept per task,
+    put in the page's order here. No viewer's decisions: duties_on_page reads them."""
+    run_input = Case(
+        When(
+            workflow_type__in=values["requesting"],
+            then=Subquery(WorkflowRun.objects.filter(pk=OuterRef("run_id")).values("input")),
+        ),
+        default=None,
+        output_field=JSONField(),
     )
-    return sql, (values["ids"], *entry_params)
+    none = RawSQL("NULL", (), output_field=JSONField())
+    ids_sql, ids_params = _page_ids_sql(shape, values)
+    sql, params = (
+        InboxEntry.objects.annotate(run_input=run_input, viewer_decisions=none)
+        .filter(task_id__in=RawSQL(ids_sql, ids_params))
+        .values_list(*_ROW_COLUMNS)
+        .query.sql_with_params()
+    )
+    with replica.read_connection().cursor() as cursor:
+        cursor.execute(sql, params)
+        by_id = {row[0]: row for row in cursor.fetchall()}
+    tasks = [_task_of(row, convert) for row in by_id.values()]
+
+    def key(task: PageTask) -> tuple[Any, ...]:
+        due = (sort_due(task.due_at), task.pk)
+        return (sort_priority(task.priority), *due) if shape.sort == "priority" else due
+
+    return sorted(tasks, key=key)
 
 
 class _AnyOf(Lookup):
@@ -712,11 +771,17 @@ def _entries(shape: _Shape, values: Mapping[str, Any]) -> QuerySet[InboxEntry]:
 
 
 def _first_task_ids(
-    entries: QuerySet[InboxEntry], *, shape: _Shape, user_id: int, order: tuple[str, ...]
+    entries: QuerySet[InboxEntry],
+    *,
+    shape: _Shape,
+    user_id: int,
+    order: tuple[str, ...],
+    keyed: bool = False,
 ) -> tuple[str, tuple[Any, ...]]:
     """Return SQL and params selecting the ids of the first `shape.limit` tasks among
     `entries` in `shape.tab` of user `user_id`, in `order` (InboxEntry columns ending with
-    task_id), for the database `shape.vendor`.
+    task_id), for the database `shape.vendor`; `keyed` (PostgreSQL's only), the columns
+    of `order` rather than the ids alone.
 
     "Mine" and "delegated" are one range of the user's index. The queue is the
     user's range and one range per group of theirs; on PostgreSQL each range is
@@ -728,7 +793,8 @@ def _first_task_ids(
     entries = entries.order_by(*order)
     own = entries.filter(user_id=user_id, tab=tab)
     if tab != InboxTab.QUEUE:
-        return own.values("task_id")[:limit].query.sql_with_params()
+        selected = order if keyed else ("task_id",)
+        return own.values(*selected)[:limit].query.sql_with_params()
     memberships = get_user_model().groups.through
     if shape.vendor != "postgresql":
         groups = memberships.objects.filter(user_id=user_id).values("group_id")
@@ -750,7 +816,7 @@ def _first_task_ids(
         f" CROSS JOIN LATERAL ({group_sql}) AS streams WHERE membership.user_id = %s)"
         f") AS candidates ORDER BY {columns} LIMIT %s"
     )
-    page = f"SELECT task_id FROM ({merged}) AS page"  # nosec B608 # see above
+    page = merged if keyed else f"SELECT task_id FROM ({merged}) AS page"  # nosec B608 # see above
     return page, (*own_params, *group_params, user_id, limit)
 
 

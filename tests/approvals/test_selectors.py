@@ -163,7 +163,7 @@ class TestEveryTabFilterAndSort:
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="compiled once on PostgreSQL only")
 class TestCompiledOnce:
-    """The SQL of a page's ids and of the counts is compiled once per shape of filters
+    """The SQL of a page and of the counts is compiled once per shape of filters
     (approvals.inbox.compiled_queries); bound to a call's values, it is what the ORM compiles."""
 
     @pytest.mark.parametrize("tab", ["mine", "queue", "delegated"])
@@ -192,9 +192,9 @@ class TestCompiledOnce:
                 filters, user_id=bob.pk, now=now, after=selectors._decode(after, sort)
             )
 
-            bound = selectors._page_ids(shape, values)
+            bound = selectors._page(shape, values, functions_used=False)
 
-            assert bound == selectors._page_ids_sql(shape, values), (extra, after)
+            assert bound == selectors._page_sql(shape, values), (extra, after)
 
     def test_the_counts_bind_to_what_the_orm_compiles(self, bob):
         values = {"user_id": bob.pk, "now": timezone.now()}
@@ -205,9 +205,9 @@ class TestCompiledOnce:
 
 
 class TestPageTasks:
-    """A page's tasks are read as plain values from their inbox entries, by SQL compiled
-    once (selectors._page_tasks): the same values select_related and the viewer's
-    annotation would load from the task, its run and its people."""
+    """A page's tasks are read as plain values from their inbox entries, with the page's
+    ids (selectors.inbox): the same values select_related and the viewer's annotation
+    would load from the task, its run and its people."""
 
     def test_each_task_holds_what_the_orm_loads(self, varied_tasks, people, finance_task, carol):
         from approvals import duties
@@ -224,24 +224,18 @@ class TestPageTasks:
         HumanTask.objects.filter(run=run).update(workflow_type=run.workflow_type)
         # As the services do after a change to a task or its run (inbox_entries' rule).
         inbox_entries.refresh_run(run)
-        # The tasks some inbox shows, in an order of no index's.
-        tasks = list(HumanTask.objects.filter(inbox_entries__isnull=False).distinct())
-        random.Random(7).shuffle(tasks)
-        for person in (people["bob"], carol):
+        built = []
+        # Each person's every page (their tabs show every task some inbox shows).
+        for person in people.values():
+            shown = {task.pk: task for task in shown_to(person)}
             wanted = {
                 task.pk: task
-                for task in HumanTask.objects.filter(pk__in=[t.pk for t in tasks])
+                for task in HumanTask.objects.filter(pk__in=shown)
                 .select_related("assignee", "owner", "substitute_for", "run__started_by")
                 .annotate(**duties.page_annotations(person))
             }
 
-            with connection.cursor() as cursor:
-                built = selectors._page_tasks(
-                    cursor, [task.pk for task in tasks], user_id=person.pk
-                )
-
-            assert [task.pk for task in built] == [task.pk for task in tasks]
-            for task in built:
+            for task in shown.values():
                 want = wanted[task.pk]
                 # Off PostgreSQL neither has them: duties_on_page reads them itself.
                 decisions = getattr(want, "viewer_decisions", None)
@@ -252,9 +246,12 @@ class TestPageTasks:
                     viewer_decisions=None if decisions is None else tuple(decisions),
                     run_input=want.run.input if requesting else {},
                 )
-            assert any(task.substitute_for and task.started_by for task in built)
-            assert any(task.run_input for task in built)
-        # carol, last, decided the first stage of finance_task's run.
+            built.extend(shown.values())
+
+        assert named.pk in {task.pk for task in built}
+        assert any(task.substitute_for and task.started_by for task in built)
+        assert any(task.run_input for task in built)
+        # carol decided the first stage of finance_task's run.
         assert connection.vendor != "postgresql" or any(task.viewer_decisions for task in built)
 
     def test_only_tasks_of_types_that_separate_approvers_carry_the_viewers_decisions(
@@ -265,13 +262,27 @@ class TestPageTasks:
         assert "expense" in duties.separating_types()
         monkeypatch.setattr(duties, "separating_types", lambda: ())
 
-        with connection.cursor() as cursor:
-            (built,) = selectors._page_tasks(cursor, [finance_task.pk], user_id=carol.pk)
+        (built,) = [task for task in shown_to(carol) if task.pk == finance_task.pk]
 
         assert built.viewer_decisions is None
         # Read apart, carol's decision of the run's first stage still bars her.
         (conflict,) = [d.decisions for d in duties.duties_on_page([built]).values()]
         assert [decision.decided_by_id for decision in conflict] == [carol.pk]
+
+
+def shown_to(user: Any) -> list[selectors.PageTask]:
+    """The tasks of every page of each of `user`'s tabs, in pages of the usual size."""
+    tasks = []
+    for tab in selectors.TABS:
+        cursor = ""
+        while True:
+            filters = selectors.InboxFilters(tab=tab, cursor=cursor)
+            page = selectors.inbox(user=user, filters=filters, now=timezone.now())
+            tasks.extend(page.tasks)
+            cursor = page.next_cursor
+            if not cursor:
+                break
+    return tasks
 
 
 class TestCounts:
@@ -316,36 +327,6 @@ class TestCursors:
                 now=timezone.now(),
                 limit=10,
             )
-
-    def test_a_task_decided_between_the_ids_and_the_rows_leaves_the_next_page_reachable(
-        self, make_task, carol, monkeypatch
-    ):
-        for n in range(4):
-            make_task(state="claimed", assignee=carol, title=f"Task {n}")
-        everything = selectors.inbox(
-            user=carol, filters=selectors.InboxFilters(), now=timezone.now(), limit=10
-        )
-        order = [task.title for task in everything.tasks]
-        rows_of = selectors._page_tasks
-
-        def one_row_gone(cursor, task_ids, **kwargs):
-            # The first task's entries are gone (decided) by the time its row is read.
-            return rows_of(cursor, task_ids[1:], **kwargs)
-
-        monkeypatch.setattr(selectors, "_page_tasks", one_row_gone)
-        page = selectors.inbox(
-            user=carol, filters=selectors.InboxFilters(), now=timezone.now(), limit=2
-        )
-        monkeypatch.setattr(selectors, "_page_tasks", rows_of)
-        rest = selectors.inbox(
-            user=carol,
-            filters=selectors.InboxFilters(cursor=page.next_cursor),
-            now=timezone.now(),
-            limit=10,
-        )
-
-        assert [task.title for task in page.tasks] == order[1:3]
-        assert [task.title for task in rest.tasks] == order[3:]
 
     @pytest.mark.parametrize(
         "value",

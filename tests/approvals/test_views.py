@@ -348,7 +348,7 @@ class TestQueriesPerPage:
             {"tab": "mine", "type": "expense", "q": "trip", "sla": "overdue"},
         ],
     )
-    def test_a_page_costs_at_most_five_queries_the_list_four_and_the_counts_three_at_any_size(
+    def test_a_page_costs_four_queries_the_list_three_and_the_counts_three_at_any_size(
         self,
         client,
         bob,
@@ -361,6 +361,9 @@ class TestQueriesPerPage:
     ):
         client.force_login(bob)
         url = reverse("approvals:inbox")
+        on_postgresql = connection.vendor == "postgresql"
+        at_most = django_assert_num_queries if on_postgresql else django_assert_max_num_queries
+        elsewhere = 0 if on_postgresql else 1
         sizes = []
         for size in (1, 40):
             while HumanTask.objects.filter(title="Trip").count() < size * 3:
@@ -368,11 +371,11 @@ class TestQueriesPerPage:
                 make_task(title="Trip", state="delegated", assignee=alice, owner=bob)
                 make_task(title="Trip", state="open", groups=[groups["finance"]], users=[bob])
 
-            # Beyond the session and the user: the page's ids, its rows (none to read
-            # when no id matched), the counts.
-            with django_assert_max_num_queries(5):
+            # Beyond the session and the user: the page's tasks with their rows, the counts;
+            # off PostgreSQL, separation of duties reads the viewer's decisions apart.
+            with at_most(4 + elsewhere):
                 page = client.get(url, query)
-            with django_assert_max_num_queries(4):
+            with at_most(3 + elsewhere):
                 client.get(url, query, **htmx_target("task-list"))
             with django_assert_num_queries(3):
                 client.get(url, query, **htmx_target("tab-counts"))

@@ -144,7 +144,7 @@ class TestCheckFunctions:
             "baton_record_straight",
             "baton_record_end",
             "baton_inbox_header",
-            "baton_inbox_rows",
+            "baton_inbox_page",
         }
 
     def test_reads_nothing_unless_told_which_databases(self, django_assert_num_queries):

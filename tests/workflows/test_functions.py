@@ -44,17 +44,18 @@ def _compiled() -> dict[str, functions.Function]:
     }
 
 
-def _claiming_start(now):
-    """A start of a run whose first step is local: the starter claims it (`start_workflow_here`)."""
+def _claiming_start(now, workflow_type: str = "local_chain", *, here: bool = True):
+    """A start by a process that runs what it may (`start_workflow_here`): a local first
+    step, as local_chain's, is claimed by the starter."""
     return start.start_claiming(
-        workflow_type="local_chain",
+        workflow_type=workflow_type,
         input={},
         idempotency_key=None,
         correlation_id="",
         started_by=None,
         now=now,
         parent_step=None,
-        here=True,
+        here=here,
     )
 
 
@@ -174,6 +175,48 @@ class TestTheStartsFunction:
         assert (claimed.step_id, claimed.token) == (step.pk, step.lease_token)
         assert not claimed.step._state.adding
         assert not claimed.step.changed_fields()
+
+    @pytest.mark.parametrize("claims", [False, True], ids=["scheduled", "claimed"])
+    def test_the_rows_it_returns_are_the_rows_it_wrote_in_every_column(self, claims):
+        if claims:
+            run, _, claim = _claiming_start(timezone.now())
+            rows = [run, claim.step]
+        else:
+            run, _ = engine.start_workflow(workflow_type="local_chain", input={})
+            rows = [run]
+
+        for row in rows:
+            written = type(row).objects.get(pk=row.pk)
+            assert {f.attname: getattr(row, f.attname) for f in row._meta.concrete_fields} == {
+                f.attname: getattr(written, f.attname) for f in row._meta.concrete_fields
+            }
+
+    def test_every_start_it_takes_is_one_the_general_way_writes_as_one_run_event_and_step(
+        self, settings, monkeypatch
+    ):
+        """The function is compiled from a start's rows, so it may take only the starts whose
+        general way writes those three rows and nothing else: a run, its STARTED event,
+        and its first step, sent to a worker or claimed by the starter."""
+        straight_ones = [
+            definition
+            for definition in registry.all_definitions()
+            if registry.get(definition.name) is definition and start._starts_straight(definition)
+        ]
+        written = []
+        monkeypatch.setattr(Workflow, "validate_input", lambda self, data: data)
+        monkeypatch.setattr(start.UnitOfWork, "finish", lambda work, run: written.append(work))
+        settings.BATON_DB_FUNCTIONS = False
+        settings.BATON_EAGER_STEPS = 2
+
+        for definition, here in [(d, here) for d in straight_ones for here in (False, True)]:
+            run, _, claim = _claiming_start(timezone.now(), definition.name, here=here)
+            work = written.pop()
+            [step] = work.new_steps
+            assert (work.new_runs, work.changed, work.ended) == ([run], {}, [])
+            assert [(event.kind, event.step) for event in work.events] == [("started", None)]
+            assert work.to_send == ([] if claim else [step])
+            assert claim is None or claim.step is step
+        assert len(straight_ones) > 5
 
     def test_the_run_it_returns_is_saved_with_its_first_step(self, order_input):
         run, created = engine.start_workflow(workflow_type="order", input=order_input())

@@ -101,7 +101,7 @@ def _unnest_insert(
         return None
     columns = []
     for field in fields:
-        if _reads_attribute(field):
+        if reads_attribute(field):
             values = list(map(attrgetter(field.attname), rows))
         else:
             values = [field.pre_save(row, True) for row in rows]
@@ -154,7 +154,7 @@ def _unnestable(field: Field, connection: Any) -> bool:
     return not hasattr(field, "get_placeholder") and internal in connection.data_types
 
 
-def _reads_attribute(field: Field) -> bool:
+def reads_attribute(field: Field) -> bool:
     """Whether `field.pre_save(row, add=True)` only reads the row's attribute."""
     pre_save = type(field).pre_save
     if pre_save is Field.pre_save:

@@ -12,8 +12,9 @@ machines stay the one specification, and a call converts and sends only what dif
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import Field, Model
@@ -30,6 +31,7 @@ class Param:
     name: str
 
     def bound(self, values: dict[str, Any], claimed: bool) -> Any:
+        """This call's value."""
         return values[self.name]
 
 
@@ -42,6 +44,7 @@ class ClaimedOr:
     scheduled: Any
 
     def bound(self, values: dict[str, Any], claimed: bool) -> Any:
+        """This call's value, by whether it claims its new step."""
         value = self.claimed if claimed else self.scheduled
         return value.bound(values, claimed) if isinstance(value, Param) else value
 
@@ -51,8 +54,10 @@ PER_CALL = (Param, ClaimedOr)
 
 _UNSET = object()
 
+_Row = TypeVar("_Row", bound=Model)
 
-def template(model: type[Model], state: str, **values: Any) -> Any:
+
+def template(model: type[_Row], state: str, **values: Any) -> _Row:
     """A row in `state` whose fields not given hold a marker, so those a transition sets show
     (`set_by`)."""
     row = new_row(model, state=state)
@@ -71,7 +76,7 @@ def set_by(row: Model) -> dict[str, Any]:
     }
 
 
-def new_activity_steps(*, node: Any, round: Any) -> tuple[StepRun, StepRun]:
+def new_activity_steps(*, node: str | Param, round: int | Param) -> tuple[StepRun, StepRun]:
     """An activity's new step as `activity.enter` makes it: scheduled for a worker
     (`work.new_step`), or claimed by the worker writing it (`execute.claim_inline`:
     `StepRun.start`). Its run, the time, its lease, when it is due and, claimed, the
@@ -116,7 +121,7 @@ def sql_type(field: Field) -> str:
     return str(field.db_type(connections[DEFAULT_DB_ALIAS])).split("(")[0]
 
 
-def argument_writer(positions: dict[str, int], claimed: str | None = None) -> Any:
+def argument_writer(positions: dict[str, int], claimed: str | None = None) -> Callable[[Any], str]:
     """What writes a value into a function's text: a `Param` as its argument (`$n`, by
     `positions`), a `ClaimedOr` as a CASE on the argument `claimed` (unless both sides
     agree), a constant as SQL."""
@@ -125,6 +130,8 @@ def argument_writer(positions: dict[str, int], claimed: str | None = None) -> An
         if isinstance(value, Param):
             return f"${positions[value.name]}"
         if isinstance(value, ClaimedOr):
+            if claimed is None:
+                raise ValueError("A value that depends on a claim needs the `claimed` argument.")
             one, other = argument(value.claimed), argument(value.scheduled)
             return one if one == other else f"CASE WHEN {claimed} THEN {one} ELSE {other} END"
         return functions.literal(value)
@@ -132,7 +139,7 @@ def argument_writer(positions: dict[str, int], claimed: str | None = None) -> An
     return argument
 
 
-def function_body(sql: str, params: tuple[Any, ...], argument: Any) -> str:
+def function_body(sql: str, params: tuple[Any, ...], argument: Callable[[Any], str]) -> str:
     """`sql` with each of its `%s` written in, by `argument` (see `argument_writer`)."""
     pieces = sql.split("%s")
     if len(pieces) != len(params) + 1:

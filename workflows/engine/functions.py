@@ -51,11 +51,17 @@ class Function:
     # plan is made for any argument values (a generic plan), from average estimates
     # that can favour reading a whole range and sorting it over reading it in order.
     planner: tuple[tuple[str, str], ...] = ()
+    # Queries returned instead of `body` when a condition on the arguments holds, as
+    # (condition, query), tried in turn: one function for a few shapes of one query,
+    # each shape planned apart (PL/pgSQL keeps a plan per statement).
+    cases: tuple[tuple[str, str], ...] = ()
 
     @functools.cached_property
     def name(self) -> str:
         text = "\n".join([", ".join(self.arguments), self.returns, self.prelude, self.body])
         text += "".join(f"\nSET {setting} = {value}" for setting, value in self.planner)
+        # Only a function with cases has them in its text: the others keep their names.
+        text += "".join(f"\nIF {condition} THEN {query}" for condition, query in self.cases)
         return f"{self.prefix}_{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
     @property
@@ -66,10 +72,14 @@ class Function:
     def create_sql(self) -> str:
         """The `CREATE FUNCTION` a migration runs."""
         planner = "".join(f" SET {setting} = {value}" for setting, value in self.planner)
+        cases = "".join(
+            f"IF {condition} THEN\nRETURN QUERY {query};\nRETURN;\nEND IF;\n"
+            for condition, query in self.cases
+        )
         return (
             f"CREATE OR REPLACE FUNCTION {self.signature}\n"
             f"RETURNS TABLE ({self.returns})\nLANGUAGE plpgsql{planner} AS $baton$\nBEGIN\n"
-            f"{self.prelude}RETURN QUERY {self.body};\nEND\n$baton$"
+            f"{self.prelude}{cases}RETURN QUERY {self.body};\nEND\n$baton$"
         )
 
     def drop_sql(self) -> str:

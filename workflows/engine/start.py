@@ -14,8 +14,6 @@ the step and runs it).
 from __future__ import annotations
 
 import functools
-import json
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -26,7 +24,7 @@ from django.utils import timezone
 
 from workflows import due_times, metrics, queues, registry, tracing
 from workflows.dsl import Activity, Workflow
-from workflows.engine import advance, functions, moves
+from workflows.engine import advance, batch, functions, moves
 from workflows.engine.compiled import (
     PER_CALL,
     ClaimedOr,
@@ -44,10 +42,9 @@ from workflows.engine.work import (
     UnitOfWork,
     definition_of,
     log_event,
-    redispatch_at,
     send_on_commit,
     settle,
-    tell_run_start_hooks,
+    tell_hooks_runs_started,
     write_after_hooks,
 )
 from workflows.models import StepEvent, StepRun, WorkflowRun, new_row
@@ -229,8 +226,8 @@ def start_pending_runs(*, now: datetime, limit: int) -> int:
 
 def _starts_straight(definition: Workflow) -> bool:
     """Whether a start of `definition` can be written by `start_function`: no limit to
-    count, and a first node that only schedules its step (a plain activity, on the
-    default queue, without limits)."""
+    count, and a first node that only makes its step (a plain activity, on the default
+    queue, without limits), scheduled for a worker or claimed by the starter."""
     if not functions.used(connection) or definition.concurrency_limit is not None:
         return False
     node = definition.node(definition.start)
@@ -268,48 +265,45 @@ def _start_in_one_statement(
     )
     run.start(now=now)
     run.created_at = run.updated_at = timezone.now()  # as a save's `pre_save` sets them
-    first = _first_step(definition)
-    node = first.node
-    claimed = activity.claimed_here(run, node, work)
+    node = definition.node(definition.start)
+    claimed = activity.claimed_here(run=run, node=node, work=work)
     if claimed:
         work.inline_claim = moves.engine().claim_inline(run, node, 0, now, work)
         step = work.inline_claim.step
-        token, due_at, holder = step.lease_token, step.due_at, step.lease_holder
+        first = {"lease": step.lease, "due_at": step.due_at}
+        first.update(claim_token=step.lease_token, holder=step.lease_holder)
     else:
-        token, due_at, holder = None, redispatch_at(node, now), ""
-    connection_ = connections[DEFAULT_DB_ALIAS]
-    values = [
-        run.id,
-        run.workflow_type,
-        run.workflow_version,
-        _INPUT.get_db_prep_save(run.input, connection=connection_),
-        run.correlation_id,
-        run.started_by_id,
-        run.deadline_at,
-        _TRACE_CONTEXT.get_db_prep_save(run.trace_context, connection=connection_),
-        run.created_at,
-        now,
-        first.detail,
-        node.name,
-        node.timeouts.first_lease,
-        due_at,
-        token,
-        holder,
-        claimed,
-    ]
-    log_event(run, None, EventKind.STARTED, first.logged_detail)
+        first = {**activity.scheduled(node, now), "claim_token": None, "holder": ""}
+    detail = {"version": definition.version}  # as the JSON column gives it back
+    values = {
+        "run_id": run.id,
+        "workflow_type": run.workflow_type,
+        "workflow_version": run.workflow_version,
+        "input": _INPUT.get_db_prep_save(run.input, connection=connection),
+        "correlation_id": run.correlation_id,
+        "started_by_id": run.started_by_id,
+        "deadline_at": run.deadline_at,
+        "trace_context": _TRACE_CONTEXT.get_db_prep_save(run.trace_context, connection=connection),
+        "saved_at": run.created_at,
+        "now": now,
+        "detail": _DETAIL.get_db_prep_save(detail, connection=connection),
+        "node": node.name,
+        **first,
+    }
+    bound = [values[name] for name, _model, _field in _ARGUMENTS] + [claimed]
+    log_event(run=run, step=None, kind=EventKind.STARTED, detail=detail)
     step_id = write_after_hooks(
-        tell=lambda: tell_run_start_hooks([run], now=now),
-        write=lambda: _insert(start_function().call_sql, values),
+        tell=lambda: tell_hooks_runs_started([run], now=now),
+        write=lambda: _insert(start_function().call_sql, bound),
     )
     run._state.adding = False
-    run._state.db = connection_.alias
+    run._state.db = connection.alias
     run.mark_saved()
-    metrics.record_run_event(run.workflow_type, EventKind.STARTED, first.logged_detail)
+    metrics.record_run_event(workflow_type=run.workflow_type, kind=EventKind.STARTED, detail=detail)
     if claimed:
         step.pk = step_id
         step._state.adding = False
-        step._state.db = connection_.alias
+        step._state.db = connection.alias
         step.mark_saved()
     else:
         send_on_commit([step_id], tracing.run_contexts([(step_id, run.trace_context)]))
@@ -324,34 +318,7 @@ def _insert(call: str, values: list[Any]) -> int:
 
 _INPUT = WorkflowRun._meta.get_field("input")
 _TRACE_CONTEXT = WorkflowRun._meta.get_field("trace_context")
-
-
-@dataclass(frozen=True)
-class _FirstStep:
-    """What every straight start of a definition writes alike: its first node, and its
-    STARTED event's detail, as the row holds it and as the log says it."""
-
-    node: Activity
-    detail: Any
-    logged_detail: dict[str, Any]
-
-
-_first_steps: dict[int, tuple[Workflow, _FirstStep]] = {}
-
-
-def _first_step(definition: Workflow) -> _FirstStep:
-    known = _first_steps.get(id(definition))
-    if known is None or known[0] is not definition:
-        # What the JSON column gives back, as `UnitOfWork.event` logs it.
-        detail = json.loads(json.dumps({"version": definition.version}))
-        field = StepEvent._meta.get_field("detail")
-        first = _FirstStep(
-            node=definition.node(definition.start),  # type: ignore[arg-type]
-            detail=field.get_db_prep_save(detail, connection=connections[DEFAULT_DB_ALIAS]),
-            logged_detail=detail,
-        )
-        known = _first_steps[id(definition)] = (definition, first)
-    return known[1]
+_DETAIL = StepEvent._meta.get_field("detail")
 
 
 # The straight start's per-call values, in its function's argument order, each typed as
@@ -378,8 +345,10 @@ _ARGUMENTS: tuple[tuple[str, type[Model], str], ...] = (
 
 def _template_rows() -> tuple[WorkflowRun, StepEvent, StepRun, StepRun]:
     """A straight start's rows as the general way makes them, each value a start brings
-    a `Param`: the run started (`WorkflowRun.start`), its STARTED event (`UnitOfWork.event`),
-    and its first step, scheduled and claimed (`compiled.new_activity_steps`)."""
+    a `Param`: the run started (`WorkflowRun.start`), its STARTED event as
+    `UnitOfWork.event` makes a run's, and its first step, scheduled and claimed
+    (`compiled.new_activity_steps`). tests/workflows/test_functions.py holds what the
+    function writes to what the general way writes."""
     run = new_row(
         WorkflowRun,
         id=Param("run_id"),
@@ -417,12 +386,14 @@ def _values(model: type[Model], row: Model, other: Model | None = None) -> list[
         if field is model._meta.auto_field:
             continue
         value = prepared(field, row.__dict__[field.attname])
-        if not isinstance(value, PER_CALL) and (
-            getattr(field, "auto_now", False)
-            or getattr(field, "auto_now_add", False)
-            or (callable(field.default) and field.get_default() != field.get_default())
-        ):
-            raise RuntimeError(f"{model.__name__}.{field.name} differs per row: make it a Param.")
+        name = f"{model.__name__}.{field.name}"
+        stamped = getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False)
+        if not batch.reads_attribute(field) and not (stamped and isinstance(value, Param)):
+            # A save would compute it (`pre_save`): the function would write it raw.
+            raise RuntimeError(f"{name} is computed on save: the start cannot compile it.")
+        varies = callable(field.default) and field.get_default() != field.get_default()
+        if varies and not isinstance(value, PER_CALL):
+            raise RuntimeError(f"{name} differs per row: make it a Param.")
         if other is not None:
             value = ClaimedOr(value, prepared(field, other.__dict__[field.attname]))
         columns.append((field, value))

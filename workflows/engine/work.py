@@ -193,7 +193,7 @@ class UnitOfWork:
         elif step is None and kind == EventKind.STARTED:
             self.started.append(run)
         level = logging.DEBUG if self.batched and kind in _ROUTINE_EVENTS else logging.INFO
-        log_event(run, step, kind, detail, level=level)
+        log_event(run=run, step=step, kind=kind, detail=detail, level=level)
 
     def flush(self) -> None:
         """Write the new and changed rows now (before the engine reads steps back)."""
@@ -228,7 +228,7 @@ class UnitOfWork:
     def tell_run_start_hooks(self) -> None:
         """Tell the run-start hooks of the runs this unit of work started (`finish` does)."""
         started, self.started = self.started, []
-        tell_run_start_hooks(started, now=max(event.at for event in self.events))
+        tell_hooks_runs_started(started, now=max(event.at for event in self.events))
 
     def _tell_run_end_hooks(self) -> None:
         # The last word on each run that is over now ("cancelled" is also said when
@@ -460,18 +460,18 @@ def lock_run(run_id: uuid.UUID | str) -> WorkflowRun:
         raise RunNotFound(f"No workflow run {run_id}.") from None
 
 
-def tell_run_start_hooks(started: list[WorkflowRun], *, now: datetime) -> None:
+def tell_hooks_runs_started(started: list[WorkflowRun], *, now: datetime) -> None:
     """Tell the run-start hooks (see registry.register_run_start_hook) that runs started."""
     for hook in registry.run_start_hooks():
         hook(started=started, now=now)
 
 
 def log_event(
+    *,
     run: WorkflowRun,
     step: StepRun | None,
     kind: EventKind,
     detail: dict[str, Any],
-    *,
     level: int = logging.INFO,
 ) -> None:
     """Log a line of the run's timeline (`UnitOfWork.event` writes the line itself)."""

@@ -25,7 +25,7 @@ def enter(
 ) -> None:
     """Schedule the step for a worker, or claim it for the worker recording now
     (`claimed_here`)."""
-    if claimed_here(run, node, work):
+    if claimed_here(run=run, node=node, work=work):
         work.inline_claim = moves.engine().claim_inline(run, node, round, now, work)
         work.busy_runs.add(run.pk)
         return
@@ -35,7 +35,7 @@ def enter(
     work.send(step)
 
 
-def claimed_here(run: WorkflowRun, node: Activity, work: UnitOfWork) -> bool:
+def claimed_here(*, run: WorkflowRun, node: Activity, work: UnitOfWork) -> bool:
     """Whether the worker recording now claims the activity's new step rather than
     scheduling it: a local one always, a remote one if eager dispatch allows (neither
     while the run is paused), the first one only."""
