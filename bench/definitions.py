@@ -1,12 +1,18 @@
 """The workflow types the benchmarks start (registered through BATON_WORKFLOW_MODULES).
 
 No-op activities, so a figure is the engine's own cost and nothing else's. The
-approval types make real human tasks, the templates the seeder clones.
+approval types make real human tasks, the templates the seeder clones. The scale
+group's history is orders (`ORDER`, `ORDER_REVIEW`): the same no-op chain and
+approval, but with an input schema whose `order_id` operators search in the
+console, as a company's types declare their business key.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from workflows import registry
 from workflows.activity import ActivityContext
@@ -20,6 +26,10 @@ APPROVAL_MINE = "bench_approval_mine"
 APPROVAL_QUEUE = "bench_approval_queue"
 APPROVAL_OTHERS = "bench_approval_others"
 MAP = "bench_map"
+# The scale seed's finished history: an order's three no-op steps, and an order
+# approved by a reviewer, each found in the console by its order id.
+ORDER = "bench_order"
+ORDER_REVIEW = "bench_order_review"
 # Long enough never to come due in a benchmark; the seeder moves each copy's due time.
 DEADLINE = timedelta(days=36500)
 REVIEWERS_GROUP = "bench-reviewers"
@@ -29,6 +39,21 @@ OTHERS_GROUP = "bench-others"
 def noop(context: ActivityContext) -> None:
     """Do nothing: the step's cost is the engine's."""
     return None
+
+
+class OrderInput(BaseModel):
+    """An order's input: the key the shop knows it by, which the console searches."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    order_id: str = Field(min_length=1, max_length=100)
+
+
+class ReviewedOrderInput(OrderInput):
+    """An order a reviewer (by username) approves."""
+
+    assignee: str
+    title: str = "Bench review"
 
 
 def chain(name: str, steps: int, *, local: bool = False) -> Workflow:
@@ -93,6 +118,15 @@ def _register() -> None:
             name=APPROVAL_MINE,
             version=1,
             start="review",
+            nodes=(Approval(name="review", title=_title, assignees=_assignee, deadline=DEADLINE),),
+        ),
+        replace(chain(ORDER, 3), input_schema=OrderInput, searchable=("order_id",)),
+        Workflow(
+            name=ORDER_REVIEW,
+            version=1,
+            start="review",
+            input_schema=ReviewedOrderInput,
+            searchable=("order_id",),
             nodes=(Approval(name="review", title=_title, assignees=_assignee, deadline=DEADLINE),),
         ),
         Workflow(

@@ -13,10 +13,13 @@ large ÷ small:
 - pages through Django's test client, one request at a time (so the figure is
   the server's work, with no HTTP or concurrency): the inbox's first and deep
   page (the reviewer's 2,000 open tasks), the console's runs filtered by
-  business key and searched by it, the SLA dashboard (an operator, and a
+  business key and searched by it (an order id, as an operator types it: the
+  seed's types declare it searchable), the SLA dashboard (an operator, and a
   manager of one of the seed's groups, each from the snapshot beat keeps:
   `approvals.console.sla_snapshot`), and
-  `GET /api/v1/workflows?correlation_id=`: p95 of `samples` requests each;
+  `GET /api/v1/workflows?correlation_id=`: p95 of `samples` requests each
+  (the three by-key pages must show the one run they ask for, or the group
+  fails);
 - the count beat makes of the SLA dashboards every minute (once per pass): the
   operators' and the seed's one manager's, and again with a manager for each of
   the seed's groups (made in a transaction that is rolled back);
@@ -33,6 +36,8 @@ measures the neighbours). Runs the group starts are deleted again at its end.
 
 from __future__ import annotations
 
+import json
+import re
 import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -69,6 +74,10 @@ def _timed(call: Any) -> float:
     return (time.perf_counter() - started) * 1000
 
 
+# The by-key pages and the run each must show: the seeded copy whose key they ask for.
+BY_KEY = ("console_by_key", "console_search", "api_by_key")
+
+
 def _paths(*, deep_pages: int) -> dict[str, tuple[Client, str]]:
     """The pages measured, by name: (a client signed in as who reads it, its path)."""
     reviewer = Client(HTTP_HOST="127.0.0.1")
@@ -79,6 +88,8 @@ def _paths(*, deep_pages: int) -> dict[str, tuple[Client, str]]:
     manager.force_login(User.objects.get(username=scale_seed.MANAGER))
     deep, _ = inbox.deep_page(client=reviewer, pages=deep_pages)
     key = scale_seed.business_key(_measured_key_number(_runs()))
+    # The console's search is what an operator types: the order id, matched against the
+    # input fields the types declare searchable (their business keys).
     return {
         "inbox_first": (reviewer, inbox.FIRST),
         "inbox_deep": (reviewer, deep),
@@ -100,13 +111,38 @@ def _measured_key_number(runs: int) -> int:
     return max(1, min(12_345, runs - 1) | 1)  # odd, and at most `runs`
 
 
+def shown_runs(name: str, content: bytes) -> list[str]:
+    """The ids of the runs a measured list shows, in its order (the console's rows, or
+    the API's items)."""
+    if name.startswith("console"):
+        return re.findall(r'<tr id="run-([0-9a-f-]+)"', content.decode())
+    return [item["id"] for item in json.loads(content)["items"]]
+
+
+def check_found(name: str, path: str, content: bytes, *, runs: int) -> None:
+    """Raise unless a by-key page shows the one run it asked for: a page that finds
+    nothing (a search of fields no type declares) measures an empty list at any size."""
+    if name not in BY_KEY:
+        return
+    number = _measured_key_number(runs)
+    wanted = str(scale_seed.run_id(number))
+    shown = shown_runs(name, content)
+    if shown != [wanted]:
+        raise RuntimeError(
+            f"GET {path} showed {len(shown)} runs, not the one run {wanted} of "
+            f"{scale_seed.business_key(number)}: the page measures no search"
+        )
+
+
 def pages(*, samples: int, deep_pages: int) -> dict[str, float]:
     out = {}
+    runs = _runs()
     for name, (client, path) in _paths(deep_pages=deep_pages).items():
         for _ in range(3):  # warm caches and the connection
             response = client.get(path)
             if response.status_code != 200:
                 raise RuntimeError(f"GET {path} answered {response.status_code}")
+        check_found(name, path, response.content, runs=runs)
         times = [_timed(lambda client=client, path=path: client.get(path)) for _ in range(samples)]
         out[f"{name}_p95_ms"] = percentile(times, 0.95)
     return out

@@ -1,16 +1,20 @@
 """Seed a company's worth of history in the database, in the shape the engine writes it.
 
-Two finished runs are made through the real code (a 3-step run of no-op
+Two finished orders are made through the real code (a 3-step run of no-op
 activities, and a one-approval run that a reviewer approved: its step, events,
-signal, human task with its candidates, and its audit entries), and their rows
-are kept aside as the engine wrote them. `runs` copies of them, alternately, are
-then made by the server itself, one `INSERT ... SELECT ... generate_series` per
-table and chunk (no row crosses the wire): every copy gets a run id, step ids
-and a task id of its own (the template's ids are replaced wherever they appear,
-in keys and in text), a business key (`correlation_id` `order-<n>`), and every
-timestamp moved by the same amount, so the copies start evenly over three
-years, oldest first. Rows whose primary key is an identity column (events,
-signals, candidates, audit entries) get theirs from the database.
+signal, human task with its candidates, and its audit entries; both types
+declare the input's `order_id` searchable, as a company's types declare their
+business key), and their rows are kept aside as the engine wrote them. `runs`
+copies of them, alternately, are then made by the server itself, one
+`INSERT ... SELECT ... generate_series` per table and chunk (no row crosses the
+wire): every copy gets a run id, step ids and a task id of its own (the
+template's ids are replaced wherever they appear, in keys and in text), a
+business key `order-<n>` (its `correlation_id`, and its order id wherever the
+engine wrote the template's: the run's input, the task's search data, the audit
+entries), and every timestamp moved by the same amount, so the copies start
+evenly over three years, oldest first. Rows whose primary key is an identity
+column (events, signals, candidates, audit entries) get theirs from the
+database.
 
 Beside the history, live work is cloned by `bench.seed`'s INSERT ... SELECT from
 templates the real code made: the benchmark reviewer's 2,000 open tasks (1,600
@@ -42,6 +46,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from datetime import UTC, datetime, timedelta
@@ -70,7 +75,17 @@ CHUNK = 250_000
 
 
 def business_key(number: int) -> str:
+    """Copy `number`'s business key: its correlation id, and its input's `order_id`."""
     return f"order-{number}"
+
+
+# The same, in the database, for copy g.
+BUSINESS_KEY = "'order-' || g"
+
+
+def run_id(number: int) -> uuid.UUID:
+    """Copy `number`'s run id (`RUN_ID` below)."""
+    return uuid.UUID(int=(1 << 120) | number)
 
 
 def started_at(number: int, *, runs: int, end: datetime) -> datetime:
@@ -84,9 +99,17 @@ def started_at(number: int, *, runs: int, end: datetime) -> datetime:
 # ---------------------------------------------------------------------------
 
 
+def template_key(number: int) -> str:
+    """The order id template `number`'s run is started with: text found nowhere else in
+    its rows, so each copy's rows get their own key wherever the engine wrote it."""
+    return f"bench-order-template-{number}"
+
+
 def finished_templates(people: dict[str, Any]) -> list[WorkflowRun]:
-    """Make the two finished runs that every copy is one of."""
-    chain, _ = engine.start_workflow(workflow_type=definitions.NOOP3, input={})
+    """Make the two finished runs that every copy is one of: orders, keyed as each copy is."""
+    chain, _ = engine.start_workflow(
+        workflow_type=definitions.ORDER, input={"order_id": template_key(0)}
+    )
     for _ in range(10):
         step = chain.steps.filter(state="scheduled").first()
         if step is None:
@@ -94,8 +117,12 @@ def finished_templates(people: dict[str, Any]) -> list[WorkflowRun]:
         engine.execute_step(step_id=step.pk)
     reviewer = User.objects.get(pk=people["others"][0])
     approval, _ = engine.start_workflow(
-        workflow_type=definitions.APPROVAL_MINE,
-        input={"title": "Bench finished review", "assignee": reviewer.username},
+        workflow_type=definitions.ORDER_REVIEW,
+        input={
+            "order_id": template_key(1),
+            "title": "Bench finished review",
+            "assignee": reviewer.username,
+        },
     )
     task = approval.human_tasks.get()
     human_tasks.approve_human_task(task_id=task.pk, user=reviewer, channel=Channel.INBOX)
@@ -117,6 +144,7 @@ class Template:
 
     def __init__(self, run: WorkflowRun, *, number: int) -> None:
         self.run_id = str(run.pk)
+        self.key = run.input["order_id"]
         self.created_at = run.created_at
         self.number = number
         self.step_ids = list(
@@ -212,7 +240,8 @@ def insert_copies(
     One `INSERT ... SELECT` per table over `generate_series`: copy g's timestamps
     move to `started_at(g)`, its step ids start at `step_base + 1 + (g - 1) *
     spacing`, the run's and tasks' ids are replaced wherever they appear (keys,
-    text, JSON), and the run's business key is `order-<g>`. Return the rows written.
+    text, JSON), and so is the template's order id, by the copy's business key
+    `order-<g>`, which is also its correlation id. Return the rows written.
     """
     start = end - timedelta(microseconds=SPAN_US)
     shift = (
@@ -222,11 +251,11 @@ def insert_copies(
     # What each copy's rows share is computed once per copy, into a table every
     # statement of the copies reads, not once per row and column (the shift's numeric
     # division alone was about a microsecond each time).
-    shared = [f"{shift} AS shift", f"{RUN_ID}::text AS run_id"] + [
+    shared = [f"{shift} AS shift", f"{RUN_ID}::text AS run_id", f"{BUSINESS_KEY} AS key"] + [
         f"{TASK_ID.format(index=index)}::text AS task_{index}"
         for index in range(len(template.task_ids))
     ]
-    replace = [(template.run_id, "c.run_id")] + [
+    replace = [(template.run_id, "c.run_id"), (template.key, "c.key")] + [
         (task_id, f"c.task_{index}") for index, task_id in enumerate(template.task_ids)
     ]
     params = {
@@ -271,7 +300,7 @@ def insert_copies(
                     )
                     values.append(f"CASE {quoted} {cases} ELSE {quoted} END")
                 elif model is WorkflowRun and column == "correlation_id":
-                    values.append("'order-' || g")
+                    values.append("c.key")
                 elif any(old in text for text in texts for old, _ in replace):
                     expression = f"{quoted}::text"
                     for old, new in replace:

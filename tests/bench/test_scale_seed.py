@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 import pytest
 from django.db import connection
 
+from approvals.console.selectors import RunFilters, filtered_runs
 from approvals.models import HumanTask, InboxEntry, Notification
 from bench import scale, scale_seed
 from bench.profiles import PROFILES
@@ -112,3 +113,40 @@ class TestSeedScale:
         assert all(number <= runs for runs, number in numbers.items())
         assert asked.workflow_type == odd.workflow_type != even.workflow_type
         assert HumanTask.objects.filter(run=asked).exists()  # the richer row of the two
+
+    def test_the_console_search_finds_each_copy_by_its_order_id_as_the_engine_wrote_it(self):
+        scale_seed.seed_scale(runs=RUNS, log=lambda *_: None)
+        keys = {g: scale_seed.business_key(g) for g in range(1, RUNS + 1)}
+
+        found = {
+            g: list(filtered_runs(RunFilters(search=key)).values_list("pk", flat=True))
+            for g, key in keys.items()
+        }
+        # The approval copies' tasks carry the key too, as the engine gives a task its
+        # run's searchable values (the inbox's run-data filter reads them).
+        carried = {
+            task.run_id: task.search_data
+            for task in HumanTask.objects.filter(run_id__in=[scale_seed.run_id(g) for g in keys])
+        }
+
+        assert found == {g: [scale_seed.run_id(g)] for g in keys}
+        assert carried == {
+            scale_seed.run_id(g): {"order_id": key} for g, key in keys.items() if g % 2
+        }
+
+    def test_the_by_key_pages_show_the_one_run_they_ask_for(self):
+        scale_seed.seed_scale(runs=RUNS, log=lambda *_: None)
+        paths = scale._paths(deep_pages=1)
+        wanted = [str(scale_seed.run_id(scale._measured_key_number(RUNS)))]
+
+        shown = {
+            name: scale.shown_runs(name, paths[name][0].get(paths[name][1]).content)
+            for name in scale.BY_KEY
+        }
+        operator, _ = paths["console_search"]
+        nothing = operator.get(f"/console/?q={scale_seed.business_key(RUNS + 1)}").content
+
+        assert shown == dict.fromkeys(scale.BY_KEY, wanted)
+        # The bench refuses to time a page that found nothing.
+        with pytest.raises(RuntimeError, match="showed 0 runs"):
+            scale.check_found("console_search", "/console/", nothing, runs=RUNS)
