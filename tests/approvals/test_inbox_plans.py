@@ -27,7 +27,7 @@ from approvals.human_tasks import inbox_entries
 from approvals.inbox import selectors
 from approvals.models import HumanTask, InboxEntry, Snooze
 from approvals.run_data_filters import Condition
-from tests.plans import explain, nodes, rows_out
+from tests.plans import compact, explain, nodes, rows_out
 from workflows.models import StepRun, WorkflowRun
 
 pytestmark = [
@@ -67,16 +67,9 @@ def compacted(django_db_setup, django_db_blocker):
     autovacuum would: earlier modules' rolled-back rows stay on disk as dead rows and
     index entries until then, and larger tables and indexes move these plans; what
     these tests leave would move the plan tests that come after."""
-    _compact(django_db_blocker)
+    compact(django_db_blocker, tuple(READ_TABLES))
     yield
-    _compact(django_db_blocker)
-
-
-def _compact(django_db_blocker) -> None:
-    with django_db_blocker.unblock(), connection.cursor() as cursor:
-        cursor.execute(f"VACUUM ANALYZE {', '.join(READ_TABLES)}")
-        for table in READ_TABLES:
-            cursor.execute(f"REINDEX TABLE {table}")
+    compact(django_db_blocker, tuple(READ_TABLES))
 
 
 @pytest.fixture(scope="class")
