@@ -147,6 +147,13 @@ class _ILike(Lookup):
         rhs, rhs_params = self.process_rhs(compiler, connection)
         return f"{lhs} ILIKE {rhs}", [*lhs_params, *rhs_params]
 
+    def as_sqlite(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:
+        """SQLite (the demo) has no ILIKE: its LIKE ignores case (of ASCII letters, as
+        Django's icontains there), with the backslash the pattern escapes by."""
+        lhs, lhs_params = self.process_lhs(compiler, connection)
+        rhs, rhs_params = self.process_rhs(compiler, connection)
+        return f"{lhs} LIKE {rhs} ESCAPE '\\'", [*lhs_params, *rhs_params]
+
 
 def _encode(value: list[str]) -> str:
     return base64.urlsafe_b64encode(json.dumps(value).encode()).decode()
