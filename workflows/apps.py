@@ -6,6 +6,7 @@ from importlib import import_module
 from typing import Any
 
 from django.apps import AppConfig
+from django.apps import apps as global_apps
 from django.conf import settings
 from django.core import checks
 from django.db.models.signals import post_migrate
@@ -36,6 +37,7 @@ class WorkflowsConfig(AppConfig):
 
         tracing.configure()
         post_migrate.connect(make_partitions_after_migrate, sender=self)
+        post_migrate.connect(make_standard_calendar_after_migrate, sender=self)
 
 
 def make_partitions_after_migrate(*, using: str = "default", **kwargs: Any) -> None:
@@ -48,6 +50,29 @@ def make_partitions_after_migrate(*, using: str = "default", **kwargs: Any) -> N
 
     if using == "default" and connections[using].vendor == "postgresql":
         partitions.make_partitions(now=timezone.now())
+
+
+def make_standard_calendar_after_migrate(
+    *, using: str = "default", apps: Any = None, **kwargs: Any
+) -> None:
+    """Make the standard business calendar again where it is missing, as migration 0008
+    first made it (as django.contrib.sites makes its default site): a flush empties
+    every table, and the calendar BusinessTime names by default should not go with it."""
+    from django.conf import settings
+    from django.db import router
+
+    from workflows.calendars import STANDARD
+
+    try:
+        calendars = (apps or global_apps).get_model("workflows", "BusinessCalendar")
+    except LookupError:  # migrated back before the calendars existed
+        return
+    if not router.allow_migrate_model(using, calendars):
+        return
+    calendars.objects.using(using).get_or_create(
+        name=STANDARD,
+        defaults={"description": "Monday to Friday, 09:00-17:00", "time_zone": settings.TIME_ZONE},
+    )
 
 
 MISSING_DATA_KEYS = "workflows.E010"

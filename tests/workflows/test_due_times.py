@@ -69,3 +69,30 @@ class TestTimersInBusinessTime:
 
         env.assert_path(run, "nap", "await_go", "timed_out")
         env.assert_state(run, RunState.SUCCEEDED)
+
+
+@pytest.mark.django_db(transaction=True)
+class TestTheStandardCalendar:
+    """The calendar BusinessTime counts on by default is there after every migrate."""
+
+    def test_a_flush_leaves_it_in_place_with_its_working_week(self):
+        from django.core.management import call_command
+
+        call_command("flush", interactive=False, verbosity=0)
+
+        standard = BusinessCalendar.objects.get(name="standard")
+        assert standard.description == "Monday to Friday, 09:00-17:00"
+        assert due_times.due_at(duration=BusinessTime(hours=2), start=FRIDAY_4PM) == datetime(
+            2026, 1, 12, 10, 0, tzinfo=UTC
+        )
+
+    def test_migrate_makes_it_again_and_keeps_one_an_operator_changed(self):
+        from django.core.management import call_command
+
+        BusinessCalendar.objects.filter(name="standard").delete()
+        call_command("migrate", verbosity=0)
+        assert BusinessCalendar.objects.filter(name="standard").count() == 1
+
+        BusinessCalendar.objects.filter(name="standard").update(description="Ours")
+        call_command("migrate", verbosity=0)
+        assert BusinessCalendar.objects.get(name="standard").description == "Ours"
