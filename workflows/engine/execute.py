@@ -22,6 +22,7 @@ from workflows import metrics, personal, queues, registry, tracing
 from workflows.activity import ActivityCancelled, ActivityContext, LeaseLost
 from workflows.dsl import Activity, Workflow
 from workflows.engine import advance, functions, limits, prepared, start, straight, undo
+from workflows.engine.nodes import activity
 from workflows.engine.nodes import map as map_node
 from workflows.engine.work import (
     CANCELLABLE_STEP_STATES,
@@ -587,15 +588,13 @@ def _record_straight(
     return the next step if this worker claimed it, as `record_outcome` does, or
     `_NOT_STRAIGHT` (nothing written) when the step or its run is not as that needs.
 
-    The next activity is claimed here as `activity.enter` claims it: a local one, or a
-    remote one with `eager`. A claim stays this simple: a per-activity queue or rate
-    limiter would decide here whether this worker may take it, before the statement
-    (and schedule it for a worker when not).
+    The next activity is claimed here by the rule `activity.enter` claims it by
+    (`activity.claims`); the run's state, which that also asks, the statement checks.
     """
     following = plan.next
     if following is None:
         return _record_end(claim, result, now=now)
-    claimed = following.local or eager
+    claimed = activity.claims(following, eager=eager)
     token = uuid.uuid4() if claimed else None
     recorded = straight.record(
         plan,

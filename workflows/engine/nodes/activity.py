@@ -42,9 +42,16 @@ def claimed_here(*, run: WorkflowRun, node: Activity, work: UnitOfWork) -> bool:
     return (
         work.inline
         and work.inline_claim is None
-        and (node.local or (work.eager and queues.dispatched_eagerly(node)))
+        and claims(node, eager=work.eager)
         and run.state in CLAIMABLE_FORWARD_RUN_STATES
     )
+
+
+def claims(node: Activity, *, eager: bool) -> bool:
+    """Whether a worker that enters `node` claims its new step rather than scheduling it
+    for another: a local one always, a remote one with eager dispatch unless its queue or
+    limits leave it to a message (the rule `claimed_here` and the straight path share)."""
+    return node.local or (eager and queues.dispatched_eagerly(node))
 
 
 def scheduled(node: Activity, now: datetime) -> dict[str, Any]:
