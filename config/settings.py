@@ -304,6 +304,8 @@ SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
 # ---------------------------------------------------------------------------
 
 POOLERS = ("", "pgbouncer")
+# psycopg's count of executions after which it prepares a query by itself: never, in effect.
+PREPARE_WHEN_ASKED = 2**31 - 1
 
 
 def database(url: str, *, pooler: str = "") -> dict:
@@ -314,7 +316,8 @@ def database(url: str, *, pooler: str = "") -> dict:
     no `options` startup parameter (PgBouncer refuses the connection), no
     server-side cursors (Django's WITH HOLD cursors for `.iterator()` outside a
     transaction), no prepared statements (psycopg prepares none: Django sets its
-    prepare_threshold to None, and it stays so). Baton's own SQL needs nothing else:
+    prepare_threshold to None, and it stays so; a direct connection prepares the
+    engine's function calls). Baton's own SQL needs nothing else:
     its SET is SET LOCAL, its advisory lock is transaction-scoped, it never LISTENs.
     """
     if pooler not in POOLERS:
@@ -332,6 +335,11 @@ def database(url: str, *, pooler: str = "") -> dict:
             # Every query here is short and index-driven; PostgreSQL's JIT only adds its
             # compile time (seen at 177 ms on the inbox counts) to such queries.
             options["options"] = "-c jit=off"
+            # Prepared statements may live on this connection: the engine prepares the
+            # calls of its functions (workflows.engine.functions.cursor), and nothing
+            # else is (Django's cursors bind values on the client, which psycopg never
+            # prepares; one that binds them on the server prepares only when asked).
+            options["prepare_threshold"] = PREPARE_WHEN_ASKED
     if settings["ENGINE"] == "django.db.backends.sqlite3":
         Path(settings["NAME"]).parent.mkdir(parents=True, exist_ok=True)
         # Web, worker and beat share one file: WAL lets readers run beside the writer,

@@ -428,7 +428,8 @@ class TestDatabasePooler:
 
         (database,) = loaded(env, "DATABASES")["DATABASES"].values()
 
-        assert database["OPTIONS"] == {"options": "-c jit=off"}
+        # And psycopg prepares only what asks for it: the engine's function calls.
+        assert database["OPTIONS"] == {"options": "-c jit=off", "prepare_threshold": 2**31 - 1}
         assert database.get("DISABLE_SERVER_SIDE_CURSORS", False) is False
 
     def test_behind_pgbouncer_nothing_outlives_a_transaction(self, tmp_path) -> None:
@@ -487,7 +488,11 @@ class TestReadReplica:
 
         assert (replica["HOST"], replica["NAME"]) == ("db-replica", "baton")
         # It gives up connecting soon, and then the pages read the primary.
-        assert replica["OPTIONS"] == {"options": "-c jit=off", "connect_timeout": 2}
+        assert replica["OPTIONS"] == {
+            "options": "-c jit=off",
+            "prepare_threshold": 2**31 - 1,
+            "connect_timeout": 2,
+        }
         # Under tests it is the test database: nothing to create, nothing to flush.
         assert replica["TEST"]["MIRROR"] == "default"
         assert settings["BATON_REPLICA_PIN_SECONDS"] == 5.0

@@ -118,6 +118,58 @@ class TestTheClaimsFunction:
         assert during == ("on",)
 
 
+def _prepared() -> list[str]:
+    """The statements prepared on this session's server connection."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        return [statement for (statement,) in cursor.fetchall()]
+
+
+_START_FUNCTION = start.start_function
+
+
+class TestTheCalls:
+    def _a_run_and_its_first_step(self, start, order_input) -> None:
+        run = start("order", order_input())
+        claim = execute.claim_step(run.steps.get().pk, now=timezone.now())
+        following = execute.record_outcome(
+            claim, execute.Outcome(result={"ok": True}), now=timezone.now()
+        )
+        assert following is None
+        assert run.steps.get(node="reserve_inventory").state == StepState.SCHEDULED
+
+    def test_straight_to_the_server_each_is_prepared_once_for_the_connection(
+        self, start, order_input
+    ):
+        self._a_run_and_its_first_step(start, order_input)
+        self._a_run_and_its_first_step(start, order_input)
+
+        prepared = _prepared()
+        for function in (_START_FUNCTION(), execute.claim_function(), straight.function()):
+            calls = [s for s in prepared if s.startswith(f"SELECT * FROM {function.name}(")]
+            assert len(calls) == 1, function.name
+
+    def test_behind_pgbouncer_they_are_sent_as_every_other_query(
+        self, start, order_input, monkeypatch
+    ):
+        connection.ensure_connection()
+        # What config.settings.database gives a connection through PgBouncer.
+        monkeypatch.setattr(connection.connection, "prepare_threshold", None)
+        before = _prepared()
+
+        self._a_run_and_its_first_step(start, order_input)
+
+        assert _prepared() == before
+
+    def test_the_statements_sent_instead_are_not_prepared(self, start, order_input, settings):
+        settings.BATON_DB_FUNCTIONS = False
+        before = _prepared()
+
+        self._a_run_and_its_first_step(start, order_input)
+
+        assert _prepared() == before
+
+
 class TestWithoutFunctions:
     def test_sqlite_and_the_setting_turned_off_send_the_statements(self, settings):
         class SQLite:

@@ -274,7 +274,7 @@ def _claim_in_one_statement(step_id: int, *, now: datetime) -> Claim | None:
         "limited": limits.limited_keys(),
         "alone": alone,
     }
-    with connection.cursor() as cursor:
+    with functions.cursor(connection) as cursor:
         if functions.used(connection):
             cursor.execute(claim_function().call_sql, [values[name] for name in _CLAIM_ARGUMENTS])
         else:

@@ -311,7 +311,7 @@ def _start_in_one_statement(
 
 
 def _insert(call: str, values: list[Any]) -> int:
-    with connection.cursor() as cursor:
+    with functions.cursor(connection) as cursor:
         cursor.execute(call, values)
         return cursor.fetchone()[0]
 

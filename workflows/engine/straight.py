@@ -174,7 +174,7 @@ def record(
             value.bound(values, claimed) if isinstance(value, PER_CALL) else value
             for value in params
         ]
-    with connection.cursor() as cursor:
+    with functions.cursor(connection) as cursor:
         cursor.execute(sql, bound)
         row = cursor.fetchone()
     if row is None:
@@ -219,7 +219,7 @@ def record_end(
         bound = [
             value.bound(values, False) if isinstance(value, PER_CALL) else value for value in params
         ]
-    with connection.cursor() as cursor:
+    with functions.cursor(connection) as cursor:
         cursor.execute(sql, bound)
         row = cursor.fetchone()
     return None if row is None else row[0]
