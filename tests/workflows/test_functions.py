@@ -141,13 +141,15 @@ class TestTheCalls:
     def test_straight_to_the_server_each_is_prepared_once_for_the_connection(
         self, start, order_input
     ):
-        self._a_run_and_its_first_step(start, order_input)
-        self._a_run_and_its_first_step(start, order_input)
+        for _ in range(3):
+            self._a_run_and_its_first_step(start, order_input)
 
+        # One statement per function and the types of its values (psycopg types an int by
+        # its size: ids either side of 32,767 make two), not one per call.
         prepared = _prepared()
         for function in (_START_FUNCTION(), execute.claim_function(), straight.function()):
             calls = [s for s in prepared if s.startswith(f"SELECT * FROM {function.name}(")]
-            assert len(calls) == 1, function.name
+            assert 1 <= len(calls) < 3, function.name
 
     def test_behind_pgbouncer_they_are_sent_as_every_other_query(
         self, start, order_input, monkeypatch
@@ -168,6 +170,22 @@ class TestTheCalls:
         self._a_run_and_its_first_step(start, order_input)
 
         assert _prepared() == before
+
+
+@pytest.mark.django_db(transaction=True)
+class TestAfterTheServerDroppedTheConnection:
+    def test_the_next_claim_reconnects_as_every_other_query_does(self, start, order_input):
+        run = start("order", order_input())
+        step_id = run.steps.get().pk
+        # What a PostgreSQL restart leaves a worker between two tasks: a dead connection
+        # that Celery's task_prerun (close_old_connections) marks for a health check.
+        connection.connection.close()
+        connection.health_check_done = False
+
+        claim = execute.claim_step(step_id, now=timezone.now())
+
+        assert claim is not None
+        assert run.steps.get().state == StepState.RUNNING
 
 
 class TestWithoutFunctions:

@@ -134,17 +134,21 @@ def cursor(connection: Any) -> Any:
     (`config.settings.database`: not behind PgBouncer); elsewhere, and for the
     statements sent instead of functions, it is the connection's own cursor. So it is
     where Django logs queries (DEBUG, a test capturing them): the log shows each call
-    with its values, which a prepared statement's execution does not carry. Wrapped as
-    Django wraps its cursors, so `execute_wrapper`s see each call.
+    with its values, which a prepared statement's execution does not carry. Made as
+    Django makes its cursors (`BaseDatabaseWrapper._cursor`): a kept connection that
+    fails its health check is replaced first (after a PostgreSQL restart, a worker's
+    next step reconnects instead of failing), errors are Django's, and
+    `execute_wrapper`s see each call.
     """
     if not used(connection) or connection.queries_logged:
         return connection.cursor()
+    connection.close_if_health_check_failed()
     connection.ensure_connection()
     raw = connection.connection
     if getattr(raw, "prepare_threshold", None) is None:
         return connection.cursor()
-    connection.validate_thread_sharing()
-    return connection.make_cursor(_Prepared(raw))
+    with connection.wrap_database_errors:
+        return connection._prepare_cursor(_Prepared(raw))
 
 
 def used(connection: Any) -> bool:
