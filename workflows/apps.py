@@ -58,7 +58,6 @@ def make_standard_calendar_after_migrate(
     """Make the standard business calendar again where it is missing, as migration 0008
     first made it (as django.contrib.sites makes its default site): a flush empties
     every table, and the calendar BusinessTime names by default should not go with it."""
-    from django.conf import settings
     from django.db import router
 
     from workflows.calendars import STANDARD
