@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from celery import current_app
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.models import Q, QuerySet
 from psycopg.pq import TransactionStatus
 
@@ -78,17 +78,18 @@ def write_after_hooks(*, tell: Callable[[], None], write: Callable[[], T]) -> T:
     A hook opens it by writing (a webhook's delivery) or by leaving work for the
     commit: that work must run only if the change is written. `write` raises to
     refuse the change, which rolls the hooks' writes back with it."""
+    connection = connections[DEFAULT_DB_ALIAS]  # looked up once, not at each read
     in_callers_transaction = connection.in_atomic_block
     with transaction.atomic():
         tell()
-        if in_callers_transaction or _sent_anything() or connection.run_on_commit:
+        if in_callers_transaction or _sent_anything(connection) or connection.run_on_commit:
             return write()
     return write()
 
 
-def _sent_anything() -> bool:
-    """Whether this connection's transaction has sent a statement (psycopg sends BEGIN
-    with the first one, and no COMMIT if none was sent)."""
+def _sent_anything(connection: Any) -> bool:
+    """Whether `connection`'s transaction has sent a statement (psycopg sends BEGIN with
+    the first one, and no COMMIT if none was sent)."""
     return connection.connection.info.transaction_status != TransactionStatus.IDLE
 
 
