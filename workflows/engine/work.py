@@ -418,7 +418,7 @@ def send_steps(
     for step_id in step_ids:
         by_queue.setdefault((routes or {}).get(step_id), []).append(step_id)
     # One producer for the whole batch, not one acquired per message.
-    with current_app.producer_or_acquire() as producer:
+    with publish.producer() as producer:
         for queue, ids in by_queue.items():
             _send_to_queue(ids, queue=queue, traces=traces, producer=producer)
 
@@ -430,7 +430,7 @@ def _send_to_queue(
     traces: dict[str, dict[str, str]] | None,
     producer: Any,
 ) -> None:
-    send = current_app.amqp.send_task_message
+    send = current_app._get_current_object().amqp.send_task_message
     if len(step_ids) <= STEPS_SENT_ONE_BY_ONE:
         destination = publish.destination(EXECUTE_STEP_TASK, queue, producer)
         for step_id in step_ids:
