@@ -138,9 +138,10 @@ def new_row(model: type[_Row], **values: Any) -> _Row:
     A sweep's batch builds a step and an event for each timer it fires, and
     Model.__init__ given keywords looks every field up among them: half the cost of a
     new step. Here the fields not given take their defaults from a record made once
-    a model (a callable default is called for each row, as Django calls it); a
-    related object given by name is set through its descriptor, as Model.__init__
-    sets it; a keyword that names no field goes to Model.__init__."""
+    a model (a callable default is called for each row that is not given its value,
+    as Django calls it); a related object given by name is set through its
+    descriptor, as Model.__init__ sets it; a keyword that names no field goes to
+    Model.__init__."""
     if (
         _stored_as_given(model) is None
         or signals.pre_init.has_listeners(model)
@@ -153,7 +154,8 @@ def new_row(model: type[_Row], **values: Any) -> _Row:
     stored = row.__dict__
     stored.update(defaults)
     for field in called:
-        stored[field.attname] = field.get_default()
+        if field.attname not in values and field.name not in values:
+            stored[field.attname] = field.get_default()
     related = []
     for name, value in values.items():
         column = columns.get(name, False)

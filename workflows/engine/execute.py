@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -264,6 +264,8 @@ def claim_function() -> functions.Function:
 
 
 def _claim_in_one_statement(step_id: int, *, now: datetime) -> Claim | None:
+    # The default connection itself, looked up once (see `start._start_in_one_statement`).
+    connection = connections[DEFAULT_DB_ALIAS]
     token = uuid.uuid4()
     alone = not connection.in_atomic_block
     values = {
@@ -288,7 +290,8 @@ def _claim_in_one_statement(step_id: int, *, now: datetime) -> Claim | None:
     run_id, workflow_type, version, data, correlation_id, started_by_id, parent_step_id = row[6:]
     # What the run's last step needs to end it on the straight path (`_record_end`): who
     # to tell and which parent step waits for it.
-    run = WorkflowRun(
+    run = new_row(
+        WorkflowRun,
         id=run_id,
         workflow_type=workflow_type,
         workflow_version=version,
@@ -297,7 +300,8 @@ def _claim_in_one_statement(step_id: int, *, now: datetime) -> Claim | None:
         started_by_id=started_by_id,
         parent_step_id=parent_step_id,
     )
-    step = StepRun(
+    step = new_row(
+        StepRun,
         id=step_id,
         run=run,
         node=node_name,

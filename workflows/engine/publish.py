@@ -15,6 +15,25 @@ from typing import Any
 from celery import current_app
 from celery.app.amqp import task_message
 from celery.utils.nodenames import anon_nodename
+from celery.utils.objects import FallbackContext
+
+
+def producer() -> Any:
+    """A producer from Celery's pool for one batch of messages, released when the block
+    ends, as `current_app.producer_or_acquire()` gives it.
+
+    That reads the pool's acquire timeout through the app's layered configuration on
+    every call: as long as building a message. The timeout is read once per app here,
+    as the routes are (`destination`)."""
+    global _acquire_timeout
+    app = current_app._get_current_object()
+    if _acquire_timeout[0] is not app:
+        _acquire_timeout = (app, app.conf.broker_pool_acquire_timeout)
+    return FallbackContext(None, app._acquire_producer, timeout=_acquire_timeout[1])
+
+
+# The pool's acquire timeout, for the app it was read from.
+_acquire_timeout: tuple[Any, float | None] = (None, None)
 
 
 def message(name: str, args: list[Any]) -> Any:
@@ -26,7 +45,8 @@ def message(name: str, args: list[Any]) -> Any:
     directly; publishing stays Celery's (`send_task_message`: the queue's exchange and
     routing key, the retry policy, the publish signals)."""
     task_id = str(uuid.uuid4())
-    parent = current_app.current_worker_task
+    app = current_app._get_current_object()
+    parent = app.current_worker_task
     request = parent.request if parent is not None else None
     headers = {
         "lang": "py",
@@ -50,7 +70,7 @@ def message(name: str, args: list[Any]) -> Any:
         "stamps": {},
     }
     body = (args, {}, {"callbacks": None, "errbacks": None, "chain": None, "chord": None})
-    properties = {"correlation_id": task_id, "reply_to": current_app.thread_oid}
+    properties = {"correlation_id": task_id, "reply_to": app.thread_oid}
     return task_message(headers, properties, body, None)
 
 
@@ -65,7 +85,7 @@ def destination(name: str, queue_name: str | None, producer: Any) -> dict[str, A
     every message; kombu then skips a queue the connection declared already, but only
     after copying it, a third of a message's cost. A reconnect forgets what was
     declared, so it is declared again."""
-    options = _route(current_app.amqp.router, name, queue_name)
+    options = _route(current_app._get_current_object().amqp.router, name, queue_name)
     target = options.get("queue")  # none where a route names only an exchange
     declared = producer.connection.declared_entities
     cached = (

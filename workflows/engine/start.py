@@ -254,6 +254,9 @@ def _start_in_one_statement(
     commit or neither does; one that writes nothing leaves nothing open, and the call
     commits on its own.
     """
+    # The default connection itself, looked up once: each attribute read through
+    # `django.db.connection` looks it up again.
+    connection = connections[DEFAULT_DB_ALIAS]
     run = _new_run(
         definition,
         data,
@@ -294,7 +297,7 @@ def _start_in_one_statement(
     log_event(run=run, step=None, kind=EventKind.STARTED, detail=detail)
     step_id = write_after_hooks(
         tell=lambda: tell_hooks_runs_started([run], now=now),
-        write=lambda: _insert(start_function().call_sql, bound),
+        write=lambda: _insert(connection, start_function().call_sql, bound),
     )
     run._state.adding = False
     run._state.db = connection.alias
@@ -310,7 +313,7 @@ def _start_in_one_statement(
     return run
 
 
-def _insert(call: str, values: list[Any]) -> int:
+def _insert(connection: Any, call: str, values: list[Any]) -> int:
     with functions.cursor(connection) as cursor:
         cursor.execute(call, values)
         return cursor.fetchone()[0]

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from celery import current_app
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.models import Q, QuerySet
 from psycopg.pq import TransactionStatus
 
@@ -78,17 +78,18 @@ def write_after_hooks(*, tell: Callable[[], None], write: Callable[[], T]) -> T:
     A hook opens it by writing (a webhook's delivery) or by leaving work for the
     commit: that work must run only if the change is written. `write` raises to
     refuse the change, which rolls the hooks' writes back with it."""
+    connection = connections[DEFAULT_DB_ALIAS]  # looked up once, not at each read
     in_callers_transaction = connection.in_atomic_block
     with transaction.atomic():
         tell()
-        if in_callers_transaction or _sent_anything() or connection.run_on_commit:
+        if in_callers_transaction or _sent_anything(connection) or connection.run_on_commit:
             return write()
     return write()
 
 
-def _sent_anything() -> bool:
-    """Whether this connection's transaction has sent a statement (psycopg sends BEGIN
-    with the first one, and no COMMIT if none was sent)."""
+def _sent_anything(connection: Any) -> bool:
+    """Whether `connection`'s transaction has sent a statement (psycopg sends BEGIN with
+    the first one, and no COMMIT if none was sent)."""
     return connection.connection.info.transaction_status != TransactionStatus.IDLE
 
 
@@ -417,7 +418,7 @@ def send_steps(
     for step_id in step_ids:
         by_queue.setdefault((routes or {}).get(step_id), []).append(step_id)
     # One producer for the whole batch, not one acquired per message.
-    with current_app.producer_or_acquire() as producer:
+    with publish.producer() as producer:
         for queue, ids in by_queue.items():
             _send_to_queue(ids, queue=queue, traces=traces, producer=producer)
 
@@ -429,7 +430,7 @@ def _send_to_queue(
     traces: dict[str, dict[str, str]] | None,
     producer: Any,
 ) -> None:
-    send = current_app.amqp.send_task_message
+    send = current_app._get_current_object().amqp.send_task_message
     if len(step_ids) <= STEPS_SENT_ONE_BY_ONE:
         destination = publish.destination(EXECUTE_STEP_TASK, queue, producer)
         for step_id in step_ids:
