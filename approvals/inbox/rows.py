@@ -145,18 +145,24 @@ def rows_for(
 
     URLs are reversed once per process (and URL configuration and script prefix) and
     filled in per row: six {% url %} tags in each of 25 rows took a fifth of the page."""
-    links = _links(get_urlconf(), get_script_prefix())
+    task_link, claim_link, approve_link, snooze_link = (
+        _links(get_urlconf(), get_script_prefix())[name] for name in _LINKS
+    )
     any_task = str(_ANY_TASK)
     state_labels, priority_labels = _labels(translation.get_language())
-    # A type's title in the reader's words, as the other lists name it (a few types a page).
+    # A type's title in the reader's words, as the other lists name it, and whether a
+    # node's approval needs its form: a few types and nodes a page, each read once.
     kinds: dict[tuple[str, int], str] = {}
+    forms: dict[tuple[str, int, str], bool] = {}
     rows = []
     for task in tasks:
         kind = (task.run_workflow_type, task.workflow_version)
         if kind not in kinds:
             kinds[kind] = capfirst(starting.kind_named(*kind))
-        task_id = str(task.pk)
-        urls = {name: url.replace(any_task, task_id) for name, url in links.items()}
+        node = (*kind, task.node)
+        if node not in forms:
+            forms[node] = _needs_form(task)
+        task_id = str(task.id)
         rows.append(
             InboxRow(
                 task_id=task_id,
@@ -174,13 +180,13 @@ def rows_for(
                 assignee=task.assignee,
                 owner=task.owner,
                 substitute_for=task.substitute_for,
-                decides=decides.get(task.pk, False),
-                barred=barred.get(task.pk, ""),
-                needs_form=_needs_form(task),
-                task_url=urls["task"],
-                claim_url=urls["claim"],
-                approve_url=urls["approve"],
-                snooze_url=urls["snooze"],
+                decides=decides.get(task.id, False),
+                barred=barred.get(task.id, ""),
+                needs_form=forms[node],
+                task_url=task_link.replace(any_task, task_id),
+                claim_url=claim_link.replace(any_task, task_id),
+                approve_url=approve_link.replace(any_task, task_id),
+                snooze_url=snooze_link.replace(any_task, task_id),
             )
         )
     return rows
