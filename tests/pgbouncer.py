@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.ports import free_port
+
 
 class PgBouncer:
     """A PgBouncer process in front of `host`:`port`, listening on 127.0.0.1:`self.port`."""
@@ -31,7 +33,7 @@ class PgBouncer:
             )
         # Its own folder, readable by the postgres user it runs as when started as root.
         self.folder = Path(tempfile.mkdtemp(prefix="baton-pgbouncer-"))
-        self.port = _free_port()
+        self.port = free_port()
         ini = self.folder / "pgbouncer.ini"
         ini.write_text(
             "[databases]\n"
@@ -84,12 +86,6 @@ class PgBouncer:
             self.process.kill()
             self.process.wait()
         shutil.rmtree(self.folder, ignore_errors=True)
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _listening(port: int) -> bool:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,7 @@ from typing import Any
 import psycopg
 
 from tests.e2e.conftest import scaled
+from tests.ports import free_port
 
 BIN = Path(os.environ.get("BATON_TEST_PG_BIN", "/usr/lib/postgresql/15/bin"))
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,8 +79,8 @@ class ReplicaPair:
         self.folder = Path(tempfile.mkdtemp(prefix="baton-replica-"))
         if os.geteuid() == 0:
             shutil.chown(self.folder, "postgres", "postgres")
-        self.primary = Server(self.folder / "primary", _free_port())
-        self.replica = Server(self.folder / "replica", _free_port())
+        self.primary = Server(self.folder / "primary", free_port())
+        self.replica = Server(self.folder / "replica", free_port())
         try:
             self._start_primary()
             self._migrate()
@@ -207,9 +207,3 @@ def _run(program: str, *args: object) -> None:
     )
     if result.returncode:
         raise RuntimeError(f"{program} failed: {result.stdout[-2000:]}{result.stderr[-2000:]}")
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]

@@ -8,7 +8,6 @@ stops a real PostgreSQL under a running gunicorn.
 from __future__ import annotations
 
 import logging
-import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -18,15 +17,10 @@ from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connec
 from django.db.utils import load_backend
 
 from config import outages
+from tests.ports import free_port
 from workflows.tokens import issue_token
 
 PROBLEM = "application/problem+json"
-
-
-def closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def a_connection(**overrides):
@@ -54,7 +48,7 @@ def database_refusing() -> Iterator[None]:
     """Point the default connection at a port nobody listens on, for the client's requests."""
     connection.close()
     port = connection.settings_dict["PORT"]
-    connection.settings_dict["PORT"] = str(closed_port())
+    connection.settings_dict["PORT"] = str(free_port())
     try:
         yield
     finally:
@@ -65,7 +59,7 @@ def database_refusing() -> Iterator[None]:
 @pytest.mark.django_db
 class TestWhatCountsAsUnreachable:
     def test_a_refused_connection_does(self):
-        probe = a_connection(PORT=str(closed_port()))
+        probe = a_connection(PORT=str(free_port()))
 
         error = raised_by(probe.ensure_connection)
 

@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from tests.ports import free_port
+
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/baton_tests"
 
 
@@ -129,10 +131,3 @@ class RabbitMQNode:
         except OSError:
             return False
         return True
-
-
-def free_port() -> int:
-    """Return a TCP port on 127.0.0.1 that nothing listens on now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]

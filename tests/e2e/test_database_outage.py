@@ -15,7 +15,6 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.ports import free_port
+
 pytestmark = pytest.mark.e2e
 
 BIN = Path(sys.executable).parent
@@ -34,12 +35,6 @@ PG_BIN = next(iter(sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=Tru
 # Every wait below ends; these bound it (seconds).
 START_TIMEOUT = 60
 COMMAND_TIMEOUT = 180
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def wait_until(condition: Callable[[], bool], *, timeout: float, what: str) -> None:

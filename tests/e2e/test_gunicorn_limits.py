@@ -15,14 +15,9 @@ from collections.abc import Iterator
 import pytest
 
 from tests.e2e.conftest import BIN, ROOT, end_process, scaled
+from tests.ports import free_port
 
 pytestmark = pytest.mark.e2e
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import socket
 import subprocess
 import threading
 import urllib.error
@@ -36,6 +35,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.conftest import BIN, ROOT, end_processes, wait_until
+from tests.ports import free_port
 from workflows.models import WorkflowRun
 from workflows.states import RunState
 from workflows.tokens import issue_token
@@ -44,12 +44,6 @@ from workflows.tokens import issue_token
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 TOKEN = "e2e-metrics-token-0123456789abcdef"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class Receiver:

@@ -28,7 +28,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -61,6 +60,7 @@ from tests.e2e.conftest import (
     wait_until,
 )
 from tests.e2e.test_replicated_beats import RELOADED, seconds_sent
+from tests.ports import free_port
 from workflows.examples.models import ServiceEffect
 from workflows.models import StepEvent, StepRun, WorkflowRun
 from workflows.states import EventKind, RunState, StepState
@@ -124,12 +124,6 @@ ASKS: dict[str, tuple[str, dict[str, Any], str, dict[str, int]]] = {
 CRON_EFFECTS = {"test.first": 1, "test.second": 1, "test.third": 1}
 # The counters compared with the database: each moves once per committed timeline event.
 COUNTERS = ("baton_runs_started_total", "baton_step_attempts_total", "baton_runs_ended_total")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class NoAnswer(Exception):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import urllib.error
 import urllib.request
 from datetime import timedelta
@@ -14,6 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.ports import free_port
 from workflows import exposition
 from workflows.states import StepState
 
@@ -132,9 +132,3 @@ class TestAWorkersPort:
         assert refused.value.code == 401
         assert b"# TYPE baton_runs_started_total counter" in body
         assert b"baton_due_steps" not in body  # the web app serves the database's gauges
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -12,6 +11,7 @@ from django.db.migrations.recorder import MigrationRecorder
 from django.db.utils import load_backend
 from django.utils import timezone
 
+from tests.ports import free_port
 from workflows import health, heartbeats
 
 
@@ -21,17 +21,10 @@ def swept(db) -> None:
     heartbeats.record(name=heartbeats.SWEEP, now=timezone.now())
 
 
-def closed_port() -> int:
-    """A local port nothing listens on (bound, then released)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture
 def database_down(monkeypatch, db) -> Iterator[None]:
     """Point the readiness checks at a database server that is not there."""
-    settings_dict = {**connections["default"].settings_dict, "PORT": str(closed_port())}
+    settings_dict = {**connections["default"].settings_dict, "PORT": str(free_port())}
     down = load_backend(settings_dict["ENGINE"]).DatabaseWrapper(settings_dict, alias="down")
     monkeypatch.setattr(health, "connections", {"default": down})
     yield
@@ -121,7 +114,7 @@ class TestReadyz:
 
     def test_an_unreachable_broker_is_named(self, client, swept, monkeypatch):
         # Celery reads CELERY_BROKER_URL from the environment before its settings.
-        monkeypatch.setenv("CELERY_BROKER_URL", f"redis://127.0.0.1:{closed_port()}/0")
+        monkeypatch.setenv("CELERY_BROKER_URL", f"redis://127.0.0.1:{free_port()}/0")
 
         response = client.get("/readyz")
 
