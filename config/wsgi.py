@@ -26,3 +26,17 @@ def _refuse_to_start() -> None:
 
 
 _refuse_to_start()
+
+
+def _load_urls() -> None:
+    """Import the URL configuration, and with it every view and the API's schemas (about
+    a second of CPU), when the application is built: gunicorn builds it in each worker
+    before the worker takes a connection. Left to the first request, that second fell
+    on whichever requests a fresh worker took first, and on every other request the
+    machine served meanwhile. Nothing here reads the database."""
+    from django.urls import get_resolver
+
+    get_resolver().url_patterns  # noqa: B018 # imports ROOT_URLCONF and all it includes
+
+
+_load_urls()

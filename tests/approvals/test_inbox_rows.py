@@ -17,6 +17,8 @@ from django.template.smartif import TokenBase
 from django.test import Client
 from django.urls import reverse
 from django.utils import dateformat, timezone, translation
+from django.utils.safestring import mark_safe
+from django.utils.translation import gettext_lazy
 
 from approvals.human_tasks import inbox_entries
 from approvals.inbox import rows as inbox_rows
@@ -200,6 +202,35 @@ class TestRowsFilledIntoTheirShape:
 
         assert html == inbox_rows.html_of_one(row, error="", done="")
         assert "\x00owner\x00 and \x00due_text\x00" in html
+
+    def test_each_text_is_escaped_as_the_template_escapes_it_whatever_its_neighbours(self):
+        row = a_row(
+            title="Tom & Jerry's <b>",
+            workflow_type='"quoted"',
+            assignee="a<b",
+            owner="x>y",
+            substitute_for="&amp;",
+            barred="It's <yours>",
+        )
+
+        html = draw(row)
+
+        assert html == inbox_rows.html_of_one(row, error="", done="")
+        assert "Tom &amp; Jerry&#x27;s &lt;b&gt;" in html
+        assert "&amp;amp;" in html
+
+    @pytest.mark.parametrize(
+        "barred",
+        [mark_safe("<em>Yours</em>, so you cannot decide it."), gettext_lazy("Not yours.")],
+        ids=["marked safe", "lazy"],
+    )
+    def test_text_of_another_kind_is_printed_as_the_template_prints_it(self, barred):
+        row = a_row(barred=barred)
+
+        html = draw(row)
+
+        assert html == inbox_rows.html_of_one(row, error="", done="")
+        assert str(barred) in html
 
     def test_text_like_a_format_field_is_shown_as_it_is(self):
         row = a_row(title="{owner} {} {{title}} {0!r:>9}", owner="alice")
