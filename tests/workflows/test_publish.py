@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from types import SimpleNamespace
 from typing import Any
 
@@ -102,3 +103,32 @@ class TestTheQueuesDeclaration:
 
         assert first["declare"] is None  # Celery's send_task_message declares it
         assert second["declare"] == []
+
+
+class TestTheProducer:
+    def test_is_acquired_with_the_pools_timeout_as_celery_acquires_it(self, monkeypatch):
+        asked = []
+
+        def acquire(**options):
+            asked.append(options)
+            return nullcontext()
+
+        monkeypatch.setattr(current_app, "_acquire_producer", acquire)
+        with publish.producer():
+            pass
+        assert asked == [{"timeout": current_app.conf.broker_pool_acquire_timeout}]
+
+    def test_is_acquired_with_a_timeout_a_test_changed_since(self, monkeypatch, settings):
+        asked = []
+
+        def acquire(**options):
+            asked.append(options)
+            return nullcontext()
+
+        monkeypatch.setattr(current_app, "_acquire_producer", acquire)
+        with publish.producer():
+            pass
+        settings.CELERY_BROKER_POOL_ACQUIRE_TIMEOUT = 7
+        with publish.producer():
+            pass
+        assert asked[-1] == {"timeout": 7}

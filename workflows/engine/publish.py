@@ -16,6 +16,8 @@ from celery import current_app
 from celery.app.amqp import task_message
 from celery.utils.nodenames import anon_nodename
 from celery.utils.objects import FallbackContext
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 
 
 def producer() -> Any:
@@ -23,17 +25,27 @@ def producer() -> Any:
     ends, as `current_app.producer_or_acquire()` gives it.
 
     That reads the pool's acquire timeout through the app's layered configuration on
-    every call: as long as building a message. The timeout is read once per app here,
-    as the routes are (`destination`)."""
+    every call: as long as building a message. The timeout is read once per app here
+    (and again after a test changes settings), as the routes are (`destination`)."""
     global _acquire_timeout
     app = current_app._get_current_object()
     if _acquire_timeout[0] is not app:
         _acquire_timeout = (app, app.conf.broker_pool_acquire_timeout)
+    # Celery's own acquire (private, as producer_or_acquire calls it): a full pool becomes
+    # Celery's OperationalError naming the pool's limit, not kombu's LimitExceeded.
     return FallbackContext(None, app._acquire_producer, timeout=_acquire_timeout[1])
 
 
 # The pool's acquire timeout, for the app it was read from.
 _acquire_timeout: tuple[Any, float | None] = (None, None)
+
+
+@receiver(setting_changed)
+def _forget_acquire_timeout(**kwargs: Any) -> None:
+    """Settings change in tests only; Celery reads Django's settings live, so read the
+    timeout again."""
+    global _acquire_timeout
+    _acquire_timeout = (None, None)
 
 
 def message(name: str, args: list[Any]) -> Any:
