@@ -8,6 +8,7 @@ import pytest
 from django.db.models import Model, signals
 from django.utils import timezone
 
+from workflows.ids import time_ordered_id
 from workflows.models import StepEvent, StepRun, WorkflowRun, new_row
 from workflows.states import EventKind, StepState
 
@@ -90,6 +91,19 @@ class TestNewRow:
         assert built.run is sleeping_run
         assert (built._state.adding, built._state.db) == (True, "default")
         assert built.changed_fields() == []
+
+    def test_a_run_given_its_id_holds_it_and_makes_no_other(self, monkeypatch):
+        made = []
+        field = WorkflowRun._meta.pk
+        default = field.get_default
+        # What Field.get_default calls (Django keeps the field's default there).
+        monkeypatch.setattr(field, "_get_default", lambda: made.append(1) or default())
+        given = time_ordered_id()
+
+        built = new_row(WorkflowRun, id=given, workflow_type="t", workflow_version=1)
+
+        assert built.id == given
+        assert made == []  # as Model.__init__, which calls a default only for a field not given
 
     def test_a_new_event_names_its_step_by_id_once_the_step_is_written(self, sleeping_run):
         step = new_row(StepRun, run=sleeping_run, node="later", scheduled_at=timezone.now())

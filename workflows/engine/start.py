@@ -19,6 +19,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field, Model
 from django.utils import timezone
 
@@ -313,7 +314,7 @@ def _start_in_one_statement(
     return run
 
 
-def _insert(connection: Any, call: str, values: list[Any]) -> int:
+def _insert(connection: BaseDatabaseWrapper, call: str, values: list[Any]) -> int:
     with functions.cursor(connection) as cursor:
         cursor.execute(call, values)
         return cursor.fetchone()[0]

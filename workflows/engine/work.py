@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from celery import current_app
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Q, QuerySet
 from psycopg.pq import TransactionStatus
 
@@ -87,7 +88,7 @@ def write_after_hooks(*, tell: Callable[[], None], write: Callable[[], T]) -> T:
     return write()
 
 
-def _sent_anything(connection: Any) -> bool:
+def _sent_anything(connection: BaseDatabaseWrapper) -> bool:
     """Whether `connection`'s transaction has sent a statement (psycopg sends BEGIN with
     the first one, and no COMMIT if none was sent)."""
     return connection.connection.info.transaction_status != TransactionStatus.IDLE
