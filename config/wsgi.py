@@ -25,9 +25,6 @@ def _refuse_to_start() -> None:
         connections.close_all()
 
 
-_refuse_to_start()
-
-
 def _load_urls() -> None:
     """Import the URL configuration, and with it every view and the API's schemas (about
     a second of CPU), when the application is built: gunicorn builds it in each worker
@@ -39,4 +36,6 @@ def _load_urls() -> None:
     get_resolver().url_patterns  # noqa: B018 # imports ROOT_URLCONF and all it includes
 
 
+# URLs first: the check then closes every connection, whatever either opened.
 _load_urls()
+_refuse_to_start()
