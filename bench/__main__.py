@@ -32,7 +32,7 @@ DEFAULT_BROKER = "redis://127.0.0.1:6379/14"
 SHIPPED_MODULES = "workflows.examples.order,approvals.examples"
 # Bump when the seeder changes what it makes, so kept seeded databases are rebuilt.
 SEED_VERSION = 3
-SCALE_SEED_VERSION = 5
+SCALE_SEED_VERSION = 6
 
 
 T = TypeVar("T")
