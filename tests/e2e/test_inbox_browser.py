@@ -389,7 +389,9 @@ class TestContentSecurityPolicy:
             "/api/v1/docs",
         ):
             assert root.goto(path).ok, path
-        expect(root.locator("#swagger-ui")).to_contain_text("Baton API")
+        # Swagger UI draws once it has fetched the spec, which the server builds on its first
+        # request (some 600 schemas): seconds on a loaded machine, past expect's 5 s.
+        expect(root.locator("#swagger-ui")).to_contain_text("Baton API", timeout=60_000)
 
         assert watched.problems == []
 
