@@ -105,30 +105,29 @@ class TestTheQueuesDeclaration:
         assert second["declare"] == []
 
 
+@pytest.fixture
+def acquired(monkeypatch) -> list[dict[str, Any]]:
+    """The options of each producer taken from Celery's pool (a stand-in producer)."""
+    asked: list[dict[str, Any]] = []
+
+    def acquire(**options):
+        asked.append(options)
+        return nullcontext()
+
+    monkeypatch.setattr(current_app, "_acquire_producer", acquire)
+    return asked
+
+
 class TestTheProducer:
-    def test_is_acquired_with_the_pools_timeout_as_celery_acquires_it(self, monkeypatch):
-        asked = []
-
-        def acquire(**options):
-            asked.append(options)
-            return nullcontext()
-
-        monkeypatch.setattr(current_app, "_acquire_producer", acquire)
+    def test_is_acquired_with_the_pools_timeout_as_celery_acquires_it(self, acquired):
         with publish.producer():
             pass
-        assert asked == [{"timeout": current_app.conf.broker_pool_acquire_timeout}]
+        assert acquired == [{"timeout": current_app.conf.broker_pool_acquire_timeout}]
 
-    def test_is_acquired_with_a_timeout_a_test_changed_since(self, monkeypatch, settings):
-        asked = []
-
-        def acquire(**options):
-            asked.append(options)
-            return nullcontext()
-
-        monkeypatch.setattr(current_app, "_acquire_producer", acquire)
+    def test_is_acquired_with_a_timeout_a_test_changed_since(self, acquired, settings):
         with publish.producer():
             pass
         settings.CELERY_BROKER_POOL_ACQUIRE_TIMEOUT = 7
         with publish.producer():
             pass
-        assert asked[-1] == {"timeout": 7}
+        assert acquired[-1] == {"timeout": 7}
