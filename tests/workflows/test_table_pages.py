@@ -44,8 +44,15 @@ def run_asleep(number: int) -> WorkflowRun:
 
 def step_scheduled(number: int) -> StepRun:
     """A step scheduled, each alike (~500 bytes), all of one run."""
-    run = WorkflowRun.objects.filter(correlation_id="steps-page").first() or run_asleep(0)
-    WorkflowRun.objects.filter(pk=run.pk).update(correlation_id="steps-page")
+    run, _ = WorkflowRun.objects.get_or_create(
+        correlation_id="steps-page",
+        defaults={
+            "workflow_type": "test_sleeping",
+            "workflow_version": 1,
+            "state": RunState.WAITING,
+            "input": {},
+        },
+    )
     return StepRun.objects.create(
         run=run, node=f"node-{number:04d}", scheduled_at=timezone.now(), last_traceback="x" * 300
     )
