@@ -50,6 +50,9 @@ _run_migration_hooks: list[Callable[..., None]] = []
 # Other apps' rows that go with a run when it is pruned, counted by a dry run: name -> model.
 _run_rows: dict[str, str] = {}
 _prune_hooks: list[Callable[[list[Any]], None]] = []
+# Counts changes to the definitions, so that what is built from all of them (the API's
+# OpenAPI document) knows when to build it again.
+_changes = 0
 
 
 def register(workflow: Workflow) -> Workflow:
@@ -58,11 +61,13 @@ def register(workflow: Workflow) -> Workflow:
     if workflow.version in versions and versions[workflow.version] is not workflow:
         raise ValueError(f"{workflow} is already registered")
     versions[workflow.version] = workflow
+    _changed()
     return workflow
 
 
 def unregister(workflow: Workflow) -> None:
     _definitions.get(workflow.name, {}).pop(workflow.version, None)
+    _changed()
 
 
 @contextmanager
@@ -74,10 +79,12 @@ def substituted(workflow: Workflow) -> Iterator[Workflow]:
         raise UnknownWorkflow(f"{workflow} is not registered, so nothing can stand in for it.")
     original = versions[workflow.version]
     versions[workflow.version] = workflow
+    _changed()
     try:
         yield workflow
     finally:
         versions[workflow.version] = original
+        _changed()
 
 
 def get(name: str, version: int | None = None) -> Workflow:
@@ -92,6 +99,17 @@ def get(name: str, version: int | None = None) -> Workflow:
         return versions[version]
     except KeyError:
         raise UnknownWorkflow(f"Workflow type {name!r} has no version {version}.") from None
+
+
+def changes() -> int:
+    """How many times the registered definitions have changed: a key for what is built
+    from all of them."""
+    return _changes
+
+
+def _changed() -> None:
+    global _changes
+    _changes += 1
 
 
 def all_definitions() -> list[Workflow]:
