@@ -361,6 +361,23 @@ class TestPageWithHeader:
         assert len(here.captured_queries) == together
         assert len(elsewhere.captured_queries) == apart
 
+    def test_it_sends_the_very_statements_the_page_and_the_header_send_apart(self, bob, make_task):
+        make_task(state="claimed", assignee=bob, title="Mine")
+        filters, now = selectors.InboxFilters(), timezone.now()
+        with CaptureQueriesContext(connection) as apart:
+            selectors.inbox(user=bob, filters=filters, now=now)
+            selectors.inbox_header(user=bob, now=now)
+
+        with CaptureQueriesContext(connection) as together:
+            selectors.inbox_with_header(user=bob, filters=filters, now=now)
+
+        # So the plans tests (test_inbox_plans.py), which explain each, cover what is sent.
+        statements = [query["sql"] for query in apart.captured_queries]
+        sent = [query["sql"] for query in together.captured_queries]
+        assert sent == (
+            [";\n".join(statements)] if connection.vendor == "postgresql" else statements
+        )
+
     def test_a_damaged_cursor_is_refused_before_any_query(self, bob):
         filters = selectors.InboxFilters(cursor="not-a-cursor")
 
