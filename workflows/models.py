@@ -713,13 +713,19 @@ class StepEvent(models.Model):
         db_constraint=False,
         db_index=False,
     )
+    # Never looked up by step alone (a step's events are read with its run's), and never
+    # deleted by step: a step goes only with its run, whose events go with it, by run.
+    # CASCADE would have Django's collector delete them again by step, reading every
+    # month's partition without an index of the step (it would take an entry for every
+    # event).
     step = models.ForeignKey(
         StepRun,
         null=True,
         blank=True,
-        on_delete=models.CASCADE,
+        on_delete=models.DO_NOTHING,
         related_name="events",
         db_constraint=False,
+        db_index=False,
     )
     node = models.CharField(max_length=100, blank=True)
     kind = models.CharField(max_length=30)
