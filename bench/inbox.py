@@ -2,7 +2,8 @@
 
 gunicorn serves both the inbox (`/`) and the bare 25-row page (`/bench/bare/`),
 same workers and threads, on 127.0.0.1; 8 keep-alive connections load each page
-for a fixed time, signed in as the seeded reviewer (1,000 live tasks of theirs).
+for a fixed time, signed in as the seeded reviewer (1,000 live tasks of theirs), the
+pages taking turns so that each meets the same moments of a shared machine.
 The deep page is the one reached by following "Next page" `deep_pages` times.
 The first page is loaded twice: warm, each process keeping the rows it drew
 (approvals.inbox.rows), and cold, from a second gunicorn with
@@ -33,6 +34,8 @@ from bench.switch import using_database
 CONNECTIONS = 8
 GUNICORN_WORKERS = 2
 GUNICORN_THREADS = 4
+# Turns each page takes at being loaded (see _interleaved).
+ROUNDS = 4
 BARE = "/bench/bare/"
 FIRST = "/"
 QUEUE = "/?tab=queue"
@@ -72,12 +75,33 @@ def queries(*, client: Client, path: str) -> int:
     return len(captured.captured_queries)
 
 
-def _load(port: int, path: str, cookie: str, seconds: float) -> Load:
-    generate(port=port, path=path, cookie=cookie, connections=CONNECTIONS, seconds=seconds / 4)
-    load = generate(port=port, path=path, cookie=cookie, connections=CONNECTIONS, seconds=seconds)
-    if not load.latencies_ms:
-        raise RuntimeError(f"no successful request to {path}: {load.errors[:3]}")
-    return load
+def _interleaved(
+    pages: dict[str, tuple[int, str]], *, cookie: str, seconds: float
+) -> dict[str, Load]:
+    """Load each of `pages` (name: port and path) for `seconds` in all, in ROUNDS turns taken
+    in order, after a warm-up of a quarter of that each. Measured one after another, a
+    neighbour's burst fell on one page's whole window and not on its baseline's (the bare
+    page alone ranged 278-573 requests/s in three runs of one quiet hour); taking turns, every
+    page meets the same moments of the machine."""
+    for port, path in pages.values():
+        generate(port=port, path=path, cookie=cookie, connections=CONNECTIONS, seconds=seconds / 4)
+    loads = {name: Load() for name in pages}
+    for _ in range(ROUNDS):
+        for name, (port, path) in pages.items():
+            turn = generate(
+                port=port,
+                path=path,
+                cookie=cookie,
+                connections=CONNECTIONS,
+                seconds=seconds / ROUNDS,
+            )
+            loads[name].latencies_ms.extend(turn.latencies_ms)
+            loads[name].errors.extend(turn.errors)
+            loads[name].seconds += turn.seconds
+    for name, load in loads.items():
+        if not load.latencies_ms:
+            raise RuntimeError(f"no successful request to {pages[name][1]}: {load.errors[:3]}")
+    return loads
 
 
 def _stats(load: Load) -> dict[str, Any]:
@@ -112,10 +136,6 @@ def measure(*, database: str, profile: Profile, logs: Path, in_detail: bool) -> 
             workers=GUNICORN_WORKERS,
             threads=GUNICORN_THREADS,
         )
-        out["bare"] = _stats(_load(port, BARE, cookie, profile.load_seconds))
-        out["first"] = _stats(_load(port, FIRST, cookie, profile.load_seconds))
-        if in_detail:
-            out["deep"] = _stats(_load(port, deep, cookie, profile.load_seconds))
         cold_port = processes.gunicorn(
             children,
             f"gunicorn-{database}-cold",
@@ -124,7 +144,11 @@ def measure(*, database: str, profile: Profile, logs: Path, in_detail: bool) -> 
             threads=GUNICORN_THREADS,
             env={"BATON_INBOX_ROW_CACHE": "false"},
         )
-        out["cold"] = _stats(_load(cold_port, FIRST, cookie, profile.load_seconds))
+        pages = {"bare": (port, BARE), "first": (port, FIRST), "cold": (cold_port, FIRST)}
+        if in_detail:
+            pages["deep"] = (port, deep)
+        loads = _interleaved(pages, cookie=cookie, seconds=profile.load_seconds)
+        out.update({name: _stats(load) for name, load in loads.items()})
     return out
 
 
