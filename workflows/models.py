@@ -26,6 +26,7 @@ from django.db import models
 from django.db.models import Field, Q, signals
 from django.db.models.base import ModelState
 from django.db.models.fields.related_descriptors import ForeignKeyDeferredAttribute
+from django.db.models.functions import Coalesce
 from django.db.models.query_utils import DeferredAttribute
 from django.utils.translation import gettext_lazy as _
 
@@ -469,7 +470,11 @@ class WorkflowRun(FencedTransitions, SavesChanges, models.Model):
 class StepRun(FencedTransitions, SavesChanges, models.Model):
     """One node of one run (or the compensation of one), with its attempts and due time."""
 
-    run = models.ForeignKey(WorkflowRun, on_delete=models.CASCADE, related_name="steps")
+    # Found through step_unique_per_round_and_item, whose first column it is: an index of
+    # its own would take a second entry for every version of every step.
+    run = models.ForeignKey(
+        WorkflowRun, on_delete=models.CASCADE, related_name="steps", db_index=False
+    )
     node = models.CharField(max_length=100)
     kind = models.CharField(max_length=20, choices=StepKind.choices, default=StepKind.FORWARD)
     # 0 for a node's first run; each time the run goes back through a GoBack, the
@@ -513,15 +518,19 @@ class StepRun(FencedTransitions, SavesChanges, models.Model):
     class Meta:
         ordering = ["scheduled_at", "id"]
         constraints = [
+            # One step per node, kind and round of a run, and per item for a map's items.
+            # A step that is no item (item NULL) counts as item -1 (items are 0 and up),
+            # so that two such steps clash: one unique index on both databases. (NULLS NOT
+            # DISTINCT says the same on PostgreSQL 15, but SQLite has no such thing, and
+            # Django's check of it asks the server its version: `manage.py check` would
+            # fail, not warn, when the database is down.)
             models.UniqueConstraint(
-                fields=["run", "node", "kind", "round"],
-                condition=Q(item__isnull=True),
-                name="step_unique_per_round",
-            ),
-            models.UniqueConstraint(
-                fields=["run", "node", "kind", "round", "item"],
-                condition=Q(item__isnull=False),
-                name="step_item_unique_per_round",
+                "run",
+                "node",
+                "kind",
+                "round",
+                Coalesce("item", -1),
+                name="step_unique_per_round_and_item",
             ),
         ]
         indexes = [
@@ -704,13 +713,19 @@ class StepEvent(models.Model):
         db_constraint=False,
         db_index=False,
     )
+    # Never looked up by step alone (a step's events are read with its run's), and never
+    # deleted by step: a step goes only with its run, whose events go with it, by run.
+    # CASCADE would have Django's collector delete them again by step, reading every
+    # month's partition without an index of the step (it would take an entry for every
+    # event).
     step = models.ForeignKey(
         StepRun,
         null=True,
         blank=True,
-        on_delete=models.CASCADE,
+        on_delete=models.DO_NOTHING,
         related_name="events",
         db_constraint=False,
+        db_index=False,
     )
     node = models.CharField(max_length=100, blank=True)
     kind = models.CharField(max_length=30)

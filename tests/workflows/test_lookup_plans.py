@@ -1,9 +1,11 @@
-"""A run's children and a run's events are found through indexes, with no index to spare.
+"""A run's children, steps and events are found through indexes, with no index to spare.
 
 Most runs have no parent, so the keys to a parent run and step are indexed only
 where set (migration 0022); a lookup by parent still reads those indexes, as does
 the delete of a parent. A run's events are found through event_run_at_idx, whose
-first column is the run: the event table keeps no second index of the run alone.
+first column is the run: the event table keeps no second index of the run alone. A
+run's steps, through the steps' unique constraint, whose first column is the run too
+(migration 0026): the steps' table keeps no index of the run alone either.
 Thousands of rows are seeded and ANALYZEd, so PostgreSQL has a real choice.
 """
 
@@ -35,7 +37,8 @@ def _run(**fields) -> WorkflowRun:
 
 @pytest.fixture(scope="module")
 def family(django_db_setup, django_db_blocker):
-    """2,000 runs without a parent, 20 with children of their own, and 40 events a run
+    """2,000 runs without a parent, 20 with children of their own, three finished steps a
+    run, and 40 events a run
     for 100 of them, 10 for each other one (a run's events on a page or two of a
     table of many runs' events, as they are: with no other run's events, the table
     was so small that reading the run's pages through a bitmap cost less than
@@ -59,6 +62,13 @@ def seed() -> tuple[WorkflowRun, StepRun]:
         [
             StepRun(run=run, node="child", kind="child", state="waiting", scheduled_at=now)
             for run in parents
+        ]
+    )
+    StepRun.objects.bulk_create(
+        [
+            StepRun(run=run, node=node, state="succeeded", scheduled_at=now)
+            for run in runs
+            for node in ("first", "second", "third")
         ]
     )
     WorkflowRun.objects.bulk_create(
@@ -115,6 +125,25 @@ class TestARunsChildren:
         with connection.cursor() as cursor:
             cursor.execute("SELECT reltuples FROM pg_class WHERE relname = 'run_parent_run_idx'")
             assert cursor.fetchone()[0] == PARENTS * 3
+
+
+class TestARunsSteps:
+    def test_are_found_through_the_unique_constraint_whose_first_column_is_the_run(self, family):
+        parent, _ = family
+
+        assert _index_scans(parent.steps.order_by("id")) == ["step_unique_per_round_and_item"]
+
+    def test_of_a_batch_of_runs_are_found_through_it_too(self, family):
+        batch = WorkflowRun.objects.filter(parent_run=None).values_list("pk", flat=True)[:20]
+
+        assert _index_scans(StepRun.objects.filter(run_id__in=list(batch))) == [
+            "step_unique_per_round_and_item"
+        ]
+
+    def test_have_no_index_of_the_run_alone(self):
+        assert not any(
+            name.startswith("workflows_steprun_run_id") for name in _indexes("workflows_steprun")
+        )
 
 
 class TestARunsEvents:

@@ -268,7 +268,7 @@ class TestMigrateRuns:
         [reason] = by_id[clashing.pk].reasons
         assert reason.startswith(
             "renaming its steps clashed with a step it already has: duplicate key value "
-            'violates unique constraint "step_unique_per_round"'
+            'violates unique constraint "step_unique_per_round_and_item"'
         )
         clashing.refresh_from_db()
         assert clashing.workflow_version == 1
