@@ -5,7 +5,8 @@ group's tab in the order it is shown: a page is one short range of an index,
 whatever the number of tasks in the system or the depth of the page. The queue
 merges the reviewer's own stream with one stream per group of theirs, each cut
 at a page. A page costs one short query (its ids, and each one's row read
-from one entry of the task); the tab counts and saved filters one more.
+from one entry of the task); the tab counts and saved filters one more, which
+the whole page sends with the page's, in one round trip on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from workflows import registry, replica
 from workflows.cleaning import Refused, clean_datetime, clean_text
 from workflows.dsl import Approval
 from workflows.engine import functions
+from workflows.engine.batch import SEPARATOR
 from workflows.models import WorkflowRun
 from workflows.rows import converter
 
@@ -235,37 +237,27 @@ def inbox(*, user: Any, filters: InboxFilters, now: datetime, limit: int = PAGE_
 
     One query reads the page's tasks and their rows: a call of `page_function` on
     PostgreSQL, for a page of a tab with no filter; otherwise one statement."""
-    after = _decode(filters.cursor, filters.sort)
     connection = replica.read_connection()
-    shape = _Shape(
-        vendor=connection.vendor,
-        tab=filters.tab,
-        sort=filters.sort,
-        workflow_type=bool(filters.workflow_type),
-        priority=filters.priority is not None,
-        sla=filters.sla,
-        search=bool(filters.search),
-        data=tuple((condition.field, condition.op) for condition in filters.where),
-        after=after is not None,
-        limit=limit + 1,
+    [page] = _read(connection, _page_query(connection, user, filters, now=now, limit=limit))
+    return page
+
+
+@replica.reads_replica
+def inbox_with_header(*, user: Any, filters: InboxFilters, now: datetime) -> tuple[Page, Header]:
+    """Return the `inbox` page of `filters` and the `inbox_header` of `user`, as the inbox's
+    whole page shows them; raise BadCursor as `inbox` does, before any query.
+
+    On PostgreSQL their two statements go to the server as one query, in one round
+    trip: in autocommit that query is one implicit transaction, though each statement
+    still reads its own snapshot (READ COMMITTED), as the two queries did before.
+    Elsewhere (SQLite, the demo) they run one after the other."""
+    connection = replica.read_connection()
+    page, header = _read(
+        connection,
+        _page_query(connection, user, filters, now=now, limit=PAGE_SIZE),
+        _header_query(connection, user, now=now),
     )
-    values = _values(filters, user_id=user.pk, now=now, after=after)
-    convert = converter(InboxEntry, _ENTRY_COLUMNS)
-    if shape.vendor not in _COMPILED_ON:
-        tasks = _tasks_elsewhere(shape, values, convert)
-    else:
-        sql, params = _page(shape, values, functions_used=functions.used(connection))
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            # Each row leads with its place on the page, which orders them.
-            tasks = [_task_of(row[1:], convert) for row in cursor.fetchall()]
-    next_cursor = ""
-    # The page's tasks and their rows are read together, from one snapshot: a task
-    # whose id is read has its row.
-    if len(tasks) > limit:
-        tasks = tasks[:limit]
-        next_cursor = _encode(_cursor_of(tasks[-1], filters.sort))
-    return Page(tasks=tasks, next_cursor=next_cursor, filters=filters)
+    return page, header
 
 
 @replica.reads_replica
@@ -294,26 +286,113 @@ def decides_in_tab(tab: str) -> bool:
 def inbox_header(*, user: Any, now: datetime) -> Header:
     """Count each tab's tasks, up to COUNT_CAP, read the saved filters and whether `user`
     manages a group (who then finds their groups' SLA dashboard here): one query."""
-    values = {"user_id": user.pk, "now": now}
     connection = replica.read_connection()
+    [header] = _read(connection, _header_query(connection, user, now=now))
+    return header
+
+
+@dataclass(frozen=True)
+class _Query:
+    """One statement of the inbox, and what its rows are read as."""
+
+    sql: str
+    params: Sequence[Any]
+    read: Callable[[list[tuple[Any, ...]]], Any]
+
+
+def _read(connection: Any, *queries: _Query) -> list[Any]:
+    """Run `queries` on `connection` and return what each read, in their order.
+
+    On PostgreSQL several go to the server as one query, in one round trip, as the
+    engine writes its batches (workflows.engine.batch): Django's psycopg backend binds
+    values on the client, so the statements fit in one `execute`, and `nextset` moves
+    to each one's rows in turn. Elsewhere each is a query of its own."""
+    read = []
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql" and len(queries) > 1:
+            cursor.execute(
+                SEPARATOR.join(query.sql for query in queries),
+                [param for query in queries for param in query.params],
+            )
+            for index, query in enumerate(queries):
+                if index:
+                    cursor.nextset()
+                read.append(query.read(cursor.fetchall()))
+            return read
+        for query in queries:
+            cursor.execute(query.sql, query.params)
+            read.append(query.read(cursor.fetchall()))
+    return read
+
+
+def _page_query(
+    connection: Any, user: Any, filters: InboxFilters, *, now: datetime, limit: int
+) -> _Query:
+    """The query of `inbox`; raise BadCursor, before any query is sent, for a cursor
+    `inbox` did not give out."""
+    after = _decode(filters.cursor, filters.sort)
+    shape = _Shape(
+        vendor=connection.vendor,
+        tab=filters.tab,
+        sort=filters.sort,
+        workflow_type=bool(filters.workflow_type),
+        priority=filters.priority is not None,
+        sla=filters.sla,
+        search=bool(filters.search),
+        data=tuple((condition.field, condition.op) for condition in filters.where),
+        after=after is not None,
+        limit=limit + 1,
+    )
+    values = _values(filters, user_id=user.pk, now=now, after=after)
+    convert = converter(InboxEntry, _ENTRY_COLUMNS)
+    if shape.vendor in _COMPILED_ON:
+        sql, params = _page(shape, values, functions_used=functions.used(connection))
+
+        def tasks_of(rows: list[tuple[Any, ...]]) -> list[PageTask]:
+            # Each row leads with its place on the page, which orders them.
+            return [_task_of(row[1:], convert) for row in rows]
+
+    else:
+        sql, params = _elsewhere_sql(shape, values)
+
+        def tasks_of(rows: list[tuple[Any, ...]]) -> list[PageTask]:
+            return _in_page_order(rows, shape, convert)
+
+    def page_of(rows: list[tuple[Any, ...]]) -> Page:
+        tasks = tasks_of(rows)
+        next_cursor = ""
+        # The page's tasks and their rows are read together, from one snapshot: a task
+        # whose id is read has its row.
+        if len(tasks) > limit:
+            tasks = tasks[:limit]
+            next_cursor = _encode(_cursor_of(tasks[-1], filters.sort))
+        return Page(tasks=tasks, next_cursor=next_cursor, filters=filters)
+
+    return _Query(sql, params, page_of)
+
+
+def _header_query(connection: Any, user: Any, *, now: datetime) -> _Query:
+    """The query of `inbox_header`."""
+    values = {"user_id": user.pk, "now": now}
     if functions.used(connection):
         sql, params = header_function().call_sql, (user.pk, now)
     elif connection.vendor in _COMPILED_ON:
         sql, params = _header(connection.vendor).bind(values)
     else:
         sql, params = _header_sql(connection.vendor, values)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
-    return Header(
-        counts=dict(zip(TABS, rows[0][: len(TABS)], strict=True)),
-        manages_a_group=bool(rows[0][len(TABS)]),
-        saved_filters=[
-            SavedFilter(id=saved_id, user=user, name=name, query=query)
-            for *_, saved_id, name, query in rows
-            if saved_id is not None
-        ],
-    )
+
+    def header_of(rows: list[tuple[Any, ...]]) -> Header:
+        return Header(
+            counts=dict(zip(TABS, rows[0][: len(TABS)], strict=True)),
+            manages_a_group=bool(rows[0][len(TABS)]),
+            saved_filters=[
+                SavedFilter(id=saved_id, user=user, name=name, query=query)
+                for *_, saved_id, name, query in rows
+                if saved_id is not None
+            ],
+        )
+
+    return _Query(sql, params, header_of)
 
 
 # Where the SQL of the inbox is compiled once (approvals.inbox.compiled_queries): PostgreSQL's
@@ -645,12 +724,11 @@ def _entry_sql(values: Mapping[str, Any]) -> tuple[str, tuple[Any, ...]]:
     )
 
 
-def _tasks_elsewhere(
-    shape: _Shape, values: Mapping[str, Any], convert: Callable[[Sequence[Any]], list[Any]]
-) -> list[PageTask]:
-    """A page's tasks off PostgreSQL (SQLite, for the demo), by one statement built per
-    call: every entry of the tasks whose ids `_page_ids_sql` selects, one kept per task,
-    put in the page's order here. No viewer's decisions: duties_on_page reads them."""
+def _elsewhere_sql(shape: _Shape, values: Mapping[str, Any]) -> tuple[str, tuple[Any, ...]]:
+    """The SQL of a page off PostgreSQL (SQLite, for the demo), built per call: every
+    entry of the tasks whose ids `_page_ids_sql` selects, selecting _ROW_COLUMNS, in
+    no order (`_in_page_order` keeps one per task and orders them). No viewer's
+    decisions: duties_on_page reads them."""
     run_input = Case(
         When(
             workflow_type__in=values["requesting"],
@@ -661,16 +739,23 @@ def _tasks_elsewhere(
     )
     none = RawSQL("NULL", (), output_field=JSONField())
     ids_sql, ids_params = _page_ids_sql(shape, values)
-    sql, params = (
+    return (
         InboxEntry.objects.annotate(run_input=run_input, viewer_decisions=none)
         # The page's ids: SQL Django compiled, its parameters passed apart.
         .filter(task_id__in=RawSQL(ids_sql, ids_params))  # nosec B611
         .values_list(*_ROW_COLUMNS)
         .query.sql_with_params()
     )
-    with replica.read_connection().cursor() as cursor:
-        cursor.execute(sql, params)
-        by_id = {row[0]: row for row in cursor.fetchall()}
+
+
+def _in_page_order(
+    rows: list[tuple[Any, ...]],
+    shape: _Shape,
+    convert: Callable[[Sequence[Any]], list[Any]],
+) -> list[PageTask]:
+    """A page's tasks from the rows `_elsewhere_sql` selects: one per task, in the page's
+    order."""
+    by_id = {row[0]: row for row in rows}
     tasks = [_task_of(row, convert) for row in by_id.values()]
 
     def key(task: PageTask) -> tuple[Any, ...]:

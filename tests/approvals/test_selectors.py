@@ -16,11 +16,12 @@ from typing import Any
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from approvals.human_tasks import inbox_entries
 from approvals.inbox import selectors
-from approvals.models import HumanTask, Snooze
+from approvals.models import HumanTask, SavedFilter, Snooze
 from approvals.states import Sla, TaskState
 
 pytestmark = pytest.mark.django_db
@@ -310,6 +311,80 @@ class TestCounts:
         counts = selectors.inbox_header(user=bob, now=timezone.now()).counts
 
         assert counts == {"mine": 3, "queue": selectors.COUNT_CAP, "delegated": 0}
+
+
+class TestPageWithHeader:
+    """The whole inbox page reads its list and its header together (inbox_with_header)."""
+
+    @pytest.mark.parametrize("functions_used", [True, False], ids=["functions", "statements"])
+    def test_it_reads_what_the_page_and_the_header_read_apart(
+        self, varied_tasks, people, settings, functions_used
+    ):
+        settings.BATON_DB_FUNCTIONS = functions_used
+        SavedFilter.objects.create(user=people["bob"], name="Hotels", query="q=hotel")
+        SavedFilter.objects.create(user=people["bob"], name="Overdue", query="sla=overdue")
+        now = timezone.now()
+        checked = 0
+
+        for person, tab, extra in itertools.product(people.values(), selectors.TABS, FILTERS):
+            cursor = ""
+            for _ in range(2):  # the first page, and the next one where there is one
+                filters = selectors.InboxFilters(tab=tab, cursor=cursor, **extra)
+                page, header = selectors.inbox_with_header(user=person, filters=filters, now=now)
+
+                assert page == selectors.inbox(user=person, filters=filters, now=now)
+                assert header == selectors.inbox_header(user=person, now=now)
+                checked += len(page.tasks)
+                cursor = page.next_cursor
+                if not cursor:
+                    break
+
+        assert checked > 0
+
+    def test_it_sends_one_query_on_postgresql_and_one_each_elsewhere(
+        self, bob, make_task, monkeypatch
+    ):
+        make_task(state="claimed", assignee=bob, title="Mine")
+        filters = selectors.InboxFilters()
+        together, apart = (1, 2) if connection.vendor == "postgresql" else (2, 2)
+
+        with CaptureQueriesContext(connection) as here:
+            page, header = selectors.inbox_with_header(
+                user=bob, filters=filters, now=timezone.now()
+            )
+        monkeypatch.setattr(connection, "vendor", "sqlite")
+        with CaptureQueriesContext(connection) as elsewhere:
+            selectors.inbox_with_header(user=bob, filters=filters, now=timezone.now())
+
+        assert [task.title for task in page.tasks] == ["Mine"]
+        assert header.counts["mine"] == 1
+        assert len(here.captured_queries) == together
+        assert len(elsewhere.captured_queries) == apart
+
+    def test_it_sends_the_very_statements_the_page_and_the_header_send_apart(self, bob, make_task):
+        make_task(state="claimed", assignee=bob, title="Mine")
+        filters, now = selectors.InboxFilters(), timezone.now()
+        with CaptureQueriesContext(connection) as apart:
+            selectors.inbox(user=bob, filters=filters, now=now)
+            selectors.inbox_header(user=bob, now=now)
+
+        with CaptureQueriesContext(connection) as together:
+            selectors.inbox_with_header(user=bob, filters=filters, now=now)
+
+        # So the plans tests (test_inbox_plans.py), which explain each, cover what is sent.
+        statements = [query["sql"] for query in apart.captured_queries]
+        sent = [query["sql"] for query in together.captured_queries]
+        assert sent == (
+            [";\n".join(statements)] if connection.vendor == "postgresql" else statements
+        )
+
+    def test_a_damaged_cursor_is_refused_before_any_query(self, bob):
+        filters = selectors.InboxFilters(cursor="not-a-cursor")
+
+        with CaptureQueriesContext(connection) as captured, pytest.raises(selectors.BadCursor):
+            selectors.inbox_with_header(user=bob, filters=filters, now=timezone.now())
+
+        assert captured.captured_queries == []
 
 
 class TestCursors:
