@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, Permission, User
+from django.contrib.contenttypes.models import ContentType
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 
 import tests.workflows.definitions  # noqa: F401  (registers the test workflow types)
@@ -346,6 +347,7 @@ def through_pgbouncer(pgbouncer: PgBouncer, transactional_db) -> Iterator[PgBoun
     finally:
         connection.close()
         connection.settings_dict = connections.settings[DEFAULT_DB_ALIAS] = saved
+        ContentType.objects.clear_cache()
 
 
 @pytest.fixture(scope="session")
@@ -378,6 +380,9 @@ def on_replica_pair(replica_pair: ReplicaPair, django_db_setup) -> Iterator[Repl
         "PORT": replica_pair.primary.port,
     }
     connection.settings_dict = connections.settings[DEFAULT_DB_ALIAS] = primary
+    # The content types' ids this process cached are the other database's (a flushed test
+    # database numbers them anew): an audit entry would name one the pair has not.
+    ContentType.objects.clear_cache()
     connections.settings["replica"] = {
         **primary,
         "PORT": replica_pair.replica.port,
@@ -391,3 +396,4 @@ def on_replica_pair(replica_pair: ReplicaPair, django_db_setup) -> Iterator[Repl
         del connections.settings["replica"]
         connection.close()
         connection.settings_dict = connections.settings[DEFAULT_DB_ALIAS] = saved
+        ContentType.objects.clear_cache()

@@ -74,7 +74,7 @@ class TestUnhandledErrors:
         self, browser, monkeypatch, caplog, settings
     ):
         settings.DEBUG = False
-        breaks(monkeypatch, selectors, "inbox")
+        breaks(monkeypatch, selectors, "inbox_with_header")
 
         with caplog.at_level(logging.ERROR, logger="django.request"):
             response = browser.get("/")
@@ -86,7 +86,7 @@ class TestUnhandledErrors:
         assert record.request_id == response[HEADER]
 
     def test_the_line_reaches_stderr_as_json_with_the_id(self, browser, monkeypatch, stderr):
-        breaks(monkeypatch, selectors, "inbox")
+        breaks(monkeypatch, selectors, "inbox_with_header")
 
         response = browser.get("/")
 
