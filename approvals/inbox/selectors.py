@@ -51,8 +51,7 @@ from approvals.states import LIVE_TASK_STATES, InboxTab, Priority, Sla
 from workflows import registry, replica
 from workflows.cleaning import Refused, clean_datetime, clean_text
 from workflows.dsl import Approval
-from workflows.engine import functions
-from workflows.engine.batch import SEPARATOR
+from workflows.engine import batch, functions
 from workflows.models import WorkflowRun
 from workflows.rows import converter
 
@@ -301,28 +300,14 @@ class _Query:
 
 
 def _read(connection: Any, *queries: _Query) -> list[Any]:
-    """Run `queries` on `connection` and return what each read, in their order.
-
-    On PostgreSQL several go to the server as one query, in one round trip, as the
-    engine writes its batches (workflows.engine.batch): Django's psycopg backend binds
-    values on the client, so the statements fit in one `execute`, and `nextset` moves
-    to each one's rows in turn. Elsewhere each is a query of its own."""
-    read = []
+    """Run `queries` on `connection` and return what each read, in their order: on
+    PostgreSQL in one round trip, as the engine writes its batches (batch.results)."""
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql" and len(queries) > 1:
-            cursor.execute(
-                SEPARATOR.join(query.sql for query in queries),
-                [param for query in queries for param in query.params],
-            )
-            for index, query in enumerate(queries):
-                if index:
-                    cursor.nextset()
-                read.append(query.read(cursor.fetchall()))
-            return read
-        for query in queries:
-            cursor.execute(query.sql, query.params)
-            read.append(query.read(cursor.fetchall()))
-    return read
+        sent = [(query.sql, query.params) for query in queries]
+        return [
+            query.read(result.fetchall())
+            for query, result in zip(queries, batch.results(cursor, sent), strict=True)
+        ]
 
 
 def _page_query(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
@@ -228,19 +228,29 @@ def execute(statements: list[Statement]) -> None:
     if not connection.in_atomic_block:
         raise RuntimeError("A unit of work writes only inside its use case's transaction.")
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql" and len(statements) > 1:
-            cursor.execute(
-                SEPARATOR.join(statement.sql for statement in statements),
-                [param for statement in statements for param in statement.params],
-            )
-            for index, statement in enumerate(statements):
-                if index:
-                    cursor.nextset()
-                statement.done(cursor)
-            return
-        for statement in statements:
-            cursor.execute(statement.sql, statement.params)
-            statement.done(cursor)
+        sent = [(statement.sql, statement.params) for statement in statements]
+        for statement, result in zip(statements, results(cursor, sent), strict=True):
+            statement.done(result)
+
+
+def results(cursor: Any, statements: Sequence[tuple[str, Sequence[Any]]]) -> Iterator[Any]:
+    """Run `statements` (SQL and parameters) in order on `cursor`, and yield the cursor on
+    each one's result in turn: on PostgreSQL as one query, in one round trip (Django's
+    psycopg backend binds values on the client, so several statements fit in one
+    `execute`, and `nextset` moves to the next one's result); elsewhere one query each."""
+    if cursor.db.vendor == "postgresql" and len(statements) > 1:
+        cursor.execute(
+            SEPARATOR.join(sql for sql, _ in statements),
+            [param for _, params in statements for param in params],
+        )
+        for index in range(len(statements)):
+            if index:
+                cursor.nextset()
+            yield cursor
+        return
+    for sql, params in statements:
+        cursor.execute(sql, params)
+        yield cursor
 
 
 def _connection() -> Any:
