@@ -242,9 +242,9 @@ def _relations(model: type[models.Model]) -> list[Any]:
     relations = [
         relation
         for relation in get_candidate_relations_to_delete(model._meta)
+        # DO_NOTHING is followed by nobody: an event's step key is one (its events are
+        # its run's, deleted once, by run).
         if relation.field.remote_field.on_delete is not models.DO_NOTHING
-        # A step's events are its run's: deleted once, by run.
-        and not (relation.related_model is StepEvent and relation.field.name != "run")
     ]
     return sorted(
         relations,

@@ -66,6 +66,15 @@ class TestTheMigrationsInstallWhatTheCodeCompiles:
 
         assert getattr(migration, name) == _compiled()[name].create_sql()
 
+    def test_the_database_holds_only_the_functions_some_code_calls(self):
+        # A function superseded by a new name stays installed for the release that still
+        # calls it; a later migration drops it (workflows 0028, approvals 0031).
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT proname FROM pg_proc WHERE proname LIKE 'baton\\_%'")
+            installed = {name for (name,) in cursor.fetchall()}
+
+        assert installed == {function.name for function in functions.registered()}
+
     def test_a_changed_text_is_a_new_name(self):
         function = straight.function()
         changed = functions.Function(
