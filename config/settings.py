@@ -304,6 +304,8 @@ SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
 # ---------------------------------------------------------------------------
 
 POOLERS = ("", "pgbouncer")
+# Django's PostgreSQL backend with a health check that costs no round trip.
+POSTGRESQL_ENGINE = "config.postgresql"
 # psycopg's count of executions after which it prepares a query by itself: never, in effect.
 PREPARE_WHEN_ASKED = 2**31 - 1
 
@@ -326,6 +328,7 @@ def database(url: str, *, pooler: str = "") -> dict:
         )
     settings = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
     if settings["ENGINE"] == "django.db.backends.postgresql":
+        settings["ENGINE"] = POSTGRESQL_ENGINE
         options = settings.setdefault("OPTIONS", {})
         if pooler == "pgbouncer":
             # Turn JIT off on the server instead (README, "Behind PgBouncer").
@@ -364,7 +367,7 @@ DATABASES = {"default": database(DATABASE_URL, pooler=DATABASE_POOLER)}
 DATABASE_REPLICA_URL = env_str("DATABASE_REPLICA_URL", "")
 if DATABASE_REPLICA_URL:
     DATABASES["replica"] = database(DATABASE_REPLICA_URL, pooler=DATABASE_POOLER)
-    if DATABASES["replica"]["ENGINE"] != "django.db.backends.postgresql":
+    if DATABASES["replica"]["ENGINE"] != POSTGRESQL_ENGINE:
         raise ImproperlyConfigured(
             "DATABASE_REPLICA_URL must be a PostgreSQL URL (postgres://...), a streaming "
             f"replica of DATABASE_URL's server, not {DATABASE_REPLICA_URL.split(':')[0]!r}."

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess[str], dict]:
     database = settings.DATABASES["default"]
-    if database["ENGINE"] != "django.db.backends.postgresql":
+    if database["ENGINE"] != settings.POSTGRESQL_ENGINE:
         pytest.fail("The benchmarks need PostgreSQL: set DATABASE_URL (see README).")
     if settings.CELERY_BROKER_URL.startswith("filesystem"):
         pytest.fail("The benchmarks need a broker server: set CELERY_BROKER_URL (see README).")
