@@ -46,7 +46,7 @@ class Profile:
     # The scale group (opt-in): finished runs of history, few then many (--scale-runs).
     scale_small_runs: int = 10_000
     scale_large_runs: int = 200_000
-    scale_samples: int = 40
+    scale_samples: int = 100
     scale_engine_runs: int = 100
 
     def as_dict(self) -> dict[str, Any]:
