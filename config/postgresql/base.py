@@ -3,7 +3,7 @@
 With CONN_HEALTH_CHECKS, Django checks a kept connection before the first query of each
 request, and a Celery task is a request too (`config.celery.reuse_database_connections`).
 Django's check is `SELECT 1`: one more round trip to PostgreSQL for every page served and
-every step a worker ran from a message, about a tenth of such a step.
+every step a worker ran from a message (a step's own are its claim and its record).
 
 A connection the server has ended (a restart, `pg_terminate_backend`, an idle timeout,
 PgBouncer closing a client) has something to read while it should be silent: the
