@@ -12,6 +12,7 @@ the whole page sends with the page's, in one round trip on PostgreSQL.
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import itertools
 import json
@@ -21,8 +22,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
+import psycopg
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.postgres.search import SearchQuery, SearchVector
+from django.db.backends.postgresql.base import ServerBindingCursor
 from django.db.models import (
     Case,
     Exists,
@@ -297,16 +301,76 @@ class _Query:
     sql: str
     params: Sequence[Any]
     read: Callable[[list[tuple[Any, ...]]], Any]
+    # Whether the statement is a call of one of the inbox's functions (`page_function`,
+    # `header_function`), which `_read` may send prepared.
+    calls_function: bool = False
 
 
 def _read(connection: Any, *queries: _Query) -> list[Any]:
     """Run `queries` on `connection` and return what each read, in their order: on
-    PostgreSQL in one round trip, as the engine writes its batches (batch.results)."""
+    PostgreSQL in one round trip. Calls of the inbox's functions go prepared, in one
+    pipeline, where the connection allows it (`_pipelined`); other statements as the
+    engine writes its batches (batch.results)."""
+    if all(query.calls_function for query in queries) and _may_prepare(connection):
+        return _pipelined(connection, queries)
     with connection.cursor() as cursor:
         sent = [(query.sql, query.params) for query in queries]
         return [
             query.read(result.fetchall())
             for query, result in zip(queries, batch.results(cursor, sent), strict=True)
+        ]
+
+
+class _PreparedBinary(ServerBindingCursor):
+    """Django's cursor that binds values on the server, prepares each statement (parsed,
+    analysed and planned once per server connection, then executed by name with only
+    its values sent) and reads its rows in binary."""
+
+    def execute(self, query: Any, params: Any = None, **options: Any) -> Any:
+        return super().execute(query, params, **{**options, "prepare": True, "binary": True})
+
+
+def _may_prepare(connection: Any) -> bool:
+    """Whether `_pipelined` may read on `connection`: a connection straight to PostgreSQL
+    (psycopg's `prepare_threshold` set: not behind PgBouncer, config.settings.database)
+    whose queries are not being logged (DEBUG, a test capturing them: the log shows
+    each statement with its values, which a prepared statement's execution does not
+    carry), with aware times (a binary time is read in the connection's time zone, as
+    Django reads the text of one only when USE_TZ is on)."""
+    if connection.vendor != "postgresql" or connection.queries_logged or not settings.USE_TZ:
+        return False
+    connection.close_if_health_check_failed()
+    connection.ensure_connection()
+    raw = connection.connection
+    return getattr(raw, "prepare_threshold", None) is not None and _pipelines_supported()
+
+
+@functools.cache
+def _pipelines_supported() -> bool:
+    return psycopg.Pipeline.is_supported()
+
+
+def _pipelined(connection: Any, queries: Sequence[_Query]) -> list[Any]:
+    """Run `queries` as prepared statements in one pipeline (one round trip, as
+    batch.results sends them) and return what each read.
+
+    Sent as text, with their values written in, each call was parsed, analysed and
+    planned again on every page, and its rows' times and ids parsed from text in
+    Python: about 0.1 ms of the server's CPU and 0.15 ms of the web process's a page.
+    Prepared, the server plans each call once per connection (as the engine's calls,
+    workflows.engine.functions.cursor); in binary, psycopg reads ids and times in C.
+    The statements run in one implicit transaction, as one query of two statements does.
+    """
+    raw = connection.connection
+    with contextlib.ExitStack() as stack:
+        cursors = [
+            stack.enter_context(connection._prepare_cursor(_PreparedBinary(raw))) for _ in queries
+        ]
+        with connection.wrap_database_errors, raw.pipeline():
+            for cursor, query in zip(cursors, queries, strict=True):
+                cursor.execute(query.sql, query.params)
+        return [
+            query.read(cursor.fetchall()) for cursor, query in zip(cursors, queries, strict=True)
         ]
 
 
@@ -330,8 +394,11 @@ def _page_query(
     )
     values = _values(filters, user_id=user.pk, now=now, after=after)
     convert = converter(InboxEntry, _ENTRY_COLUMNS)
+    calls_function = False
     if shape.vendor in _COMPILED_ON:
-        sql, params = _page(shape, values, functions_used=functions.used(connection))
+        functions_used = functions.used(connection)
+        calls_function = functions_used and _served_by_function(shape)
+        sql, params = _page(shape, values, functions_used=functions_used)
 
         def tasks_of(rows: list[tuple[Any, ...]]) -> list[PageTask]:
             # Each row leads with its place on the page, which orders them.
@@ -353,13 +420,14 @@ def _page_query(
             next_cursor = _encode(_cursor_of(tasks[-1], filters.sort))
         return Page(tasks=tasks, next_cursor=next_cursor, filters=filters)
 
-    return _Query(sql, params, page_of)
+    return _Query(sql, params, page_of, calls_function=calls_function)
 
 
 def _header_query(connection: Any, user: Any, *, now: datetime) -> _Query:
     """The query of `inbox_header`."""
     values = {"user_id": user.pk, "now": now}
-    if functions.used(connection):
+    calls_function = functions.used(connection)
+    if calls_function:
         sql, params = header_function().call_sql, (user.pk, now)
     elif connection.vendor in _COMPILED_ON:
         sql, params = _header(connection.vendor).bind(values)
@@ -377,7 +445,7 @@ def _header_query(connection: Any, user: Any, *, now: datetime) -> _Query:
             ],
         )
 
-    return _Query(sql, params, header_of)
+    return _Query(sql, params, header_of, calls_function=calls_function)
 
 
 # Where the SQL of the inbox is compiled once (approvals.inbox.compiled_queries): PostgreSQL's
