@@ -112,7 +112,12 @@ class InboxFilters:
         workflow_type = text("type", _("The workflow type"), 100)
         where_text = text("where", _("The run data filter"), 200)
         try:
-            where = run_data_filters.parse(where_text, workflow_type=workflow_type)
+            # No text, no conditions: parse would say so after reading every definition.
+            where = (
+                run_data_filters.parse(where_text, workflow_type=workflow_type)
+                if where_text
+                else ()
+            )
         except run_data_filters.BadFilter as error:
             problems.append(_("The run data filter was left out: %(error)s.") % {"error": error})
             where = ()

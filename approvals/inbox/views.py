@@ -146,9 +146,7 @@ def _page_and_header(
 def _filters_form(filters: selectors.InboxFilters) -> SafeString:
     """The filters' form of the inbox page (the template's filters-form partial), as
     `filters` set it, in the active language: drawn once per process for each of these."""
-    type_titles = tuple(
-        (name, capfirst(starting.kind_named(name))) for name in selectors.workflow_types()
-    )
+    language = translation.get_language()
     return _drawn_filters_form(
         (
             filters.tab,
@@ -159,11 +157,19 @@ def _filters_form(filters: selectors.InboxFilters) -> SafeString:
             filters.where_text,
             filters.sort,
         ),
-        type_titles,
-        translation.get_language(),
+        _type_titles(registry.changes(), language),
+        language,
         get_urlconf(),
         get_script_prefix(),
     )
+
+
+@functools.lru_cache(maxsize=16)
+def _type_titles(changes: int, language: str | None) -> tuple[tuple[str, str], ...]:
+    """Each type the filter offers, and its title in `language` (the active one), for the
+    registered definitions as they stand after `changes` (registry.changes()): looked
+    up once, rather than through every definition on every page."""
+    return tuple((name, capfirst(starting.kind_named(name))) for name in selectors.workflow_types())
 
 
 @functools.lru_cache(maxsize=256)
@@ -203,6 +209,7 @@ def _forget_filters_forms(**kwargs: Any) -> None:
     """Settings change in tests only, and some (TEMPLATES, the number formats) change the
     form as drawn."""
     _drawn_filters_form.cache_clear()
+    _type_titles.cache_clear()
 
 
 def _tabs(header: selectors.Header) -> list[tuple[str, str, str | None]]:
