@@ -26,7 +26,6 @@ import psycopg
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.postgres.search import SearchQuery, SearchVector
-from django.db.backends.postgresql.base import ServerBindingCursor
 from django.db.models import (
     Case,
     Exists,
@@ -326,28 +325,11 @@ def _read(connection: Any, *queries: _Query) -> list[Any]:
         ]
 
 
-class _PreparedBinary(ServerBindingCursor):
-    """Django's cursor that binds values on the server, prepares each statement (parsed,
-    analysed and planned once per server connection, then executed by name with only
-    its values sent) and reads its rows in binary."""
-
-    def execute(self, query: Any, params: Any = None, **options: Any) -> Any:
-        return super().execute(query, params, **{**options, "prepare": True, "binary": True})
-
-
 def _may_prepare(connection: Any) -> bool:
-    """Whether `_pipelined` may read on `connection`: a connection straight to PostgreSQL
-    (psycopg's `prepare_threshold` set: not behind PgBouncer, config.settings.database)
-    whose queries are not being logged (DEBUG, a test capturing them: the log shows
-    each statement with its values, which a prepared statement's execution does not
-    carry), with aware times (a binary time is read in the connection's time zone, as
-    Django reads the text of one only when USE_TZ is on)."""
-    if connection.vendor != "postgresql" or connection.queries_logged or not settings.USE_TZ:
-        return False
-    connection.close_if_health_check_failed()
-    connection.ensure_connection()
-    raw = connection.connection
-    return getattr(raw, "prepare_threshold", None) is not None and _pipelines_supported()
+    """Whether `_pipelined` may read on `connection`: where the engine's own calls go
+    prepared (`functions.prepares`), with aware times (a binary time is read in the
+    connection's time zone, as Django reads the text of one only when USE_TZ is on)."""
+    return settings.USE_TZ and functions.prepares(connection) and _pipelines_supported()
 
 
 @functools.cache
@@ -369,7 +351,7 @@ def _pipelined(connection: Any, queries: Sequence[_Query]) -> list[Any]:
     raw = connection.connection
     with contextlib.ExitStack() as stack:
         cursors = [
-            stack.enter_context(connection._prepare_cursor(_PreparedBinary(raw))) for _ in queries
+            stack.enter_context(functions.prepared_cursor(connection, binary=True)) for _ in queries
         ]
         with connection.wrap_database_errors, raw.pipeline():
             for cursor, query in zip(cursors, queries, strict=True):

@@ -122,8 +122,16 @@ class _Prepared(ServerBindingCursor):
     prepared: parsed, analysed and planned once per server connection, then executed by
     name with only its values sent."""
 
+    options: dict[str, bool] = {"prepare": True}
+
     def execute(self, query: Any, params: Any = None, **options: Any) -> Any:
-        return super().execute(query, params, **{**options, "prepare": True})
+        return super().execute(query, params, **{**options, **self.options})
+
+
+class _PreparedBinary(_Prepared):
+    """The same, its rows read in binary: psycopg parses ids and times in C, not from text."""
+
+    options = {"prepare": True, "binary": True}
 
 
 def cursor(connection: Any) -> Any:
@@ -140,15 +148,28 @@ def cursor(connection: Any) -> Any:
     next step reconnects instead of failing), errors are Django's, and
     `execute_wrapper`s see each call.
     """
+    return prepared_cursor(connection) if prepares(connection) else connection.cursor()
+
+
+def prepares(connection: Any) -> bool:
+    """Whether calls of functions go prepared on `connection`: the engine calls its
+    functions there (`used`), on a connection that allows prepared statements (psycopg's
+    `prepare_threshold` set, `config.settings.database`: not behind PgBouncer), whose
+    queries are not being logged (DEBUG, a test capturing them: the log shows each call
+    with its values, which a prepared statement's execution does not carry)."""
     if not used(connection) or connection.queries_logged:
-        return connection.cursor()
+        return False
     connection.close_if_health_check_failed()
     connection.ensure_connection()
-    raw = connection.connection
-    if getattr(raw, "prepare_threshold", None) is None:
-        return connection.cursor()
+    return getattr(connection.connection, "prepare_threshold", None) is not None
+
+
+def prepared_cursor(connection: Any, *, binary: bool = False) -> Any:
+    """A cursor whose statements are prepared on `connection` (where `prepares`), its
+    rows read in binary if asked; made as Django makes its cursors."""
+    prepared = _PreparedBinary if binary else _Prepared
     with connection.wrap_database_errors:
-        return connection._prepare_cursor(_Prepared(raw))
+        return connection._prepare_cursor(prepared(connection.connection))
 
 
 def used(connection: Any) -> bool:
