@@ -31,7 +31,7 @@ DEFAULT_SERVER = "postgres://postgres@127.0.0.1:5432/postgres"
 DEFAULT_BROKER = "redis://127.0.0.1:6379/14"
 SHIPPED_MODULES = "workflows.examples.order,approvals.examples"
 # Bump when the seeder changes what it makes, so kept seeded databases are rebuilt.
-SEED_VERSION = 3
+SEED_VERSION = 4
 SCALE_SEED_VERSION = 6
 
 
