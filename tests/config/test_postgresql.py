@@ -43,10 +43,12 @@ def _queries_sent(monkeypatch, wrapper) -> list[str]:
     def recording_cursor(*args, **kwargs):
         cursor = make_cursor(*args, **kwargs)
         execute = cursor.execute
-        cursor.execute = lambda query, *rest, **options: (
-            sent.append(str(query)),
-            execute(query, *rest, **options),
-        )[1]
+
+        def recording_execute(query, *rest, **options):
+            sent.append(str(query))
+            return execute(query, *rest, **options)
+
+        cursor.execute = recording_execute
         return cursor
 
     monkeypatch.setattr(wrapper.connection, "cursor", recording_cursor)

@@ -35,7 +35,7 @@ import functools
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
@@ -122,7 +122,7 @@ class _Prepared(ServerBindingCursor):
     prepared: parsed, analysed and planned once per server connection, then executed by
     name with only its values sent."""
 
-    options: dict[str, bool] = {"prepare": True}
+    options: ClassVar[dict[str, bool]] = {"prepare": True}
 
     def execute(self, query: Any, params: Any = None, **options: Any) -> Any:
         return super().execute(query, params, **{**options, **self.options})
