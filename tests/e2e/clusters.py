@@ -19,6 +19,7 @@ from kombu import Connection, pools
 
 from config.settings import task_queues
 from tests.e2e.conftest import WORKERS, Cluster
+from tests.pgbouncer import PgBouncer
 
 
 @contextmanager
@@ -87,3 +88,15 @@ def cluster_on(
             yield cluster
         finally:
             cluster.stop()
+
+
+@contextmanager
+def cluster_behind_pgbouncer(pgbouncer: PgBouncer, logs: Path) -> Iterator[Cluster]:
+    """`cluster_on` with the workers and beats reaching PostgreSQL only through PgBouncer
+    in transaction mode, with BATON_DB_POOLER=pgbouncer, as a deployment behind it would."""
+    env = {
+        "DATABASE_URL": pgbouncer.url(settings.DATABASES["default"]["NAME"]),
+        "BATON_DB_POOLER": "pgbouncer",
+    }
+    with cluster_on(logs, env=env) as cluster:
+        yield cluster

@@ -12,10 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from django.conf import settings
 
 import tests.e2e.test_worker_processes as straight_to_postgresql
-from tests.e2e.clusters import cluster_on
+from tests.e2e.clusters import cluster_behind_pgbouncer
 from tests.e2e.conftest import WORKERS, Cluster
 from tests.pgbouncer import PgBouncer
 
@@ -24,11 +23,7 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture(scope="module")
 def pooled_cluster(pgbouncer: PgBouncer, tmp_path_factory) -> Iterator[Cluster]:
-    env = {
-        "DATABASE_URL": pgbouncer.url(settings.DATABASES["default"]["NAME"]),
-        "BATON_DB_POOLER": "pgbouncer",
-    }
-    with cluster_on(tmp_path_factory.mktemp("pgbouncer"), env=env) as cluster:
+    with cluster_behind_pgbouncer(pgbouncer, tmp_path_factory.mktemp("pgbouncer")) as cluster:
         yield cluster
 
 

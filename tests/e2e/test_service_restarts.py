@@ -7,12 +7,15 @@ seconds each) and always leave them running.
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from django.db import connection
 
-from tests.e2e.conftest import wait_until
+from tests.e2e.clusters import cluster_behind_pgbouncer
+from tests.e2e.conftest import WORKERS, Cluster, wait_until
+from tests.pgbouncer import PgBouncer
 from workflows.states import EventKind, RunState
 
 pytestmark = pytest.mark.e2e
@@ -67,6 +70,39 @@ def restart_postgresql() -> None:
         ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart"], check=True
     )
     connection.close()  # this test process's own connection died with the server
+
+
+@pytest.fixture(scope="class")
+def pooled_cluster(pgbouncer: PgBouncer, tmp_path_factory) -> Iterator[Cluster]:
+    """Two workers and two beats behind PgBouncer, for one class: stopped at its end."""
+    logs = tmp_path_factory.mktemp("pgbouncer-restart")
+    with cluster_behind_pgbouncer(pgbouncer, logs) as cluster:
+        yield cluster
+
+
+class TestDatabaseRestartBehindPgBouncer:
+    """PostgreSQL restarts under workers that reach it only through PgBouncer in
+    transaction mode: PgBouncer's connections to the server die with it, while the
+    workers' connections to PgBouncer stay open.
+
+    With a cluster of its own for this class only, stopped before the package's
+    cluster starts for the tests below (two clusters must not sweep the same
+    database at once): tests/e2e/conftest.py runs the tests that use the package's
+    cluster last."""
+
+    @pytest.fixture
+    def workers(self, pooled_cluster: Cluster, transactional_db) -> Cluster:
+        pooled_cluster.ensure_workers(WORKERS)
+        return pooled_cluster
+
+    def test_workers_carry_on_after_postgresql_restarts(
+        self, workers, start, finished, order_input, effects
+    ):
+        restart_postgresql()
+
+        run = finished(start("order", order_input()), RunState.SUCCEEDED, timeout=120)
+
+        assert effects(run) == ORDER_EFFECTS
 
 
 class TestBrokerRestart:
