@@ -334,8 +334,8 @@ def measure(database: dict[str, Any], *, profile: Profile) -> dict[str, Any]:
             figures.update(engine_figures(runs=profile.scale_engine_runs))
         finally:
             remove_started()
-        # Before the prune: its rollback leaves gigabytes of pages dirty at 10M runs, and a
-        # sweep timed while the kernel wrote them out waited on that in its commits.
+        # Before the prune: its rollback leaves hundreds of megabytes dirty at 10M runs,
+        # and a sweep timed while the kernel wrote them out waited behind that to commit.
         figures["sweep_s"], figures["sweep_fired"], _ = sweep.measure(
             database=database["name"],
             templates=database["templates"],
