@@ -3,6 +3,8 @@ signed, under one message id, through a receiver's errors and a worker's death."
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 from django.utils import timezone
 
@@ -51,8 +53,13 @@ class TestDeliveriesSurviveFailures:
         ]
         assert set(distinct) == {delivery.message_id for delivery in deliveries.values()}
         assert all(m.payload["data"]["run_id"] == str(run.pk) for m in distinct.values())
-        # The held message was sent again after the crash, under the same id.
-        assert len(receiver.verified) == 3
+        # The held message (the first to pass) was sent again after the crash, under the
+        # same id. The other repeats only if the kill caught it between its request and
+        # its record (the machine's timing): at least once, at most once more, each.
+        held = receiver.verified[0]
+        repeats = Counter(message.message_id for message in receiver.verified)
+        assert repeats[held.message_id] == 2
+        assert sorted(repeats.values()) in ([1, 2], [2, 2])
         # Five attempts in all: two 500s, the killed one (whose answer was never
         # recorded in the log) and two that succeeded.
         assert sum(delivery.attempts for delivery in deliveries.values()) == 4
